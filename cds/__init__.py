@@ -1,0 +1,1 @@
+"""cds package."""

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Developer entry point: sets up everything this checkout needs, then runs one job.
+#
+#   bash packaging/dev.sh display [pdn display options]   set up, then start the display
+#   bash packaging/dev.sh test [pytest options]           set up, then ruff + mypy + the test suite
+#   bash packaging/dev.sh setup                           set up only
+#
+# Safe to run again: system packages are installed only when missing, the virtual
+# environment (.venv) is rebuilt only when pyproject.toml changed.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+python=${PYTHON:-python3}
+
+# Libraries Qt WebEngine loads at run time, Xvfb for a virtual screen when none is
+# attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick).
+system_packages=(
+    libnss3 libxkbcommon0 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-image0
+    libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0
+    libxcb-xkb1 libxcomposite1 libxdamage1 libxrandr2 libxtst6 libxshmfence1 libxkbfile1
+    libasound2 libpulse0 libdbus-1-3 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
+    fonts-dejavu-core xvfb x11-utils xauth imagemagick shellcheck systemd procps
+    python3-venv
+)
+
+log() { printf 'pdn-dev: %s\n' "$*" >&2; }
+
+install_system_packages() {
+    local missing=()
+    for pkg in "${system_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        log "missing system packages (run as root or install them): ${missing[*]}"
+        return 1
+    fi
+    log "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_venv() {
+    local stamp="$venv/.pdn-stamp" want
+    want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)
+    if [ -x "$venv/bin/pdn" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+        return 0
+    fi
+    log "creating the virtual environment in $venv"
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -e "$root[test]"
+    echo "$want" >"$stamp"
+}
+
+setup() {
+    install_system_packages
+    install_venv
+    # Chromium refuses to run its sandbox as root; a kiosk under systemd runs as 'pdn'.
+    if [ "$(id -u)" -eq 0 ]; then export QTWEBENGINE_DISABLE_SANDBOX=1; fi
+}
+
+has_screen() { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }
+
+job=${1:-display}
+[ $# -gt 0 ] && shift
+case "$job" in
+    setup)
+        setup
+        ;;
+    display)
+        setup
+        data=${PDN_DATA_DIR:-$root/data}
+        if has_screen; then
+            exec "$venv/bin/pdn" display --data-dir "$data" "$@"
+        fi
+        log "no screen attached: running on a virtual 1920x1080 screen (Xvfb)"
+        exec xvfb-run -a -s "-screen 0 1920x1080x24 -nolisten tcp" \
+            "$venv/bin/pdn" display --data-dir "$data" "$@"
+        ;;
+    test)
+        setup
+        cd "$root"
+        export PATH="$venv/bin:$PATH"
+        log "ruff"
+        ruff check .
+        ruff format --check . >/dev/null || { ruff format --diff . | head -40; exit 1; }
+        log "mypy"
+        mypy
+        log "pytest"
+        exec pytest "$@"
+        ;;
+    *)
+        log "unknown job '$job' (display, test or setup)"
+        exit 2
+        ;;
+esac

@@ -1,0 +1,97 @@
+"""``pdn``: one command for every part of a Public Display Network.
+
+Each subcommand lives with the code it runs and registers itself here through an
+``add_parser(subparsers)`` function; heavy imports (Qt) happen only inside the subcommand
+that needs them, so ``pdn cds check`` or ``pdn ctl`` start fast on a Pi.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from server.logs import setup_logging
+
+log = logging.getLogger("pdn.cli")
+
+# Modules with an add_parser(subparsers) function, in the order `pdn --help` lists them.
+SUBCOMMAND_MODULES: tuple[str, ...] = ()
+
+
+def package_version() -> str:
+    try:
+        return version("pdn-display")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pdn",
+        description=(
+            "Public Display Network: run a display (a fullscreen signage player with the "
+            "Display Segment API), a scheduler, a content server or a sensor, check CDS "
+            "schedules, and control displays remotely."
+        ),
+        epilog="Run 'pdn COMMAND --help' for the options of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"pdn {package_version()}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more detail in the log (debug)"
+    )
+    verbosity.add_argument(
+        "-q", "--quiet", action="store_true", help="log warnings and errors only"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in SUBCOMMAND_MODULES:
+        importlib.import_module(module_name).add_parser(subparsers)
+    for subparser in _all_subparsers(parser):
+        _add_verbosity(subparser)
+    return parser
+
+
+def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found.append(child)
+                found.extend(_all_subparsers(child))
+    return found
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """Let -v/-q follow the subcommand too (`pdn display -v`), as people type it."""
+    taken = {option for action in parser._actions for option in action.option_strings}
+    if "-v" not in taken and "--verbose" not in taken:
+        parser.add_argument(
+            "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+    if "-q" not in taken and "--quiet" not in taken:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(-1 if args.quiet else args.verbose)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        code: int = func(args)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

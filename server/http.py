@@ -1,0 +1,217 @@
+"""What every segment's Flask app shares: JSON errors, request bodies, the bearer token.
+
+INTERFACE.md fixes these for all four segments:
+- every 4xx/5xx is ``{"error": "<kebab-code>", "message": "...", ["field": ...]}``, never HTML;
+- a body is JSON when ``Content-Type`` says ``application/json`` or ``+json``, or when no
+  ``Content-Type`` is sent and the body parses as JSON; ``text/xml``/``application/xml`` is XML;
+- JSON bodies over 1 MiB and XML bodies over 8 MiB get 413;
+- with an API token configured, state-changing requests need ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+from flask import Flask, Response, current_app, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger("pdn.http")
+
+JSON_LIMIT = 1 << 20
+XML_LIMIT = 8 << 20
+
+BodyKind = Literal["json", "xml", "none", "other"]
+
+_STATUS_CODES = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    406: "not-acceptable",
+    409: "conflict",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    429: "too-many-requests",
+    500: "internal-error",
+    502: "bad-gateway",
+    503: "unavailable",
+    504: "gateway-timeout",
+}
+
+
+class ApiError(Exception):
+    """An error the client should see, as the JSON error body."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        message: str,
+        *,
+        field: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.field = field
+        self.extra = extra or {}
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.error, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        body.update(self.extra)
+        return body
+
+
+def invalid_field(field: str, message: str) -> ApiError:
+    return ApiError(400, "invalid-field", message, field=field)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    response = current_app.response_class(
+        json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n",
+        status=status,
+        mimetype="application/json",
+    )
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def install_error_handlers(app: Flask) -> None:
+    """Every error, including Flask's own 404/405 and unexpected exceptions, as JSON."""
+
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError) -> Response:
+        return json_response(error.body(), error.status)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        message = {
+            404: f"There is no resource at {request.path}.",
+            405: f"{request.method} is not allowed on {request.path}.",
+            413: "The request body is too large.",
+        }.get(status, error.description or "The request failed.")
+        response = json_response({"error": _STATUS_CODES.get(status, "error"), "message": message})
+        response.status_code = status
+        if status == 405 and error.get_response().headers.get("Allow"):
+            response.headers["Allow"] = error.get_response().headers["Allow"]
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        log.exception("unexpected error serving %s %s", request.method, request.path)
+        return json_response(
+            {"error": "internal-error", "message": "The server failed; the error is logged."}, 500
+        )
+
+
+def body_kind() -> BodyKind:
+    """Classify the request body by its Content-Type; with none, by its first character."""
+    mimetype = (request.mimetype or "").lower()
+    if not mimetype:
+        data = _raw_body(XML_LIMIT).lstrip(b"\xef\xbb\xbf \t\r\n")
+        if not data:
+            return "none"
+        if data.startswith(b"<"):
+            return "xml"
+        if len(data) > JSON_LIMIT:
+            raise ApiError(
+                413, "payload-too-large", f"The request body is over {JSON_LIMIT} bytes."
+            )
+        return "json"
+    if mimetype == "application/json" or mimetype.endswith("+json"):
+        return "json"
+    if mimetype in ("text/xml", "application/xml") or mimetype.endswith("+xml"):
+        return "xml"
+    return "other"
+
+
+def _raw_body(limit: int) -> bytes:
+    """The body, read once (bounded) and kept in the WSGI environ for later readers."""
+    cached: bytes | None = request.environ.get("pdn.body")
+    if cached is not None:
+        return cached
+    length = request.content_length
+    if length is not None and length > limit:
+        raise ApiError(413, "payload-too-large", f"The request body is over {limit} bytes.")
+    data = request.stream.read(limit + 1)
+    if len(data) > limit:
+        raise ApiError(413, "payload-too-large", f"The request body is over {limit} bytes.")
+    request.environ["pdn.body"] = data
+    return data
+
+
+def read_xml_body() -> bytes:
+    return _raw_body(XML_LIMIT)
+
+
+def read_json_body(*, required: bool = True) -> Any:
+    """The request's JSON value; a missing body is ``{}`` unless ``required``."""
+    kind = body_kind()
+    if kind == "none":
+        if required:
+            raise ApiError(400, "missing-body", "The request needs a JSON body.")
+        return {}
+    if kind != "json":
+        raise ApiError(
+            415,
+            "unsupported-media-type",
+            f"This endpoint accepts JSON, not {request.mimetype}.",
+        )
+    data = _raw_body(JSON_LIMIT)
+    if not data.strip():
+        if required:
+            raise ApiError(400, "missing-body", "The request needs a JSON body.")
+        return {}
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ApiError(400, "invalid-json", f"The body is not valid JSON: {error}.") from None
+
+
+def read_json_object(*, required: bool = True) -> dict[str, Any]:
+    value = read_json_body(required=required)
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid-json", "The body must be a JSON object.")
+    return value
+
+
+def require_token(app: Flask, token_getter: Callable[[], str | None]) -> None:
+    """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set."""
+
+    @app.before_request
+    def _check_token() -> None:
+        token = token_getter()
+        if not token or request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "This display needs 'Authorization: Bearer <token>' for changes.",
+                extra={},
+            )
+
+
+def create_base_app(name: str) -> Flask:
+    """A Flask app with the shared conventions installed."""
+    app = Flask(name)
+    app.config["MAX_CONTENT_LENGTH"] = XML_LIMIT + 1
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.url_map.strict_slashes = False
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,59 @@
+"""Logging, set up once per process.
+
+Every subsystem logs to its own ``pdn.<subsystem>`` logger. Under systemd (journald reads
+stderr and adds its own time stamps) lines carry no time and a syslog priority prefix, so
+``journalctl -p warning`` works; in a terminal they carry a time stamp.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+_SYSLOG_PRIORITY = {
+    logging.CRITICAL: 2,
+    logging.ERROR: 3,
+    logging.WARNING: 4,
+    logging.INFO: 6,
+    logging.DEBUG: 7,
+}
+
+
+class _JournalFormatter(logging.Formatter):
+    """``<6>pdn.engine: message``: journald strips the prefix and keeps it as the priority."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = _SYSLOG_PRIORITY.get(record.levelno, 6)
+        return f"<{priority}>{super().format(record)}"
+
+
+def under_journald() -> bool:
+    """True when stderr is connected to the journal (systemd sets JOURNAL_STREAM)."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    if not stream:
+        return False
+    try:
+        device, inode = (int(part) for part in stream.split(":"))
+        stat = os.fstat(sys.stderr.fileno())
+    except (ValueError, OSError):
+        return False
+    return (stat.st_dev, stat.st_ino) == (device, inode)
+
+
+def setup_logging(verbosity: int = 0) -> None:
+    """Configure the root logger: verbosity -1 quiet (warnings), 0 info, 1+ debug."""
+    level = logging.DEBUG if verbosity > 0 else logging.WARNING if verbosity < 0 else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    if under_journald():
+        handler.setFormatter(_JournalFormatter("%(name)s: %(message)s"))
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+        )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Libraries that chatter at INFO about every request or connection.
+    for noisy in ("urllib3", "waitress.queue", "werkzeug"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

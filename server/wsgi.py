@@ -1,0 +1,73 @@
+"""Serve a WSGI app with waitress, in a thread of its own or in the foreground.
+
+waitress is a production server (bounded worker threads, request size limits, no debug
+console), pure Python so it installs on a Pi without a compiler. Port 0 picks a free port,
+which tests use; ``server.port`` tells the one bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from waitress.server import create_server
+
+log = logging.getLogger("pdn.wsgi")
+
+
+class WsgiServer:
+    """One listening waitress server."""
+
+    def __init__(self, app: Any, host: str, port: int, *, threads: int = 8, name: str = "api"):
+        self.name = name
+        # With one host and port waitress makes a single-socket server (effective_host/port).
+        self._server: Any = create_server(
+            app,
+            host=host,
+            port=port,
+            threads=threads,
+            ident="pdn",
+            # Readers behind a slow link must not pin a worker thread forever.
+            channel_timeout=30,
+            # Bodies beyond the largest we accept (an 8 MiB CDS) are cut off early.
+            max_request_body_size=9 << 20,
+            clear_untrusted_proxy_headers=True,
+            asyncore_use_poll=True,
+        )
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._server.effective_host)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.effective_port)
+
+    @property
+    def url(self) -> str:
+        host = self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> WsgiServer:
+        """Serve in a daemon thread (the display's GUI owns the main thread)."""
+        self._thread = threading.Thread(target=self.serve_forever, name=f"wsgi-{self.name}")
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        log.info("%s listening on %s", self.name, self.url)
+        try:
+            self._server.run()
+        except OSError:
+            # close() from another thread ends the loop with a closed-socket error.
+            log.debug("%s server loop ended", self.name)
+
+    def stop(self) -> None:
+        self._server.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
