@@ -1,0 +1,190 @@
+"""The conventions every segment shares, through a real waitress server on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import requests
+from flask import Flask, Response
+
+from server.http import (
+    JSON_LIMIT,
+    body_kind,
+    create_base_app,
+    json_response,
+    read_json_object,
+    read_xml_body,
+    require_token,
+)
+from server.validation import HTTP, Duration, Field, Location, Schema, Uri, parse_coordinate
+from server.wsgi import WsgiServer
+
+SCHEMA = Schema(
+    Field("subscriber-uri", Uri(schemes=HTTP), required=True),
+    Field("preferred-duration", Duration()),
+    Field("location", Location()),
+)
+
+
+def make_app(token: str | None) -> Flask:
+    app = create_base_app("test")
+    require_token(app, lambda: token)
+
+    @app.post("/echo")
+    def echo() -> Response:
+        if body_kind() == "xml":
+            return json_response({"xml-bytes": len(read_xml_body())})
+        return json_response(SCHEMA.validate(read_json_object()), 201)
+
+    @app.get("/boom")
+    def boom() -> Response:
+        raise RuntimeError("a bug")
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    server = WsgiServer(make_app(None), "127.0.0.1", 0).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def locked_url() -> Iterator[str]:
+    server = WsgiServer(make_app("s3cret"), "127.0.0.1", 0).start()
+    yield server.url
+    server.stop()
+
+
+def post(url: str, body: bytes | str, content_type: str | None = None) -> requests.Response:
+    headers = {"Content-Type": content_type} if content_type else {}
+    return requests.post(url, data=body, headers=headers, timeout=5)
+
+
+def test_json_with_and_without_content_type(base_url: str) -> None:
+    body = '{"subscriber-uri": "http://127.0.0.1:9/hook", "preferred-duration": "PT1M"}'
+    for content_type in ("application/json", "application/vnd.pdn+json", None):
+        response = post(base_url + "/echo", body, content_type)
+        assert response.status_code == 201, response.text
+        assert response.json() == {
+            "subscriber-uri": "http://127.0.0.1:9/hook",
+            "preferred-duration": 60.0,
+        }
+
+
+def test_xml_is_recognised_with_or_without_header(base_url: str) -> None:
+    assert post(base_url + "/echo", "<a/>", "text/xml").json() == {"xml-bytes": 4}
+    assert post(base_url + "/echo", "  <a/>").json() == {"xml-bytes": 6}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "error", "field"),
+    [
+        ("{not json", "application/json", 400, "invalid-json", None),
+        ("[1, 2]", None, 400, "invalid-json", None),
+        ("", "application/json", 400, "missing-body", None),
+        ("{}", None, 400, "invalid-field", "subscriber-uri"),
+        ('{"subscriber-uri": "ftp://x/y"}', None, 400, "invalid-field", "subscriber-uri"),
+        ('{"subscriber-uri": "/relative"}', None, 400, "invalid-field", "subscriber-uri"),
+        ('{"subscriber-uri": 5}', None, 400, "invalid-field", "subscriber-uri"),
+        (
+            '{"subscriber-uri": "http://a", "preferred-duration": "0 s"}',
+            None,
+            400,
+            "invalid-field",
+            "preferred-duration",
+        ),
+        (
+            '{"subscriber-uri": "http://a", "location": {"latitude": "Q1", "longitude": "E1"}}',
+            None,
+            400,
+            "invalid-field",
+            "location.latitude",
+        ),
+        ('{"subscriber-uri": "http://a"}', "text/plain", 415, "unsupported-media-type", None),
+    ],
+)
+def test_bad_input_gets_the_json_error_body(
+    base_url: str,
+    body: str,
+    content_type: str | None,
+    status: int,
+    error: str,
+    field: str | None,
+) -> None:
+    response = post(base_url + "/echo", body, content_type)
+    assert response.status_code == status
+    assert response.headers["Content-Type"].startswith("application/json")
+    payload = response.json()
+    assert payload["error"] == error
+    assert payload["message"]
+    assert payload.get("field") == field
+
+
+def test_oversized_json_is_413(base_url: str) -> None:
+    response = post(base_url + "/echo", b" " * (JSON_LIMIT + 10) + b"{}", "application/json")
+    assert response.status_code == 413
+    assert response.json()["error"] == "payload-too-large"
+
+
+def test_404_405_and_500_are_json(base_url: str) -> None:
+    missing = requests.get(base_url + "/nowhere", timeout=5)
+    assert (missing.status_code, missing.json()["error"]) == (404, "not-found")
+    wrong = requests.get(base_url + "/echo", timeout=5)
+    assert (wrong.status_code, wrong.json()["error"]) == (405, "method-not-allowed")
+    assert "POST" in wrong.headers["Allow"]
+    broken = requests.get(base_url + "/boom", timeout=5)
+    assert broken.status_code == 500
+    assert broken.json() == {
+        "error": "internal-error",
+        "message": "The server failed; the error is logged.",
+    }
+
+
+def test_token_guards_changes_only(locked_url: str) -> None:
+    body = '{"subscriber-uri": "http://a"}'
+    assert post(locked_url + "/echo", body).status_code == 401
+    wrong = requests.post(
+        locked_url + "/echo", data=body, timeout=5, headers={"Authorization": "Bearer nope"}
+    )
+    assert wrong.status_code == 401
+    assert wrong.json()["error"] == "unauthorized"
+    right = requests.post(
+        locked_url + "/echo", data=body, timeout=5, headers={"Authorization": "Bearer s3cret"}
+    )
+    assert right.status_code == 201
+    # Reads stay open.
+    assert requests.get(locked_url + "/nowhere", timeout=5).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("text", "axis", "value"),
+    [
+        ("N54.0104", "latitude", 54.0104),
+        ("S 33.5", "latitude", -33.5),
+        ("N 54 00.624", "latitude", 54.0104),
+        ("W2 47.1", "longitude", -2.785),
+        ("E179.9", "longitude", 179.9),
+        ("-2.5", "longitude", -2.5),
+    ],
+)
+def test_both_location_notations(text: str, axis: str, value: float) -> None:
+    assert parse_coordinate(text, axis) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "axis"),
+    [
+        ("E54", "latitude"),
+        ("N91", "latitude"),
+        ("N 54 61.0", "latitude"),
+        ("W181", "longitude"),
+        ("north", "latitude"),
+        ("", "longitude"),
+    ],
+)
+def test_bad_coordinates(text: str, axis: str) -> None:
+    with pytest.raises(ValueError):
+        parse_coordinate(text, axis)
