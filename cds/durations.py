@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 __all__ = ["format_duration", "parse_duration"]
 
@@ -79,5 +80,14 @@ def format_duration(seconds: float) -> str:
         value, unit = seconds / 60, "minute"
     else:
         value, unit = seconds, "second"
-    number = f"{value:g}"
+    number = _plain_number(value)
     return f"{number} {unit}" + ("" if number == "1" else "s")
+
+
+def _plain_number(value: float) -> str:
+    """The shortest decimal that reads back as exactly ``value``, never in exponent form
+    (``parse_duration`` does not read ``1e-05``), so format and parse round-trip."""
+    text = format(Decimal(repr(float(value))), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
