@@ -19,7 +19,12 @@ from server.logs import setup_logging
 log = logging.getLogger("pdn.cli")
 
 # Modules with an add_parser(subparsers) function, in the order `pdn --help` lists them.
-SUBCOMMAND_MODULES: tuple[str, ...] = ()
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "server.scheduler.cli",
+    "server.content.cli",
+    "server.sensor.cli",
+    "server.ctl",
+)
 
 
 def package_version() -> str:

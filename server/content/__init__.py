@@ -1,0 +1,1 @@
+"""The Content Segment: hosts applications, forwards their requests (``pdn content``)."""

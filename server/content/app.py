@@ -1,0 +1,280 @@
+"""The Content Segment's HTTP API (spec 4.2, INTERFACE.md): hosted applications.
+
+Every folder ``<apps dir>/<app>/`` with an ``index.html`` is an application at ``/<app>/``; the
+built-in ``message`` application (``server/apps/message``) always exists.
+
+    GET  /<app>/                 the application's page (what a display shows)
+    GET  /<app>/<asset>          its files
+    POST /<app>/schedule         ask the application to schedule itself onto a display
+    POST /schedule               the same for the default application, ``message``
+    GET  /x/apps                 extension: the applications hosted here
+
+``POST /<app>/schedule`` builds the content-item URL ``<base>/<app>/?<application-params>`` and
+POSTs ``{"content-item", "preferred-duration"}`` to ``<display-uri>/schedule``, then answers
+what the display said: 202 forwarded / rejected / failed, or 504 when the display cannot be
+reached within 5 seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import requests
+from flask import Flask, Response, redirect, request, send_from_directory
+
+from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
+from server.http import require_token as install_token_check
+from server.standalone import local_address_towards
+from server.validation import HTTP, Duration, Field, Object, Schema, Uri
+
+log = logging.getLogger("pdn.content")
+
+BUILTIN_APPS = Path(__file__).resolve().parent.parent / "apps"
+DEFAULT_APP = "message"
+APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: Displays must answer within this (INTERFACE.md: 504 within 5 s).
+FORWARD_TIMEOUT = 4.5
+MAX_URL_LENGTH = 8000
+
+SCHEDULE_REQUEST = Schema(
+    Field("application-params", Object(), required=True),
+    Field("display-uri", Uri(schemes=HTTP), required=True),
+    Field("preferred-duration", Duration()),
+    Field("requestor", Object(), required=True),
+)
+
+
+class AppCatalog:
+    """Applications by name: the operator's directory first, then the built-in ones."""
+
+    def __init__(self, directories: Sequence[Path]) -> None:
+        self.directories = list(directories)
+
+    def find(self, name: str) -> Path | None:
+        if not APP_NAME.match(name):
+            return None
+        for directory in self.directories:
+            folder = directory / name
+            if (folder / "index.html").is_file():
+                return folder
+        return None
+
+    def names(self) -> list[str]:
+        found: set[str] = set()
+        for directory in self.directories:
+            try:
+                children = list(directory.iterdir())
+            except OSError:
+                continue
+            found.update(
+                child.name
+                for child in children
+                if APP_NAME.match(child.name) and (child / "index.html").is_file()
+            )
+        return sorted(found)
+
+
+@dataclass(frozen=True)
+class ForwardResult:
+    status: str  # forwarded | rejected | failed | unreachable
+    reason: str | None = None
+
+
+class DisplayForwarder:
+    """POSTs a scheduling request to a display, with a hard deadline on the whole exchange."""
+
+    def __init__(self, *, timeout: float = FORWARD_TIMEOUT, token: str | None = None) -> None:
+        self._timeout = timeout
+        self._token = token
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="forward")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def forward(self, display_uri: str, body: dict[str, Any]) -> ForwardResult:
+        target = display_uri.rstrip("/") + "/schedule"
+        future = self._pool.submit(self._post, target, body)
+        try:
+            # requests' timeouts bound each socket wait, not the whole exchange: this does.
+            return future.result(timeout=self._timeout + 0.3)
+        except FutureTimeout:
+            return ForwardResult("unreachable", f"{target} did not answer within 5 seconds")
+
+    def _post(self, target: str, body: dict[str, Any]) -> ForwardResult:
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        try:
+            response = requests.post(
+                target,
+                data=json.dumps(body),
+                headers=headers,
+                timeout=(self._timeout, self._timeout),
+                allow_redirects=False,
+            )
+        except requests.RequestException as error:
+            return ForwardResult("unreachable", f"cannot reach {target}: {_short(error)}")
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        status = answer.get("request-status") if isinstance(answer, dict) else None
+        reason = answer.get("reason") if isinstance(answer, dict) else None
+        if response.status_code == 202 and status == "scheduling":
+            return ForwardResult("forwarded")
+        if response.status_code == 202 and status == "rejected":
+            return ForwardResult("rejected", reason if isinstance(reason, str) else None)
+        detail = ""
+        if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+            detail = f": {answer['message']}"
+        return ForwardResult(
+            "failed", f"the display answered {response.status_code} {response.reason}{detail}"
+        )
+
+
+def _short(error: Exception) -> str:
+    text = str(error)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def query_value(value: Any) -> str:
+    """An application parameter as a query-string value (JSON for anything but text)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def advertised_base(
+    public_url: str | None, listen_host: str, listen_port: Callable[[], int]
+) -> Callable[[str], str]:
+    """How the content server names itself to a display: the base of content-item URLs.
+
+    ``--public-url`` wins. A server bound to one address advertises that address. One bound to
+    every address (0.0.0.0, ::) advertises its own address on the route to the display, which
+    is the one the display can reach.
+    """
+    if public_url:
+        fixed = public_url.rstrip("/")
+        return lambda display_uri: fixed
+
+    def base(display_uri: str) -> str:
+        host = listen_host
+        if host in ("0.0.0.0", "::", ""):
+            display_host = urlsplit(display_uri).hostname or "127.0.0.1"
+            try:
+                display_ip = socket.getaddrinfo(display_host, None)[0][4][0]
+            except OSError:
+                display_ip = display_host
+            host = local_address_towards(str(display_ip)) or socket.gethostname()
+        elif ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{listen_port()}"
+
+    return base
+
+
+def create_app(
+    catalog: AppCatalog,
+    forwarder: DisplayForwarder,
+    base_url_for: Callable[[str], str],
+    *,
+    token: str | None = None,
+) -> Flask:
+    app = create_base_app("pdn.content")
+    install_token_check(app, lambda: token)
+
+    def app_folder(name: str) -> Path:
+        folder = catalog.find(name)
+        if folder is None:
+            raise ApiError(
+                404,
+                "unknown-application",
+                f"There is no application '{name}' here; "
+                f"available: {', '.join(catalog.names()) or 'none'}.",
+            )
+        return folder
+
+    @app.get("/x/apps")
+    def list_apps() -> Response:
+        return json_response(
+            [{"name": name, "url": f"{request.host_url}{name}/"} for name in catalog.names()]
+        )
+
+    @app.post("/schedule")
+    def schedule_default() -> Response:
+        return schedule(DEFAULT_APP)
+
+    @app.post("/<name>/schedule")
+    def schedule(name: str) -> Response:
+        app_folder(name)
+        body = read_json_object()
+        fields = SCHEDULE_REQUEST.validate(body)
+        requestor = fields["requestor"]
+        for key in ("device-id", "user-id"):
+            if key in requestor and not isinstance(requestor[key], str):
+                raise invalid_field(f"requestor.{key}", f"'requestor.{key}' must be a string.")
+        params = fields["application-params"]
+        display_uri = fields["display-uri"]
+        query = urlencode([(str(key), query_value(value)) for key, value in params.items()])
+        content_item = f"{base_url_for(display_uri)}/{name}/" + (f"?{query}" if query else "")
+        if len(content_item) > MAX_URL_LENGTH:
+            raise invalid_field(
+                "application-params",
+                f"'application-params' make a URL longer than {MAX_URL_LENGTH} characters.",
+            )
+        forwarded: dict[str, Any] = {"content-item": content_item}
+        if "preferred-duration" in fields:
+            forwarded["preferred-duration"] = str(body["preferred-duration"])
+        result = forwarder.forward(display_uri, forwarded)
+        log.info(
+            "%s for %s (requestor %s): %s%s",
+            name,
+            display_uri,
+            json.dumps(requestor)[:200],
+            result.status,
+            f" ({result.reason})" if result.reason else "",
+        )
+        if result.status == "unreachable":
+            return json_response(
+                {
+                    "request-status": "failed",
+                    "error": "display-unreachable",
+                    "message": result.reason or "The display could not be reached.",
+                },
+                504,
+            )
+        answer: dict[str, Any] = {"request-status": result.status}
+        if result.reason:
+            answer["reason"] = result.reason
+        return json_response(answer, 202)
+
+    @app.get("/<name>/")
+    def app_index(name: str) -> Response:
+        folder = app_folder(name)
+        if not request.path.endswith("/"):
+            # Relative asset paths in the page resolve against /<app>/, not /.
+            query = request.query_string.decode("latin-1")
+            target = f"/{name}/" + (f"?{query}" if query else "")
+            return redirect(target, code=308)  # type: ignore[return-value]
+        response = send_from_directory(folder, "index.html", max_age=0)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+    @app.get("/<name>/<path:asset>")
+    def app_asset(name: str, asset: str) -> Response:
+        folder = app_folder(name)
+        return send_from_directory(folder, asset, max_age=300)
+
+    return app

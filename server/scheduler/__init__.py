@@ -1,0 +1,1 @@
+"""The Scheduling and Management Segment: display registry and CDS schedules (``pdn scheduler``)."""

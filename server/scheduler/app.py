@@ -1,0 +1,140 @@
+"""The Scheduling and Management Segment's HTTP API (spec 4.3, INTERFACE.md).
+
+GET  /displays                       registry (url-only: JSON body field or query parameter)
+POST /displays                       register or update a display (upsert by url)
+GET  /schedule/<id>/                 the schedule, a CDS, as text/xml
+POST /schedule/<id>/subscribe/       push updates of this schedule to subscriber-uri
+POST /schedule/<id>/unsubscribe/
+GET  /x/schedules                    extension: the schedules being served
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from flask import Flask, Response, request
+
+from server.http import (
+    ApiError,
+    create_base_app,
+    json_response,
+    read_json_object,
+    require_token,
+)
+from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
+from server.scheduler.storage import SchedulerStorage
+from server.validation import HTTP, Boolean, Field, Location, Schema, String, Uri
+
+SUBSCRIBE = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+REGISTER = Schema(
+    Field("url", Uri(schemes=HTTP), required=True),
+    Field("location", Location(), required=True),
+    Field("name", String(max_length=200)),
+)
+LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
+
+
+class Subscriptions(Protocol):
+    """The part of the durable outbox the API needs (server.outbox.Outbox has it)."""
+
+    def subscribe(self, topic: str, uri: str) -> bool: ...
+
+    def unsubscribe(self, topic: str, uri: str) -> bool: ...
+
+
+def schedule_topic(schedule_id: str) -> str:
+    return f"schedule:{schedule_id}"
+
+
+def create_app(
+    storage: SchedulerStorage,
+    library: ScheduleLibrary,
+    subscriptions: Subscriptions,
+    *,
+    on_register: Callable[[str], None] = lambda url: None,
+    token: str | None = None,
+) -> Flask:
+    app = create_base_app("pdn.scheduler")
+    require_token(app, lambda: token)
+
+    def known_schedule(schedule_id: str) -> None:
+        if not is_schedule_id(schedule_id) or library.get(schedule_id) is None:
+            raise ApiError(
+                404,
+                "unknown-schedule",
+                f"There is no schedule '{schedule_id}'; it is the file "
+                f"{schedule_id}.xml in the scheduler's schedules directory.",
+            )
+
+    @app.get("/displays")
+    def list_displays() -> Response:
+        fields: dict[str, Any] = {}
+        if request.args.get("url-only") is not None:
+            fields.update(LIST_DISPLAYS.validate({"url-only": request.args["url-only"]}))
+        fields.update(LIST_DISPLAYS.validate(read_json_object(required=False)))
+        url_only = fields.get("url-only", True)
+        records = []
+        for display in storage.displays():
+            record: dict[str, Any] = {
+                "url": display.url,
+                "location": display.location,
+                # Until the display tells its name (GET /), its address is the friendly name.
+                "name": display.name or urlsplit(display.url).netloc,
+            }
+            if not url_only:
+                record["sensors"] = display.sensors
+            records.append(record)
+        return json_response(records)
+
+    @app.post("/displays")
+    def register_display() -> Response:
+        fields = REGISTER.validate(read_json_object())
+        storage.upsert_display(fields["url"], fields["location"], fields.get("name"))
+        on_register(fields["url"])
+        return json_response({}, 201)
+
+    @app.get("/schedule/<schedule_id>/")
+    def get_schedule(schedule_id: str) -> Response:
+        known_schedule(schedule_id)
+        schedule = library.get(schedule_id)
+        assert schedule is not None
+        response = app.response_class(schedule.xml, status=200, mimetype="text/xml")
+        response.headers["ETag"] = f'"{schedule.digest}"'
+        response.make_conditional(request)
+        return response
+
+    @app.post("/schedule/<schedule_id>/subscribe/")
+    def subscribe(schedule_id: str) -> Response:
+        known_schedule(schedule_id)
+        fields = SUBSCRIBE.validate(read_json_object())
+        subscriptions.subscribe(schedule_topic(schedule_id), fields["subscriber-uri"])
+        return json_response({}, 201)
+
+    @app.post("/schedule/<schedule_id>/unsubscribe/")
+    def unsubscribe(schedule_id: str) -> Response:
+        fields = SUBSCRIBE.validate(read_json_object())
+        if not subscriptions.unsubscribe(schedule_topic(schedule_id), fields["subscriber-uri"]):
+            raise ApiError(
+                404,
+                "not-subscribed",
+                f"{fields['subscriber-uri']} is not subscribed to schedule '{schedule_id}'.",
+            )
+        return json_response({}, 200)
+
+    @app.get("/x/schedules")
+    def list_schedules() -> Response:
+        return json_response(
+            [
+                {
+                    "id": schedule.schedule_id,
+                    "name": schedule.root_name,
+                    "url": f"{request.host_url}schedule/{schedule.schedule_id}/",
+                    "digest": schedule.digest,
+                }
+                for schedule in library.all()
+            ]
+        )
+
+    return app

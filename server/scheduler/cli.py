@@ -1,0 +1,103 @@
+"""``pdn scheduler``: run the Scheduling and Management Segment."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from server.standalone import (
+    EXIT_START_FAILED,
+    EXIT_USAGE,
+    api_token,
+    default_data_dir,
+    serve_until_stopped,
+)
+
+log = logging.getLogger("pdn.scheduler")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "scheduler",
+        help="run the Scheduling and Management Segment (display registry, CDS schedules)",
+        description=(
+            "Run the Scheduling and Management Segment: a registry of displays (POST/GET "
+            "/displays) and the schedules, one CDS file <id>.xml per schedule in --schedules, "
+            "served at /schedule/<id>/ and pushed to subscribers within a second of a change. "
+            "A file that does not validate is logged with its line and the last good version "
+            "keeps being served. Set PDN_API_TOKEN in the environment to require "
+            "'Authorization: Bearer <token>' on every POST."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8090, help="port to listen on (8090)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the registry and subscriptions live (default ~/.local/state/pdn/scheduler)",
+    )
+    parser.add_argument(
+        "--schedules",
+        type=Path,
+        required=True,
+        help="directory of schedules: each <id>.xml file is the schedule <id>",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how often to re-read each display's GET / for its name and sensors (300)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from server.outbox import Outbox
+    from server.scheduler.app import create_app, schedule_topic
+    from server.scheduler.registry import DisplayProber
+    from server.scheduler.schedules import ScheduleLibrary
+    from server.scheduler.storage import SqliteStorage
+    from server.wsgi import WsgiServer
+
+    schedules_dir: Path = args.schedules
+    if not schedules_dir.is_dir():
+        log.error("--schedules %s is not a directory; create it first", schedules_dir)
+        return EXIT_USAGE
+    if args.refresh <= 0:
+        log.error("--refresh must be a positive number of seconds")
+        return EXIT_USAGE
+    data_dir: Path = args.data_dir or default_data_dir("scheduler")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        storage = SqliteStorage(data_dir / "scheduler.sqlite3")
+        outbox = Outbox(data_dir / "outbox.sqlite3", name="scheduler")
+    except OSError as error:
+        log.error("cannot use the data directory %s: %s", data_dir, error)
+        return EXIT_START_FAILED
+
+    def publish(schedule_id: str, body: bytes) -> None:
+        outbox.publish(schedule_topic(schedule_id), body, "text/xml")
+
+    library = ScheduleLibrary(schedules_dir, storage, publish)
+    prober = DisplayProber(storage, refresh_interval=args.refresh)
+    app = create_app(storage, library, outbox, on_register=prober.poke, token=api_token())
+    try:
+        server = WsgiServer(app, args.host, args.port, name="scheduler")
+    except OSError as error:
+        log.error("cannot listen on %s:%s: %s", args.host, args.port, error)
+        storage.close()
+        return EXIT_START_FAILED
+    outbox.start()
+    library.start()
+    prober.start()
+    return serve_until_stopped(
+        server,
+        on_stop=[library.stop, prober.stop, outbox.stop, storage.close],
+        ready_message=(
+            f"scheduler ready at {server.url}: {len(library.all())} schedules from "
+            f"{schedules_dir}, data in {data_dir}"
+        ),
+    )

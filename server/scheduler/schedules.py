@@ -1,0 +1,238 @@
+"""Schedules are CDS files in a directory; this module notices changes and publishes them.
+
+``<id>.xml`` in the schedules directory is the schedule ``<id>``. The directory is polled
+(stat every half second, and the content hash of every file now and then, so a change that
+keeps size and mtime is still seen): no extra dependency, works on every file system, network
+mounts included. A changed file is validated with ``cds``; a good one becomes the schedule's
+new version (stored, then pushed to the schedule's subscribers), a broken one is logged with
+its lines and the last good version keeps being served. A deleted file removes the schedule
+and tells subscribers with an empty content-set of the same name (which the display reads as
+"remove this set").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lxml import etree
+
+from cds.errors import CdsError
+from cds.parser import parse
+from server.scheduler.storage import SchedulerStorage, StoredSchedule
+
+log = logging.getLogger("pdn.scheduler.schedules")
+
+SCHEDULE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+
+#: publish(schedule_id, cds_bytes): hand a schedule update to the subscribers' outbox.
+Publisher = Callable[[str, bytes], None]
+
+_SAFE_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, remove_comments=False
+)
+
+
+def is_schedule_id(text: str) -> bool:
+    return bool(SCHEDULE_ID.match(text))
+
+
+def removal_document(root_name: str) -> bytes:
+    """An inline content-set with no items: the display drops its set of that name."""
+    element = etree.Element("content-set", name=root_name, type="inline")
+    return bytes(etree.tostring(element, xml_declaration=True, encoding="UTF-8")) + b"\n"
+
+
+def _with_root_name(data: bytes, name: str) -> bytes:
+    """The document with ``name`` set on its root content-set (so updates replace it)."""
+    tree = etree.fromstring(data, _SAFE_PARSER)
+    root = tree
+    if etree.QName(root).localname != "content-set":
+        found = next(
+            (child for child in root if etree.QName(child).localname == "content-set"), None
+        )
+        if found is None:
+            return data
+        root = found
+    root.set("name", name)
+    return bytes(etree.tostring(tree, xml_declaration=True, encoding="UTF-8")) + b"\n"
+
+
+class ScheduleLibrary:
+    """Keeps storage in step with the schedules directory and publishes every change."""
+
+    def __init__(
+        self,
+        directory: Path,
+        storage: SchedulerStorage,
+        publish: Publisher,
+        *,
+        poll_interval: float = 0.5,
+        rehash_interval: float = 10.0,
+    ) -> None:
+        self.directory = directory
+        self._storage = storage
+        self._publish = publish
+        self._poll_interval = poll_interval
+        self._rehash_interval = rehash_interval
+        self._stats: dict[str, tuple[int, int]] = {}
+        self._file_digests: dict[str, str] = {}  # last content seen in each file, good or bad
+        self._known: dict[str, StoredSchedule] = {s.schedule_id: s for s in storage.schedules()}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_rehash = 0.0
+        self._directory_missing = False
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, schedule_id: str) -> StoredSchedule | None:
+        with self._lock:
+            return self._known.get(schedule_id)
+
+    def all(self) -> list[StoredSchedule]:
+        with self._lock:
+            return sorted(self._known.values(), key=lambda s: s.schedule_id)
+
+    # -- watching --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.scan(rehash=True)
+        self._thread = threading.Thread(target=self._run, name="schedules-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._poll_interval):
+            now = time.monotonic()
+            rehash = now - self._last_rehash >= self._rehash_interval
+            try:
+                self.scan(rehash=rehash)
+            except Exception:
+                log.exception("scanning %s failed; trying again", self.directory)
+
+    def scan(self, *, rehash: bool = False) -> None:
+        """One pass over the directory: pick up new, changed and deleted schedule files."""
+        if rehash:
+            self._last_rehash = time.monotonic()
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError as error:
+            # A directory that vanished (an unmounted share) is not a reason to delete every
+            # schedule; keep serving the last good versions until it is back.
+            if not self._directory_missing:
+                log.error("cannot read the schedules directory %s: %s", self.directory, error)
+                self._directory_missing = True
+            return
+        if self._directory_missing:
+            log.info("the schedules directory %s is readable again", self.directory)
+            self._directory_missing = False
+        present: set[str] = set()
+        for entry in entries:
+            if not entry.name.endswith(".xml") or entry.name.startswith("."):
+                continue
+            schedule_id = entry.name[: -len(".xml")]
+            if not is_schedule_id(schedule_id):
+                if schedule_id not in self._stats:
+                    log.warning(
+                        "ignoring %s: a schedule id is letters, digits, '.', '_', '-'", entry.path
+                    )
+                    self._stats[schedule_id] = (0, 0)
+                continue
+            try:
+                if not entry.is_file():
+                    continue
+                stat = entry.stat()
+            except OSError:
+                continue
+            present.add(schedule_id)
+            signature = (stat.st_mtime_ns, stat.st_size)
+            if not rehash and self._stats.get(schedule_id) == signature:
+                continue
+            self._stats[schedule_id] = signature
+            self._consider(schedule_id, Path(entry.path))
+        for schedule_id in [s for s in self._known if s not in present]:
+            self._remove(schedule_id)
+        for schedule_id in [s for s in self._stats if s not in present]:
+            del self._stats[schedule_id]
+            self._file_digests.pop(schedule_id, None)
+
+    def _consider(self, schedule_id: str, path: Path) -> None:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            log.error("%s: cannot read: %s", path, error)
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        if self._file_digests.get(schedule_id) == digest:
+            return
+        self._file_digests[schedule_id] = digest
+        known = self.get(schedule_id)
+        if known is not None and known.digest == digest:
+            return
+        try:
+            document = parse(data)
+        except CdsError as error:
+            for problem in error.problems:
+                where = f"{path}:{problem.line}" if problem.line else str(path)
+                log.error("%s: %s", where, problem.message)
+            if known is not None:
+                log.error(
+                    "schedule %r: keeping the last good version (from %s)",
+                    schedule_id,
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(known.updated)),
+                )
+            else:
+                log.error("schedule %r is not served until the file is fixed", schedule_id)
+            return
+        for warning in document.warnings:
+            log.warning("%s:%s: %s", path, warning.line or "", warning.message)
+        root_name = document.root.name
+        served = data
+        if not root_name:
+            # Displays replace a CDS by its root name; without one, an update would pile up
+            # beside the old version instead of replacing it.
+            root_name = schedule_id
+            served = _with_root_name(data, root_name)
+        schedule = StoredSchedule(schedule_id, served, digest, root_name, time.time())
+        # Publish first: if the process dies in between, the next start sees the file differ
+        # from storage and publishes again (a duplicate, never a lost update).
+        self._publish_safely(schedule_id, served)
+        self._storage.save_schedule(schedule)
+        with self._lock:
+            self._known[schedule_id] = schedule
+        log.info(
+            "schedule %r %s (%d bytes)",
+            schedule_id,
+            "updated" if known is not None else "added",
+            len(served),
+        )
+
+    def _remove(self, schedule_id: str) -> None:
+        with self._lock:
+            known = self._known.get(schedule_id)
+        if known is None:
+            return
+        self._publish_safely(schedule_id, removal_document(known.root_name or schedule_id))
+        self._storage.delete_schedule(schedule_id)
+        with self._lock:
+            self._known.pop(schedule_id, None)
+        log.info("schedule %r removed (its file is gone)", schedule_id)
+
+    def _publish_safely(self, schedule_id: str, data: bytes) -> None:
+        try:
+            self._publish(schedule_id, data)
+        except Exception:
+            log.exception(
+                "could not queue the update of schedule %r for its subscribers", schedule_id
+            )

@@ -1,0 +1,1 @@
+"""The Environment Segment: one sensor, its reading and its subscribers (``pdn sensor``)."""

@@ -1,0 +1,147 @@
+"""``pdn sensor``: run one sensor of the Environment Segment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+from pathlib import Path
+
+from server.standalone import (
+    EXIT_START_FAILED,
+    EXIT_USAGE,
+    api_token,
+    default_data_dir,
+    serve_until_stopped,
+)
+from server.validation import check_uri
+
+log = logging.getLogger("pdn.sensor")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "sensor",
+        help="run a sensor of the Environment Segment (pushes readings to subscribers)",
+        description=(
+            "Run one sensor: it reads its source (a command's output, a file, or a fixed "
+            "data-source URI), answers GET / with the current reading and pushes readings to "
+            "subscribers (POST /subscribe, e.g. a display's /sensing) every --interval "
+            "seconds and at once when the reading changes. Example, a Raspberry Pi's own "
+            "temperature in degrees Celsius: pdn sensor --sensor-id pi-cpu --sensor-type "
+            "'cpu temperature' --file /sys/class/thermal/thermal_zone0/temp --scale 0.001"
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8092, help="port to listen on (8092)")
+    parser.add_argument("--sensor-id", required=True, help="unique identifier of the sensor")
+    parser.add_argument(
+        "--sensor-type", required=True, help="what it measures, e.g. 'air temperature'"
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--command", metavar="CMD", help="shell command whose output is the reading"
+    )
+    source.add_argument(
+        "--file", type=Path, metavar="PATH", help="file whose content is the reading"
+    )
+    source.add_argument(
+        "--data-source", metavar="URI", help="a URI the data is read from (e.g. a video stream)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="push the reading to subscribers this often (10); changes go at once",
+    )
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="read the source this often to notice changes (1)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        metavar="FACTOR",
+        help="multiply numeric readings, e.g. 0.001 for a thermal zone's millidegrees",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where subscriptions and undelivered updates live "
+        "(default ~/.local/state/pdn/sensor-<id>)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from server.outbox import Outbox
+    from server.sensor.app import TOPIC, create_app
+    from server.sensor.source import (
+        CommandSource,
+        DataSourceUri,
+        FileSource,
+        SensorLoop,
+        Source,
+    )
+    from server.wsgi import WsgiServer
+
+    if not args.sensor_id.strip() or not args.sensor_type.strip():
+        log.error("--sensor-id and --sensor-type must not be empty")
+        return EXIT_USAGE
+    if args.interval <= 0 or args.poll <= 0:
+        log.error("--interval and --poll must be positive numbers of seconds")
+        return EXIT_USAGE
+    source: Source
+    if args.command is not None:
+        source = CommandSource(args.command, timeout=min(30.0, args.interval), scale=args.scale)
+    elif args.file is not None:
+        source = FileSource(args.file, scale=args.scale)
+    else:
+        problem = check_uri(args.data_source)
+        if problem:
+            log.error("--data-source %s", problem)
+            return EXIT_USAGE
+        source = DataSourceUri(args.data_source)
+
+    safe_id = re.sub(r"[^A-Za-z0-9._-]+", "_", args.sensor_id)
+    data_dir: Path = args.data_dir or default_data_dir(f"sensor-{safe_id}")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        outbox = Outbox(data_dir / "outbox.sqlite3", name="sensor")
+    except OSError as error:
+        log.error("cannot use the data directory %s: %s", data_dir, error)
+        return EXIT_START_FAILED
+
+    def publish(body: dict[str, object]) -> None:
+        outbox.publish(TOPIC, json.dumps(body).encode(), "application/json")
+
+    loop = SensorLoop(
+        source,
+        args.sensor_id,
+        args.sensor_type,
+        publish,
+        interval=args.interval,
+        poll=args.poll,
+    )
+    app = create_app(loop, outbox, token=api_token())
+    try:
+        server = WsgiServer(app, args.host, args.port, name="sensor")
+    except OSError as error:
+        log.error("cannot listen on %s:%s: %s", args.host, args.port, error)
+        return EXIT_START_FAILED
+    outbox.start()
+    loop.start()
+    return serve_until_stopped(
+        server,
+        on_stop=[loop.stop, outbox.stop],
+        ready_message=(
+            f"sensor {args.sensor_id!r} ready at {server.url}, reading {source.describe()}"
+        ),
+    )
