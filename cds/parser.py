@@ -123,10 +123,11 @@ def schema() -> etree.RelaxNG:
 def parse(data: bytes | str | os.PathLike[str], *, filename: str | None = None) -> Document:
     """Parse a CDS from bytes, text, or a file path; raise CdsError saying what is wrong.
 
-    ``filename`` names the document in messages that are not tied to a line.
+    ``filename`` names the document in the log. Messages never repeat it: callers put it
+    in front (``FILE:LINE: message``).
     """
     try:
-        raw, is_text = _read(data, filename)
+        raw, is_text = _read(data)
         root = _parse_xml(raw, is_text)
         return _Builder().document(root)
     except CdsError:
@@ -134,13 +135,13 @@ def parse(data: bytes | str | os.PathLike[str], *, filename: str | None = None) 
     except RecursionError:
         raise CdsError([Problem(None, None, "the document nests elements too deeply")]) from None
     except Exception as error:  # a bug here must not take down the caller: say so, log it
-        log.exception("unexpected error while parsing a CDS")
+        log.exception("unexpected error while parsing the CDS %s", filename or "")
         raise CdsError(
             [Problem(None, None, f"the document could not be read ({type(error).__name__})")]
         ) from error
 
 
-def _read(data: bytes | str | os.PathLike[str], filename: str | None) -> tuple[bytes, bool]:
+def _read(data: bytes | str | os.PathLike[str]) -> tuple[bytes, bool]:
     if isinstance(data, bytes | bytearray | memoryview):
         raw = bytes(data)
         is_text = False
@@ -149,19 +150,16 @@ def _read(data: bytes | str | os.PathLike[str], filename: str | None) -> tuple[b
         is_text = True
     elif isinstance(data, os.PathLike):
         path = os.fspath(data)
-        shown = filename or str(path)
         try:
             with open(path, "rb") as handle:
                 raw = handle.read(MAX_BYTES + 1)
         except IsADirectoryError:
-            raise CdsError(
-                [Problem(None, None, f"{shown} is a directory, not a CDS file")]
-            ) from None
+            raise CdsError([Problem(None, None, "this is a directory, not a CDS file")]) from None
         except FileNotFoundError:
-            raise CdsError([Problem(None, None, f"{shown} does not exist")]) from None
+            raise CdsError([Problem(None, None, "no such file")]) from None
         except OSError as error:
             reason = error.strerror or str(error)
-            raise CdsError([Problem(None, None, f"cannot read {shown}: {reason}")]) from None
+            raise CdsError([Problem(None, None, f"cannot read the file: {reason}")]) from None
         is_text = False
     else:
         raise CdsError([Problem(None, None, "a CDS must be given as bytes, text or a file path")])

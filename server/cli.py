@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "server.scheduler.cli",
     "server.content.cli",
     "server.sensor.cli",
+    "cds.cli",
     "server.ctl",
 )
 

@@ -1,0 +1,788 @@
+"""What plays, in which order, for how long, and when that answer next changes (CDS.md).
+
+:class:`Playlist` is the player engine's view of its CDS documents. It has no clock of its
+own: every question takes ``now`` (an aware datetime), and windows are read on the wall clock
+of the display's time zone, so DST days behave as a person reading a wall clock expects: a
+window that starts at 02:30 on a spring-forward day (when 02:30 never happens) opens at the
+jump, and a 01:30 window on a fall-back day is open during both 01:30s.
+
+Rules, in short:
+
+- an item is eligible when its own constraints and those of every set above it hold, and the
+  caller's ``available(item)`` (file cached and verified) says yes;
+- only the highest priority level among eligible items plays (default medium);
+- a set's children play in its order (nearest ``playback`` wins): inorder, reverseorder, or
+  random (a fresh shuffle each round, never the same child twice in a row);
+- each child set of a set is one "slot" that yields one item per turn, so sibling sets share
+  the screen round-robin, and several documents do too;
+- ``avoid-context-switch="true"``: once the set starts, all its eligible items play before
+  anything outside it (a higher priority still interrupts; the set resumes afterwards).
+
+Remote sets (``type="remote"``) are fetched by the player: :meth:`Playlist.remote_sets` lists
+them and :meth:`Playlist.set_remote` plugs in the fetched set, which then sits under the remote
+set, so the remote set's constraints apply on top of the fetched document's.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+import os
+import random
+import threading
+import zoneinfo
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Literal
+
+from cds.durations import format_duration
+from cds.model import (
+    DAY_NAMES,
+    DEFAULT_PRIORITY,
+    PRIORITY_NAMES,
+    Constraints,
+    ContentItem,
+    ContentSet,
+    DateWindow,
+    DayWindow,
+    Document,
+    PlaybackOrder,
+    TimeWindow,
+)
+
+__all__ = [
+    "Playlist",
+    "RemoteSet",
+    "Selection",
+    "Verdict",
+    "constraints_hold",
+    "next_window_change",
+    "system_timezone",
+]
+
+log = logging.getLogger("pdn.cds")
+
+Available = Callable[[ContentItem], bool]
+_UTC = datetime.UTC
+# Remote documents may name further remote sets; this many levels is plenty, and stops a loop.
+MAX_REMOTE_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One item chosen to play, with what the player needs to show it."""
+
+    item: ContentItem
+    #: stable id of this item in its document: f"{root_name}/{index path}", e.g. "lobby/0.2"
+    key: str
+    #: name of the document's root content-set
+    root_name: str | None
+    #: names of the sets from the root down to the item's parent
+    set_path: tuple[str | None, ...]
+    #: 0 lowest .. 4 highest, inherited (nearest wins), default 2 (medium)
+    priority: int
+    #: preferred-duration in seconds (nearest wins), or None: the player then uses the
+    #: natural length of a video, else 15 seconds
+    duration: float | None
+
+    @property
+    def url(self) -> str:
+        return self.item.url
+
+
+@dataclass
+class Verdict:
+    """Why an item plays now or not (for ``pdn cds explain`` and the player's logs)."""
+
+    key: str
+    url: str
+    eligible: bool
+    reasons: list[str]
+    priority: int = DEFAULT_PRIORITY
+    duration: float | None = None
+    root_name: str | None = None
+    set_path: tuple[str | None, ...] = ()
+    #: where it comes in the play order now (0 = next), when eligible
+    position: int | None = None
+    kind: Literal["item", "remote-set"] = "item"
+
+
+@dataclass(frozen=True)
+class RemoteSet:
+    """A ``type="remote"`` set the player should fetch (its CDS is at ``uris``, in order)."""
+
+    key: str
+    name: str | None
+    uris: tuple[str, ...]
+    #: seconds between fetches as the document asks (None: the player's default, 1 hour)
+    refresh: float | None
+    resolved: bool
+
+
+def system_timezone() -> datetime.tzinfo:
+    """The machine's configured IANA zone ($TZ, /etc/timezone, /etc/localtime), else UTC."""
+    candidates: list[str] = []
+    if os.environ.get("TZ"):
+        candidates.append(os.environ["TZ"].lstrip(":"))
+    try:
+        with open("/etc/timezone", encoding="utf-8") as handle:
+            candidates.append(handle.read().strip())
+    except OSError:
+        pass
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            continue
+    return datetime.UTC
+
+
+# ----------------------------------------------------------------------------- windows
+
+
+def _local(now: datetime.datetime, tz: datetime.tzinfo) -> datetime.datetime:
+    if now.tzinfo is None or now.utcoffset() is None:
+        now = now.replace(tzinfo=tz)  # a naive time is read as the display's wall clock
+    return now.astimezone(tz)
+
+
+def _times_hold(windows: Sequence[TimeWindow], local: datetime.datetime) -> bool:
+    moment = local.time()
+    return not windows or any(window.contains(moment) for window in windows)
+
+
+def _days_hold(windows: Sequence[DayWindow], local: datetime.datetime) -> bool:
+    weekday = local.weekday()
+    return not windows or any(window.contains(weekday) for window in windows)
+
+
+def _dates_hold(windows: Sequence[DateWindow], local: datetime.datetime) -> bool:
+    day = local.date()
+    return not windows or any(window.contains(day) for window in windows)
+
+
+def constraints_hold(constraints: Constraints, local: datetime.datetime) -> bool:
+    """Whether the time, day-of-week and date windows of ``constraints`` are open at the
+    wall-clock time ``local`` (already in the display's time zone)."""
+    return (
+        _times_hold(constraints.times, local)
+        and _days_hold(constraints.days, local)
+        and _dates_hold(constraints.dates, local)
+    )
+
+
+def _instant(
+    day: datetime.date, moment: datetime.time, tz: datetime.tzinfo, fold: int
+) -> datetime.datetime:
+    return datetime.datetime.combine(day, moment, tzinfo=tz).replace(fold=fold).astimezone(_UTC)
+
+
+def _transitions(
+    tz: datetime.tzinfo, start: datetime.datetime, end: datetime.datetime
+) -> list[datetime.datetime]:
+    """Instants in [start, end] where the zone's UTC offset changes (DST), to the second."""
+    found: list[datetime.datetime] = []
+    step = datetime.timedelta(hours=1)
+    here = start
+    offset = start.astimezone(tz).utcoffset()
+    while here < end:
+        there = min(here + step, end)
+        there_offset = there.astimezone(tz).utcoffset()
+        if there_offset != offset:
+            low, high = here, there  # offset(low) == offset, offset(high) differs
+            while high - low > datetime.timedelta(seconds=1):
+                middle = low + (high - low) / 2
+                middle = middle.replace(microsecond=0)
+                if middle <= low:
+                    break
+                if middle.astimezone(tz).utcoffset() == offset:
+                    low = middle
+                else:
+                    high = middle
+            found.append(high)
+            offset = there_offset
+        here = there
+    return found
+
+
+def _first_change(
+    candidates: Iterable[datetime.datetime],
+    now: datetime.datetime,
+    holds: Callable[[datetime.datetime], bool],
+    tz: datetime.tzinfo,
+) -> datetime.datetime | None:
+    state = holds(now.astimezone(tz))
+    for candidate in sorted({c for c in candidates if c > now}):
+        if holds(candidate.astimezone(tz)) != state:
+            return candidate
+    return None
+
+
+def next_window_change(
+    constraints: Iterable[Constraints], now: datetime.datetime, tz: datetime.tzinfo
+) -> datetime.datetime | None:
+    """The first instant after ``now`` at which any time, day-of-week or date window among
+    ``constraints`` opens or closes (in ``tz``); None if none ever will."""
+    now = _local(now, tz).astimezone(_UTC)
+    today = now.astimezone(tz).date()
+    horizon = now + datetime.timedelta(days=9)
+    transitions = _transitions(tz, now - datetime.timedelta(hours=1), horizon)
+    best: datetime.datetime | None = None
+    seen: set[tuple[str, tuple[object, ...]]] = set()
+
+    def consider(change: datetime.datetime | None) -> None:
+        nonlocal best
+        if change is not None and (best is None or change < best):
+            best = change
+
+    for item in constraints:
+        if item.times:
+            times = tuple(item.times)
+            key: tuple[str, tuple[object, ...]] = ("time", tuple((w.start, w.end) for w in times))
+            if key not in seen:
+                seen.add(key)
+                bounds = {moment for w in times for moment in (w.start, w.end)}
+                candidates = [
+                    _instant(today + datetime.timedelta(days=offset), moment, tz, fold)
+                    for offset in range(-1, 3)
+                    for moment in bounds
+                    for fold in (0, 1)
+                ]
+                consider(
+                    _first_change(
+                        [*candidates, *transitions],
+                        now,
+                        partial(_times_hold, times),
+                        tz,
+                    )
+                )
+        midnights = [
+            _instant(today + datetime.timedelta(days=offset), datetime.time(0), tz, 0)
+            for offset in range(1, 9)
+        ]
+        if item.days:
+            days = tuple(item.days)
+            key = ("day", tuple((w.start, w.end) for w in days))
+            if key not in seen:
+                seen.add(key)
+                consider(
+                    _first_change(
+                        [*midnights, *transitions],
+                        now,
+                        partial(_days_hold, days),
+                        tz,
+                    )
+                )
+        if item.dates:
+            dates = tuple(item.dates)
+            key = ("date", tuple((w.start, w.end) for w in dates))
+            if key not in seen:
+                seen.add(key)
+                edges = [
+                    _instant(day, datetime.time(0), tz, 0)
+                    for w in dates
+                    for day in (w.start, w.end + datetime.timedelta(days=1))
+                    if day <= datetime.date.max - datetime.timedelta(days=1)
+                ]
+                consider(
+                    _first_change(
+                        [*edges, *transitions],
+                        now,
+                        partial(_dates_hold, dates),
+                        tz,
+                    )
+                )
+    return best.astimezone(tz) if best is not None else None
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+@dataclass(eq=False)
+class _SetNode:
+    key: str
+    name: str | None
+    label: str  # for messages: "set 'lobby'"
+    content_set: ContentSet | None  # None for the top, which holds the documents
+    order: PlaybackOrder
+    avoid_context_switch: bool
+    children: list[_SetNode | _ItemNode] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _ItemNode:
+    key: str
+    item: ContentItem
+    root_name: str | None
+    set_path: tuple[str | None, ...]
+    #: the set keys above the item, nearest last
+    ancestors: tuple[str, ...]
+    #: every constraints element from the root down to the item, with a label for messages
+    chain: tuple[tuple[Constraints, str], ...]
+    priority: int
+    duration: float | None
+
+
+@dataclass
+class _SetState:
+    last: int | None = None  # the child slot played last
+    round: list[int] = field(default_factory=list)  # random order: slots left this round
+
+
+@dataclass
+class _Lock:
+    """An avoid-context-switch set that started a pass, and what it has played in it."""
+
+    key: str
+    played: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Rotation:
+    rng: random.Random
+    sets: dict[str, _SetState] = field(default_factory=dict)
+    locks: list[_Lock] = field(default_factory=list)
+
+
+_TOP = ""
+
+
+class Playlist:
+    """The rotation over a display's CDS documents. Thread-safe."""
+
+    def __init__(self, tz: datetime.tzinfo, rng: random.Random | None = None) -> None:
+        self.tz = tz
+        self._lock = threading.RLock()
+        self._documents: list[ContentSet] = []
+        self._remote: dict[str, ContentSet] = {}
+        self._rotation = _Rotation(rng or random.Random())
+        self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
+        self._items: list[_ItemNode] = []
+        self._sets: dict[str, _SetNode] = {}
+        self._remote_sets: list[tuple[str, ContentSet, bool]] = []
+
+    # -- documents
+
+    def set_documents(self, docs: Sequence[ContentSet | Document]) -> None:
+        """Replace the documents; rotation state of sets whose key still exists is kept."""
+        with self._lock:
+            self._documents = [doc.root if isinstance(doc, Document) else doc for doc in docs]
+            self._rebuild()
+
+    def set_remote(self, key_or_uri: str, content: ContentSet | Document | None) -> None:
+        """Plug in (or, with None, take out) the fetched CDS of a remote set, named by the
+        remote set's key (from :meth:`remote_sets`) or by one of its source URIs."""
+        with self._lock:
+            if content is None:
+                self._remote.pop(key_or_uri, None)
+            else:
+                self._remote[key_or_uri] = (
+                    content.root if isinstance(content, Document) else content
+                )
+            self._rebuild()
+
+    def remote_sets(self) -> list[RemoteSet]:
+        """Every remote set in the current documents (also inside fetched ones)."""
+        with self._lock:
+            found: list[RemoteSet] = []
+            for key, content_set, resolved in self._remote_sets:
+                required = content_set.requires_file
+                sources = required.sources if required is not None else []
+                refresh = next((s.refresh for s in sources if s.refresh is not None), None)
+                found.append(
+                    RemoteSet(
+                        key=key,
+                        name=content_set.name,
+                        uris=tuple(s.uri for s in sources),
+                        refresh=refresh,
+                        resolved=resolved,
+                    )
+                )
+            return found
+
+    def documents(self) -> list[ContentSet]:
+        with self._lock:
+            return list(self._documents)
+
+    def _rebuild(self) -> None:
+        self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
+        self._items = []
+        self._sets = {_TOP: self._top}
+        self._remote_sets = []
+        used: set[str] = set()
+        for index, document in enumerate(self._documents):
+            prefix = document.name if document.name is not None else f"#{index}"
+            if prefix in used:
+                prefix = f"{prefix}#{index}"
+            used.add(prefix)
+            self._top.children.append(
+                self._build_set(
+                    document,
+                    key=prefix,
+                    path_prefix=f"{prefix}/",
+                    indices=(),
+                    root_name=document.name,
+                    names=(),
+                    ancestors=(),
+                    chain=(),
+                    order="inorder",
+                    priority=DEFAULT_PRIORITY,
+                    duration=None,
+                    remote_uris=(),
+                )
+            )
+        rotation = self._rotation
+        rotation.sets = {k: v for k, v in rotation.sets.items() if k in self._sets}
+        rotation.locks = [lock for lock in rotation.locks if lock.key in self._sets]
+
+    def _build_set(
+        self,
+        content_set: ContentSet,
+        *,
+        key: str,
+        path_prefix: str,
+        indices: tuple[int, ...],
+        root_name: str | None,
+        names: tuple[str | None, ...],
+        ancestors: tuple[str, ...],
+        chain: tuple[tuple[Constraints, str], ...],
+        order: PlaybackOrder,
+        priority: int,
+        duration: float | None,
+        remote_uris: tuple[str, ...],
+    ) -> _SetNode:
+        constraints = content_set.constraints
+        label = f"set '{content_set.name}'" if content_set.name is not None else f"set {key}"
+        order = constraints.order or order
+        if constraints.priority is not None:
+            priority = constraints.priority
+        if constraints.preferred_duration is not None:
+            duration = constraints.preferred_duration
+        node = _SetNode(
+            key=key,
+            name=content_set.name,
+            label=label,
+            content_set=content_set,
+            order=order,
+            avoid_context_switch=bool(constraints.avoid_context_switch),
+        )
+        self._sets[key] = node
+        names = (*names, content_set.name)
+        ancestors = (*ancestors, key)
+        chain = (*chain, (constraints, label))
+        children: list[ContentSet | ContentItem] = list(content_set.children)
+        if content_set.type == "remote":
+            fetched, uris = self._resolve(key, content_set, remote_uris)
+            self._remote_sets.append((key, content_set, fetched is not None))
+            children = [fetched] if fetched is not None else []
+            remote_uris = (*remote_uris, *uris)
+        for index, child in enumerate(children):
+            child_indices = (*indices, index)
+            child_key = path_prefix + ".".join(str(i) for i in child_indices)
+            if isinstance(child, ContentSet):
+                node.children.append(
+                    self._build_set(
+                        child,
+                        key=child_key,
+                        path_prefix=path_prefix,
+                        indices=child_indices,
+                        root_name=root_name,
+                        names=names,
+                        ancestors=ancestors,
+                        chain=chain,
+                        order=order,
+                        priority=priority,
+                        duration=duration,
+                        remote_uris=remote_uris,
+                    )
+                )
+            elif child.files and child.files[0].sources:
+                own = child.constraints
+                item = _ItemNode(
+                    key=child_key,
+                    item=child,
+                    root_name=root_name,
+                    set_path=names,
+                    ancestors=ancestors,
+                    chain=(*chain, (own, "the item itself")),
+                    priority=own.priority if own.priority is not None else priority,
+                    duration=(
+                        own.preferred_duration if own.preferred_duration is not None else duration
+                    ),
+                )
+                node.children.append(item)
+                self._items.append(item)
+        return node
+
+    def _resolve(
+        self, key: str, content_set: ContentSet, seen_uris: tuple[str, ...]
+    ) -> tuple[ContentSet | None, tuple[str, ...]]:
+        required = content_set.requires_file
+        uris = tuple(s.uri for s in required.sources) if required is not None else ()
+        if len(seen_uris) > MAX_REMOTE_DEPTH * 4 or any(uri in seen_uris for uri in uris):
+            log.warning("remote set %s refers back to itself; not resolved", key)
+            return None, uris
+        fetched = self._remote.get(key)
+        if fetched is None:
+            fetched = next((self._remote[uri] for uri in uris if uri in self._remote), None)
+        if fetched is not None and key.count(".") > MAX_REMOTE_DEPTH * 8:
+            return None, uris
+        return fetched, uris
+
+    # -- eligibility
+
+    def _assess(
+        self, now: datetime.datetime, available: Available
+    ) -> tuple[list[_ItemNode], int | None]:
+        """Items that may play now (constraints and availability), and the top level."""
+        local = _local(now, self.tz)
+        cache: dict[int, bool] = {}
+
+        def holds(constraints: Constraints) -> bool:
+            known = cache.get(id(constraints))
+            if known is None:
+                known = cache[id(constraints)] = constraints_hold(constraints, local)
+            return known
+
+        eligible: list[_ItemNode] = []
+        for node in self._items:
+            if not all(holds(constraints) for constraints, _ in node.chain):
+                continue
+            try:
+                ok = available(node.item)
+            except Exception:
+                log.exception("availability check failed for %s", node.item.url)
+                ok = False
+            if ok:
+                eligible.append(node)
+        top = max((node.priority for node in eligible), default=None)
+        return eligible, top
+
+    def _candidates(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
+        eligible, top = self._assess(now, available)
+        return [node for node in eligible if node.priority == top]
+
+    def top_priority(self, now: datetime.datetime, available: Available) -> int | None:
+        """The highest priority level among the items eligible now (None: nothing is)."""
+        with self._lock:
+            return self._assess(now, available)[1]
+
+    def next(self, now: datetime.datetime, available: Available) -> Selection | None:
+        """Advance the rotation and return what plays next (None if nothing is eligible)."""
+        with self._lock:
+            node = self._advance(self._rotation, self._candidates(now, available))
+            return _selection(node) if node is not None else None
+
+    def eligible(self, now: datetime.datetime, available: Available) -> list[Selection]:
+        """Every item that may play now, at the highest priority level present, in the
+        order the rotation would play them from here (the rotation itself is not moved)."""
+        with self._lock:
+            return [_selection(node) for node in self._upcoming(now, available)]
+
+    def _upcoming(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
+        candidates = self._candidates(now, available)
+        if not candidates:
+            return []
+        rotation = copy.deepcopy(self._rotation)
+        ordered: dict[str, _ItemNode] = {}
+        # Every set yields each of its items within a few rounds; the bound only guards
+        # against a bug turning this into an endless loop.
+        for _ in range(4 * len(candidates) + 16):
+            node = self._advance(rotation, candidates)
+            if node is None:
+                break
+            ordered.setdefault(node.key, node)
+            if len(ordered) == len(candidates):
+                break
+        for node in candidates:
+            ordered.setdefault(node.key, node)
+        return list(ordered.values())
+
+    def _advance(self, rotation: _Rotation, candidates: list[_ItemNode]) -> _ItemNode | None:
+        if not candidates:
+            return None
+        live: set[str] = {node.key for node in candidates}
+        for node in candidates:
+            live.update(node.ancestors)
+
+        # Resume the innermost avoid-context-switch pass that still has something to play.
+        start = self._top
+        active: _Lock | None = None
+        for lock in reversed(list(rotation.locks)):
+            set_node = self._sets.get(lock.key)
+            if set_node is None:
+                rotation.locks.remove(lock)
+                continue
+            inside = [node for node in candidates if lock.key in node.ancestors]
+            if not inside:
+                continue  # outranked for now: the pass resumes when its level is back on top
+            if all(node.key in lock.played for node in inside):
+                rotation.locks.remove(lock)  # pass complete
+                continue
+            start, active = set_node, lock
+            break
+
+        set_node = start
+        while True:
+            if (
+                set_node.avoid_context_switch
+                and set_node is not self._top
+                and not any(lock.key == set_node.key for lock in rotation.locks)
+            ):
+                active = _Lock(set_node.key)
+                rotation.locks.append(active)
+            slots = [index for index, child in enumerate(set_node.children) if child.key in live]
+            if active is not None:
+                unplayed: set[str] = set()
+                for node in candidates:
+                    if active.key in node.ancestors and node.key not in active.played:
+                        unplayed.add(node.key)
+                        unplayed.update(node.ancestors)
+                preferred = [i for i in slots if set_node.children[i].key in unplayed]
+                slots = preferred or slots
+            if not slots:  # cannot happen: live sets have live children
+                return None
+            chosen = set_node.children[self._choose(rotation, set_node, slots)]
+            if isinstance(chosen, _ItemNode):
+                break
+            set_node = chosen
+        for lock in rotation.locks:
+            if lock.key in chosen.ancestors:
+                lock.played.add(chosen.key)
+        return chosen
+
+    @staticmethod
+    def _choose(rotation: _Rotation, set_node: _SetNode, slots: list[int]) -> int:
+        state = rotation.sets.setdefault(set_node.key, _SetState())
+        if set_node.order == "random":
+            pending = [i for i in state.round if i in slots]
+            if not pending:
+                fresh = list(slots)
+                rotation.rng.shuffle(fresh)
+                if len(fresh) > 1 and fresh[0] == state.last:
+                    # A new round never starts with what the last one ended with.
+                    swap = rotation.rng.randrange(1, len(fresh))
+                    fresh[0], fresh[swap] = fresh[swap], fresh[0]
+                state.round = fresh
+                pending = fresh
+            chosen = pending[0]
+            state.round.remove(chosen)
+        elif set_node.order == "reverseorder":
+            before = [i for i in slots if state.last is not None and i < state.last]
+            chosen = before[-1] if before else slots[-1]
+        else:
+            after = [i for i in slots if state.last is not None and i > state.last]
+            chosen = after[0] if after else slots[0]
+        state.last = chosen
+        return chosen
+
+    # -- time
+
+    def next_change(self, now: datetime.datetime) -> datetime.datetime | None:
+        """The next instant after ``now`` when any time, day-of-week or date window of any
+        set or item opens or closes (the player sleeps until then); None if never."""
+        with self._lock:
+            every = [
+                set_node.content_set.constraints
+                for set_node in self._sets.values()
+                if set_node.content_set is not None
+            ]
+            every.extend(node.item.constraints for node in self._items)
+            return next_window_change(every, now, self.tz)
+
+    # -- explanations
+
+    def explain(self, now: datetime.datetime, available: Available) -> list[Verdict]:
+        """For every item (and unfetched remote set): does it play now, and if not, why."""
+        with self._lock:
+            local = _local(now, self.tz)
+            zone = getattr(self.tz, "key", None) or str(self.tz)
+            eligible, top = self._assess(now, available)
+            eligible_keys = {node.key for node in eligible}
+            order = {node.key: index for index, node in enumerate(self._upcoming(now, available))}
+            verdicts: list[Verdict] = []
+            for node in self._items:
+                reasons: list[str] = []
+                for constraints, label in node.chain:
+                    reasons.extend(_closed(constraints, label, local, zone))
+                if not reasons and node.key not in eligible_keys:
+                    reasons.append(
+                        "its file is not available (not in the cache yet, or failed its hash check)"
+                    )
+                if node.key in eligible_keys and top is not None and node.priority < top:
+                    reasons.append(
+                        f"priority {PRIORITY_NAMES[node.priority]} is below "
+                        f"{PRIORITY_NAMES[top]}, the highest level that can play now"
+                    )
+                verdicts.append(
+                    Verdict(
+                        key=node.key,
+                        url=node.item.url,
+                        eligible=node.key in order,
+                        reasons=reasons,
+                        priority=node.priority,
+                        duration=node.duration,
+                        root_name=node.root_name,
+                        set_path=node.set_path,
+                        position=order.get(node.key),
+                    )
+                )
+            for key, content_set, resolved in self._remote_sets:
+                if resolved:
+                    continue
+                required = content_set.requires_file
+                url = required.sources[0].uri if required is not None and required.sources else ""
+                name = f"'{content_set.name}'" if content_set.name is not None else key
+                verdicts.append(
+                    Verdict(
+                        key=key,
+                        url=url,
+                        eligible=False,
+                        reasons=[f"remote set {name} has not been fetched yet"],
+                        kind="remote-set",
+                    )
+                )
+            return verdicts
+
+
+def _selection(node: _ItemNode) -> Selection:
+    return Selection(
+        item=node.item,
+        key=node.key,
+        root_name=node.root_name,
+        set_path=node.set_path,
+        priority=node.priority,
+        duration=node.duration,
+    )
+
+
+def _closed(constraints: Constraints, label: str, local: datetime.datetime, zone: str) -> list[str]:
+    reasons: list[str] = []
+    if not _times_hold(constraints.times, local):
+        windows = " or ".join(str(w) for w in constraints.times)
+        reasons.append(
+            f"time window {windows} ({label}) is closed at {local.strftime('%H:%M')} {zone}"
+        )
+    if not _days_hold(constraints.days, local):
+        windows = " or ".join(str(w) for w in constraints.days)
+        today = DAY_NAMES[local.weekday()]
+        reasons.append(f"day-of-week {windows} ({label}) does not include {today}")
+    if not _dates_hold(constraints.dates, local):
+        windows = " or ".join(str(w) for w in constraints.dates)
+        reasons.append(f"date {windows} ({label}) does not include {local.date().isoformat()}")
+    return reasons
+
+
+def describe_duration(seconds: float | None) -> str:
+    """For messages: '45 seconds', or what the player does without a preferred-duration."""
+    if seconds is None:
+        return "natural length (15 seconds for a page)"
+    return format_duration(seconds)
