@@ -1,0 +1,292 @@
+"""The display's durable state: one SQLite file under ``--data-dir``.
+
+What survives ``kill -9`` or a power cut: the CDS documents (raw XML as received, one per root
+content-set name), the interrupt queue (each request with its remaining time and, for the one
+on screen, when it went up), the sensors and their latest readings, and the playback record
+with its ``sequence``. Subscriptions and queued webhook events live in the same file, in the
+tables of :mod:`server.outbox`, so a playback change and its events commit together.
+
+SQLite settings, and why:
+- WAL: readers (the API) never wait for the writer (the engine), and a crash never corrupts.
+- ``synchronous=FULL`` on this connection: every commit is on disk before the API answers or
+  the playback record is published. With NORMAL a power cut may drop the last commits, and the
+  ``sequence`` could then go back after reboot, which INTERFACE.md forbids. Writes here are few
+  (a request, a CDS, a reading, a playback change), so the fsync per commit costs nothing that
+  matters.
+- The schema is versioned with ``PRAGMA user_version``; :data:`MIGRATIONS` upgrades old files
+  in place, one transaction per step, and a file from a newer version is refused.
+
+Thread-safety: one connection guarded by a lock; every public method is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("pdn.store")
+
+DB_NAME = "display.db"
+
+# MIGRATIONS[n] takes a database from user_version n to n + 1.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE cds_documents (
+            name TEXT PRIMARY KEY,          -- root content-set name ('' when it has none)
+            xml BLOB NOT NULL,              -- the document exactly as received
+            received REAL NOT NULL          -- UNIX time
+        )""",
+        """CREATE TABLE interrupts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            url TEXT NOT NULL,
+            duration REAL NOT NULL,         -- seconds asked for
+            remaining REAL NOT NULL,        -- seconds still owed when not on screen
+            received REAL NOT NULL,
+            shown_at REAL                   -- UNIX time it went on screen, NULL when waiting
+        )""",
+        """CREATE TABLE sensors (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- order in which the display heard of them
+            sensor_id TEXT NOT NULL UNIQUE,
+            sensor_type TEXT NOT NULL,
+            data TEXT,                      -- JSON text of the latest reading, or NULL
+            data_source TEXT,               -- or the URI it can be read from
+            updated REAL NOT NULL
+        )""",
+        """CREATE TABLE playback (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            sequence INTEGER NOT NULL,
+            record TEXT NOT NULL            -- JSON of the playback record
+        )""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(Exception):
+    """The database cannot be used (newer schema, unreadable file)."""
+
+
+class UnknownSensorError(Exception):
+    """A sensor's first message came without ``sensor-type``."""
+
+
+@dataclass
+class QueuedRequest:
+    id: int
+    url: str
+    duration: float
+    remaining: float
+    received: float
+    shown_at: float | None
+
+
+@dataclass(frozen=True)
+class SensorReading:
+    sensor_id: str
+    sensor_type: str
+    data: Any
+    has_data: bool
+    data_source: str | None
+    updated: float
+
+
+def connect(path: Path, *, synchronous: str = "FULL") -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, with a busy wait."""
+    connection = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute(f"PRAGMA synchronous={synchronous}")
+    connection.execute("PRAGMA busy_timeout=10000")
+    return connection
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def migrate(connection: sqlite3.Connection) -> None:
+    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the database has schema version {version}, newer than this pdn ({SCHEMA_VERSION});"
+            " upgrade pdn or use another --data-dir"
+        )
+    for step in range(version, SCHEMA_VERSION):
+        with transaction(connection):
+            for statement in MIGRATIONS[step]:
+                connection.execute(statement)
+            # PRAGMA does not take parameters; step is an int we control.
+            connection.execute(f"PRAGMA user_version={step + 1}")
+        log.info("database schema migrated to version %d", step + 1)
+
+
+class DisplayStore:
+    """The display's state in ``DIR/display.db``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connection = connect(path)
+            migrate(self._connection)
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"cannot open the database {path}: {error}") from None
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the store's connection (for callers that add their rows)."""
+        with self._lock, transaction(self._connection) as connection:
+            yield connection
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._connection.execute(sql, params).fetchall())
+
+    # CDS documents
+
+    def cds_documents(self) -> list[tuple[str, bytes, float]]:
+        """(name, xml, received) of every stored CDS, oldest first."""
+        rows = self._read("SELECT name, xml, received FROM cds_documents ORDER BY received, name")
+        return [(str(name), bytes(xml), float(received)) for name, xml, received in rows]
+
+    def put_cds(self, name: str, xml: bytes, received: float) -> None:
+        with self.write() as connection:
+            connection.execute(
+                "INSERT INTO cds_documents (name, xml, received) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET xml = excluded.xml, received = excluded.received",
+                (name, xml, received),
+            )
+
+    def delete_cds(self, name: str) -> bool:
+        with self.write() as connection:
+            return (
+                connection.execute("DELETE FROM cds_documents WHERE name = ?", (name,)).rowcount > 0
+            )
+
+    # The interrupt queue
+
+    def queued_requests(self) -> list[QueuedRequest]:
+        rows = self._read(
+            "SELECT id, url, duration, remaining, received, shown_at FROM interrupts ORDER BY id"
+        )
+        return [QueuedRequest(*row) for row in rows]
+
+    def push_request(self, url: str, duration: float, received: float) -> int:
+        with self.write() as connection:
+            cursor = connection.execute(
+                "INSERT INTO interrupts (url, duration, remaining, received) VALUES (?, ?, ?, ?)",
+                (url, duration, duration, received),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def update_request(self, request_id: int, remaining: float, shown_at: float | None) -> None:
+        with self.write() as connection:
+            connection.execute(
+                "UPDATE interrupts SET remaining = ?, shown_at = ? WHERE id = ?",
+                (remaining, shown_at, request_id),
+            )
+
+    def remove_request(self, request_id: int) -> None:
+        with self.write() as connection:
+            connection.execute("DELETE FROM interrupts WHERE id = ?", (request_id,))
+
+    # Sensors
+
+    def record_sensing(
+        self,
+        sensor_id: str,
+        sensor_type: str | None,
+        *,
+        data: Any = None,
+        has_data: bool,
+        data_source: str | None,
+        now: float,
+    ) -> SensorReading:
+        """Keep the latest reading; UnknownSensorError when a new sensor has no type."""
+        data_text = json.dumps(data) if has_data else None
+        with self.write() as connection:
+            row = connection.execute(
+                "SELECT sensor_type FROM sensors WHERE sensor_id = ?", (sensor_id,)
+            ).fetchone()
+            if row is None:
+                if not sensor_type:
+                    raise UnknownSensorError(sensor_id)
+                connection.execute(
+                    "INSERT INTO sensors (sensor_id, sensor_type, data, data_source, updated)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (sensor_id, sensor_type, data_text, data_source, now),
+                )
+            else:
+                sensor_type = sensor_type or str(row[0])
+                connection.execute(
+                    "UPDATE sensors SET sensor_type = ?, data = ?, data_source = ?, updated = ?"
+                    " WHERE sensor_id = ?",
+                    (sensor_type, data_text, data_source, now, sensor_id),
+                )
+        return SensorReading(sensor_id, sensor_type, data, has_data, data_source, now)
+
+    def sensors(self) -> list[SensorReading]:
+        rows = self._read(
+            "SELECT sensor_id, sensor_type, data, data_source, updated FROM sensors ORDER BY id"
+        )
+        return [
+            SensorReading(
+                sensor_id=sensor_id,
+                sensor_type=sensor_type,
+                data=json.loads(data) if data is not None else None,
+                has_data=data is not None,
+                data_source=data_source,
+                updated=updated,
+            )
+            for sensor_id, sensor_type, data, data_source, updated in rows
+        ]
+
+    # The playback record
+
+    def playback(self) -> tuple[int, dict[str, Any] | None]:
+        """(sequence, record) as last committed; (0, None) on a new display."""
+        rows = self._read("SELECT sequence, record FROM playback WHERE id = 1")
+        if not rows:
+            return 0, None
+        sequence, record = rows[0]
+        return int(sequence), json.loads(record)
+
+    def save_playback(
+        self,
+        fields: dict[str, Any],
+        publish: Callable[[sqlite3.Connection, dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Store the next playback record, numbered one after the last, in one transaction
+        with ``publish(connection, record)`` (which queues the webhook events)."""
+        with self.write() as connection:
+            row = connection.execute("SELECT sequence FROM playback WHERE id = 1").fetchone()
+            sequence = (int(row[0]) if row else 0) + 1
+            record = {**fields, "sequence": sequence}
+            connection.execute(
+                "INSERT INTO playback (id, sequence, record) VALUES (1, ?, ?)"
+                " ON CONFLICT(id) DO UPDATE SET sequence = excluded.sequence,"
+                " record = excluded.record",
+                (sequence, json.dumps(record)),
+            )
+            if publish is not None:
+                publish(connection, record)
+        return record

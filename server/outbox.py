@@ -1,0 +1,461 @@
+"""A durable webhook outbox: write the event first, POST it, delete it only after a 2xx.
+
+Used by every segment that pushes updates (INTERFACE.md, "Pushed updates"): the display's
+playback updates, the scheduler's schedule updates, a sensor's readings.
+
+Usage::
+
+    outbox = Outbox(data_dir / "scheduler.db", name="scheduler")   # creates its tables
+    outbox.start()                                    # delivery thread
+    created = outbox.subscribe("schedule:lobby", uri)  # True the first time, False after
+    existed = outbox.unsubscribe("schedule:lobby", uri)  # False -> answer 404 not-subscribed
+    outbox.publish("schedule:lobby", cds_bytes, "text/xml")  # one event per subscriber, committed
+    ...
+    outbox.stop()
+
+To queue events in the same transaction as your own state change, pass your connection (a
+``sqlite3`` connection to the *same file*, inside ``BEGIN ... COMMIT``) and call ``notify()``
+after your commit so delivery starts at once (a poll every 2 s catches a forgotten notify)::
+
+    with transaction(connection):
+        connection.execute("UPDATE my_state ...")
+        outbox.publish("playback", body, "application/json", connection=connection)
+    outbox.notify()
+
+Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
+(topic, uri); subscribing twice is one record.
+
+Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
+published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
+subscriber, the same on every retry) and ``X-PDN-Topic``, with a 5 s limit for connect and
+answer together. Anything but a 2xx is retried with exponential backoff (1 s, 2 s, 4 s ...
+capped at 5 min); when a subscriber has failed for 24 h the subscription and its events are
+dropped, with a warning in the log. Delivery runs on an asyncio loop in its own thread with one
+lane (task) per subscriber, so a slow or dead subscriber holds only its own lane: it never
+delays another subscriber, the API or the screen. At most ``max_connections`` POSTs are open at
+once (file descriptors are bounded).
+
+Durability: the tables live in the given SQLite file (WAL). Events are inserted with the
+caller's durability (the display commits with ``synchronous=FULL``). The delivery thread's own
+connection uses ``synchronous=NORMAL``: a power cut may forget that an event was already
+delivered, so it is sent again with the same event id (at-least-once; receivers de-duplicate),
+but an event is never lost, and fan-out to hundreds of subscribers costs no fsync per delete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import sqlite3
+import ssl
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from player.store import connect, transaction
+
+log = logging.getLogger("pdn.outbox")
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS outbox_subscriptions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        topic TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        created REAL NOT NULL,
+        UNIQUE (topic, uri)
+    )""",
+    """CREATE TABLE IF NOT EXISTS outbox_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,   -- publication order
+        subscription_id INTEGER NOT NULL,
+        event_id TEXT NOT NULL,                 -- X-PDN-Event-Id
+        topic TEXT NOT NULL,
+        body BLOB NOT NULL,
+        content_type TEXT NOT NULL,
+        created REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt REAL NOT NULL,
+        first_failure REAL,
+        last_error TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
+)
+
+TIMEOUT = 5.0
+FIRST_RETRY = 1.0
+MAX_BACKOFF = 300.0
+GIVE_UP_AFTER = 24 * 3600.0
+POLL_INTERVAL = 2.0
+
+
+def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
+    """Seconds before retry number ``attempts`` (1 for the first retry)."""
+    return float(min(cap, first * 2 ** max(0, attempts - 1)))
+
+
+def install_schema(connection: sqlite3.Connection) -> None:
+    """Create the outbox tables in a database (idempotent)."""
+    with transaction(connection):
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        row = connection.execute("SELECT version FROM outbox_schema").fetchone()
+        if row is None:
+            connection.execute("INSERT INTO outbox_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the outbox tables have version {row[0]}, newer than this pdn ({SCHEMA_VERSION})"
+            )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The outcome of one POST."""
+
+    ok: bool
+    status: int | None
+    error: str | None
+
+
+async def post(
+    uri: str, body: bytes, headers: dict[str, str], *, timeout: float = TIMEOUT
+) -> Delivery:
+    """POST ``body`` to an http(s) URI; only the status line of the answer is read."""
+    try:
+        status = await asyncio.wait_for(_exchange(uri, body, headers), timeout)
+    except TimeoutError:
+        return Delivery(False, None, f"no answer within {timeout:g} s")
+    except (OSError, ValueError, asyncio.IncompleteReadError) as error:
+        return Delivery(False, None, f"{type(error).__name__}: {error}")
+    return Delivery(200 <= status < 300, status, None if 200 <= status < 300 else f"HTTP {status}")
+
+
+async def _exchange(uri: str, body: bytes, headers: dict[str, str]) -> int:
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"cannot POST to {uri!r}")
+    if any(ch in uri for ch in "\r\n \t"):
+        raise ValueError("a URI with white space cannot be sent")
+    port = parts.port or (443 if scheme == "https" else 80)
+    context = ssl.create_default_context() if scheme == "https" else None
+    host_header = parts.netloc.rpartition("@")[2]
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [
+        f"POST {target} HTTP/1.1",
+        f"Host: {host_header}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        "User-Agent: pdn-outbox",
+    ]
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        lines.append("Authorization: Basic " + base64.b64encode(credentials.encode()).decode())
+    lines.extend(f"{name}: {value}" for name, value in headers.items())
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    reader, writer = await asyncio.open_connection(
+        parts.hostname, port, ssl=context, server_hostname=parts.hostname if context else None
+    )
+    try:
+        writer.write(head + body)
+        await writer.drain()
+        while True:
+            status_line = await reader.readline()
+            pieces = status_line.split(None, 2)
+            if len(pieces) < 2 or not pieces[0].startswith(b"HTTP/") or not pieces[1].isdigit():
+                raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+            status = int(pieces[1])
+            if status >= 200:
+                return status
+            # 1xx interim answer: skip its headers and read the real one.
+            while (await reader.readline()).strip():
+                pass
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
+            await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+class Outbox:
+    """Subscriptions and their pending events in a SQLite file, delivered by a thread."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        name: str,
+        timeout: float = TIMEOUT,
+        first_retry: float = FIRST_RETRY,
+        max_backoff: float = MAX_BACKOFF,
+        give_up_after: float = GIVE_UP_AFTER,
+        max_connections: int = 256,
+    ) -> None:
+        self.db_path = db_path
+        self.name = name
+        self.timeout = timeout
+        self.first_retry = first_retry
+        self.max_backoff = max_backoff
+        self.give_up_after = give_up_after
+        self.max_connections = max_connections
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = connect(db_path)
+        install_schema(self._connection)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._delivered = 0
+
+    # Subscriptions
+
+    def subscribe(self, topic: str, uri: str) -> bool:
+        """Add (topic, uri); True when it is new, False when it already existed."""
+        with self._lock, transaction(self._connection) as connection:
+            cursor = connection.execute(
+                "INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)"
+                " ON CONFLICT (topic, uri) DO NOTHING",
+                (topic, uri, time.time()),
+            )
+            created = cursor.rowcount > 0
+        if created:
+            log.info("%s: %s subscribed to %s", self.name, uri, topic)
+        return created
+
+    def unsubscribe(self, topic: str, uri: str) -> bool:
+        """Remove (topic, uri) and its pending events; False when it was not subscribed."""
+        with self._lock, transaction(self._connection) as connection:
+            existed = _drop_subscription(connection, topic, uri)
+        if existed:
+            log.info("%s: %s unsubscribed from %s", self.name, uri, topic)
+        return existed
+
+    def subscribers(self, topic: str) -> list[str]:
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT uri FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
+            ).fetchall()
+        return [str(uri) for (uri,) in rows]
+
+    # Events
+
+    def publish(
+        self,
+        topic: str,
+        body: bytes,
+        content_type: str,
+        *,
+        connection: sqlite3.Connection | None = None,
+    ) -> int:
+        """Queue one event per current subscriber of ``topic``; returns how many.
+
+        With ``connection`` the rows join the caller's open transaction (call ``notify()``
+        after the commit); without, they are committed here and delivery starts at once.
+        """
+        if connection is not None:
+            return _insert_events(connection, topic, body, content_type)
+        with self._lock, transaction(self._connection) as own:
+            count = _insert_events(own, topic, body, content_type)
+        self.notify()
+        return count
+
+    def notify(self) -> None:
+        """Tell the delivery thread that new events are committed (thread-safe, cheap)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            # RuntimeError: the loop closed meanwhile; the next start picks the events up.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for a health page: subscriptions, pending events, oldest pending event."""
+        with self._lock:
+            subscriptions = self._connection.execute(
+                "SELECT COUNT(*) FROM outbox_subscriptions"
+            ).fetchone()[0]
+            pending, oldest = self._connection.execute(
+                "SELECT COUNT(*), MIN(created) FROM outbox_events"
+            ).fetchone()
+        return {
+            "subscriptions": int(subscriptions),
+            "pending-events": int(pending),
+            "oldest-pending-age": None if oldest is None else max(0.0, time.time() - oldest),
+            "delivered": self._delivered,
+        }
+
+    # Delivery thread
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stopping = False
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=f"outbox-{self.name}", daemon=True
+        )
+        self._thread.start()
+        ready.wait(5)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop delivering; POSTs in flight are abandoned and sent again after a restart."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._stopping = True
+        self.notify()
+        thread.join(timeout)
+        self._thread = None
+        with self._lock:
+            self._connection.close()
+
+    def _run(self, ready: threading.Event) -> None:
+        try:
+            asyncio.run(self._main(ready))
+        except Exception:
+            log.exception("%s: the delivery thread failed", self.name)
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        connection = connect(self.db_path, synchronous="NORMAL")
+        semaphore = asyncio.Semaphore(self.max_connections)
+        lanes: dict[int, asyncio.Task[None]] = {}
+        ready.set()
+        log.info("%s: webhook delivery started", self.name)
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                for (subscription_id,) in connection.execute(
+                    "SELECT DISTINCT subscription_id FROM outbox_events"
+                ).fetchall():
+                    if subscription_id not in lanes:
+                        task = asyncio.create_task(
+                            self._lane(connection, semaphore, subscription_id)
+                        )
+                        lanes[subscription_id] = task
+                        task.add_done_callback(partial(_forget_lane, lanes, subscription_id))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+        finally:
+            for task in list(lanes.values()):
+                task.cancel()
+            await asyncio.gather(*lanes.values(), return_exceptions=True)
+            connection.close()
+            self._loop = None
+            log.info("%s: webhook delivery stopped", self.name)
+
+    async def _lane(
+        self, connection: sqlite3.Connection, semaphore: asyncio.Semaphore, subscription_id: int
+    ) -> None:
+        """Deliver one subscriber's events in order until none is left."""
+        while not self._stopping:
+            row = connection.execute(
+                "SELECT e.id, e.event_id, e.topic, e.body, e.content_type, e.attempts,"
+                " e.next_attempt, e.first_failure, s.uri"
+                " FROM outbox_events e JOIN outbox_subscriptions s ON s.id = e.subscription_id"
+                " WHERE e.subscription_id = ? ORDER BY e.id LIMIT 1",
+                (subscription_id,),
+            ).fetchone()
+            if row is None:
+                # Events whose subscription is gone (unsubscribed meanwhile) are dropped.
+                connection.execute(
+                    "DELETE FROM outbox_events WHERE subscription_id = ? AND subscription_id"
+                    " NOT IN (SELECT id FROM outbox_subscriptions)",
+                    (subscription_id,),
+                )
+                return
+            (
+                rowid,
+                event_id,
+                topic,
+                body,
+                content_type,
+                attempts,
+                next_attempt,
+                first_failure,
+                uri,
+            ) = row
+            wait = next_attempt - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue  # read again: the subscriber may have unsubscribed meanwhile
+            async with semaphore:
+                result = await post(
+                    uri,
+                    bytes(body),
+                    {
+                        "Content-Type": content_type,
+                        "X-PDN-Event-Id": event_id,
+                        "X-PDN-Topic": topic,
+                    },
+                    timeout=self.timeout,
+                )
+            now = time.time()
+            if result.ok:
+                connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))
+                self._delivered += 1
+                if attempts:
+                    log.info("%s: %s answers again (event %s)", self.name, uri, event_id)
+                continue
+            attempts += 1
+            first_failure = first_failure or now
+            if now - first_failure >= self.give_up_after:
+                with transaction(connection):
+                    _drop_subscription(connection, topic, uri)
+                log.warning(
+                    "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
+                    self.name,
+                    uri,
+                    topic,
+                    now - first_failure,
+                    result.error,
+                )
+                return
+            delay = backoff(attempts, first=self.first_retry, cap=self.max_backoff)
+            connection.execute(
+                "UPDATE outbox_events SET attempts = ?, next_attempt = ?, first_failure = ?,"
+                " last_error = ? WHERE id = ?",
+                (attempts, now + delay, first_failure, result.error, rowid),
+            )
+            level = logging.INFO if attempts == 1 else logging.DEBUG
+            log.log(
+                level, "%s: POST to %s failed (%s); retry %d in %.0f s",
+                self.name, uri, result.error, attempts, delay,
+            )  # fmt: skip
+
+
+def _forget_lane(lanes: dict[int, asyncio.Task[None]], key: int, _task: object) -> None:
+    lanes.pop(key, None)
+
+
+def _insert_events(
+    connection: sqlite3.Connection, topic: str, body: bytes, content_type: str
+) -> int:
+    now = time.time()
+    ids = connection.execute(
+        "SELECT id FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
+    ).fetchall()
+    connection.executemany(
+        "INSERT INTO outbox_events (subscription_id, event_id, topic, body, content_type,"
+        " created, next_attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(sid, str(uuid.uuid4()), topic, body, content_type, now, now) for (sid,) in ids],
+    )
+    return len(ids)
+
+
+def _drop_subscription(connection: sqlite3.Connection, topic: str, uri: str) -> bool:
+    row = connection.execute(
+        "SELECT id FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
+    ).fetchone()
+    if row is None:
+        return False
+    connection.execute("DELETE FROM outbox_events WHERE subscription_id = ?", (row[0],))
+    connection.execute("DELETE FROM outbox_subscriptions WHERE id = ?", (row[0],))
+    return True
