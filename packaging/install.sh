@@ -1,0 +1,490 @@
+#!/usr/bin/env bash
+# Installs pdn-display as an appliance: a Raspberry Pi (64-bit Raspberry Pi OS, Bookworm or
+# Trixie) or a Debian/Ubuntu kiosk PC that boots straight into the fullscreen player.
+#
+#   sudo packaging/install.sh [options]
+#
+# What it does (each step is a function below; it is safe to run again, e.g. to upgrade):
+#   packages  the system libraries Qt WebEngine needs, plus cage and seatd for platform cage,
+#             and v4l-utils (cec-ctl) for HDMI-CEC screen power
+#   user      a 'pdn' system user (home /var/lib/pdn) in the groups a screen needs
+#   venv      the project and a PySide6 this machine can run, in /opt/pdn/venv
+#   files     the start wrapper, the README and the systemd units
+#   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet
+#   dirs      /var/lib/pdn and its sub-directories, owned by pdn
+#   enable    enables the units (display by default; see --services)
+#   start     (re)starts them, unless --no-start
+#
+# Options:
+#   --root DIR          install into DIR as a throwaway root: nothing on this machine changes
+#                       (user, packages and start are described, units enabled with
+#                       systemctl --root)
+#   --no-start          install and enable, but do not start anything now
+#   --platform NAME     eglfs, cage, xcb, wayland, offscreen or auto, written into a new config
+#   --services LIST     comma-separated units to enable: display,scheduler,content (default display)
+#   --wheel FILE        install this wheel instead of the checkout the script is in
+#   --python PATH       the Python to build the venv with (3.11 to 3.13; default: the newest found)
+#   --skip STEPS        comma-separated steps to leave out (e.g. packages,venv)
+#   --disable-desktop   make the machine boot to the console (multi-user.target), so a desktop
+#                       does not hold the screen (needed for eglfs and cage)
+#   -h, --help          this text
+set -euo pipefail
+
+PREFIX=/opt/pdn
+CONFIG_DIR=/etc/pdn
+STATE_DIR=/var/lib/pdn
+UNIT_DIR=/etc/systemd/system
+PDN_USER=pdn
+SCREEN_GROUPS=(video render input tty audio)
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source_dir=$(cd "$script_dir/.." && pwd)
+
+ROOT=""
+START=1
+PLATFORM=""
+SERVICES="display"
+WHEEL=""
+PYTHON=""
+SKIP=""
+DISABLE_DESKTOP=0
+DONE=()
+
+say() { printf 'pdn-install: %s\n' "$*"; }
+warn() { printf 'pdn-install: warning: %s\n' "$*" >&2; }
+die() {
+    printf 'pdn-install: error: %s\n' "$*" >&2
+    exit 1
+}
+did() {
+    DONE+=("$*")
+    say "$*"
+}
+skipped() { [[ ",$SKIP," == *",$1,"* ]]; }
+wants_service() { [[ ",$SERVICES," == *",$1,"* ]]; }
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --root) ROOT=${2:?--root needs a directory}; shift ;;
+            --no-start) START=0 ;;
+            --platform) PLATFORM=${2:?--platform needs a name}; shift ;;
+            --services) SERVICES=${2:?--services needs a list}; shift ;;
+            --wheel) WHEEL=${2:?--wheel needs a file}; shift ;;
+            --python) PYTHON=${2:?--python needs a path}; shift ;;
+            --skip) SKIP=${2:?--skip needs a list}; shift ;;
+            --disable-desktop) DISABLE_DESKTOP=1 ;;
+            -h | --help) usage; exit 0 ;;
+            *) die "unknown option '$1' (see --help)" ;;
+        esac
+        shift
+    done
+    if [ -n "$ROOT" ]; then
+        mkdir -p "$ROOT"
+        ROOT=$(cd "$ROOT" && pwd)
+        START=0
+    elif [ "$(id -u)" -ne 0 ]; then
+        die "run as root (sudo $0), or with --root DIR to try it in a throwaway directory"
+    fi
+    case "${PLATFORM:-auto}" in
+        eglfs | cage | xcb | wayland | offscreen | auto) ;;
+        *) die "--platform must be eglfs, cage, xcb, wayland, offscreen or auto" ;;
+    esac
+    local service
+    for service in ${SERVICES//,/ }; do
+        case "$service" in
+            display | scheduler | content) ;;
+            *) die "--services: unknown service '$service' (display, scheduler, content)" ;;
+        esac
+    done
+    if [ -n "$WHEEL" ] && [ ! -f "$WHEEL" ]; then die "--wheel: no such file $WHEEL"; fi
+}
+
+# --- What machine is this -----------------------------------------------------------------
+
+machine_arch() { echo "${PDN_ARCH:-$(uname -m)}"; }
+
+# glibc version, e.g. 2.36 (PDN_GLIBC overrides, for tests).
+glibc_version() {
+    if [ -n "${PDN_GLIBC:-}" ]; then
+        echo "$PDN_GLIBC"
+        return
+    fi
+    local version
+    version=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}') || true
+    if [ -z "$version" ]; then
+        version=$(ldd --version 2>/dev/null | head -n1 | grep -oE '[0-9]+\.[0-9]+$') || true
+    fi
+    echo "${version:-0}"
+}
+
+# True when version $1 >= version $2 (dotted numbers).
+version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+
+# The PySide6 requirement this machine can run. PyPI's aarch64 wheels newer than 6.8.0.x need
+# glibc 2.39 (Raspberry Pi OS Trixie has 2.41); Bookworm's 2.36 gets 6.8.0.x (manylinux 2.31).
+# Elsewhere pip picks the newest wheel the machine's glibc admits within the project's range.
+pyside6_requirement() {
+    local arch=$1 glibc=$2
+    if ! version_at_least "$glibc" 2.28; then
+        echo "glibc $glibc is too old for any PySide6 wheel on PyPI (2.28 or newer needed)" >&2
+        return 1
+    fi
+    case "$arch" in
+        aarch64 | arm64)
+            if version_at_least "$glibc" 2.39; then
+                echo "PySide6>=6.8.0,<6.13"
+            else
+                echo "PySide6>=6.8.0,<6.8.1"
+            fi
+            ;;
+        x86_64 | amd64) echo "PySide6>=6.8.0,<6.13" ;;
+        *)
+            echo "no PySide6 wheels on PyPI for $arch (64-bit ARM or x86 needed; on a Pi, install the 64-bit OS)" >&2
+            return 1
+            ;;
+    esac
+}
+
+# The newest Python from 3.11 to 3.13 on this machine.
+choose_python() {
+    local candidate
+    for candidate in ${PYTHON:-python3.13 python3.12 python3.11 python3}; do
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))'; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+is_raspberry_pi() { grep -qs 'Raspberry Pi' /proc/device-tree/model; }
+
+# The platform a new config gets: what was asked, else eglfs on a Pi, else cage.
+chosen_platform() {
+    if [ -n "$PLATFORM" ]; then
+        echo "$PLATFORM"
+    elif is_raspberry_pi; then
+        echo eglfs
+    else
+        echo cage
+    fi
+}
+
+# The platform the display will actually use: the config's, when there is one.
+configured_platform() {
+    local config="$ROOT$CONFIG_DIR/pdn.toml" value=""
+    if [ -f "$config" ]; then
+        value=$(sed -n 's/^[[:space:]]*platform[[:space:]]*=[[:space:]]*"\([a-z]*\)".*/\1/p' "$config" | head -n1)
+    fi
+    echo "${value:-$(chosen_platform)}"
+}
+
+# systemd as PID 1 (not a container, chroot or image build).
+systemd_running() { [ -d /run/systemd/system ]; }
+
+# --- Steps --------------------------------------------------------------------------------
+
+# Libraries Qt WebEngine (PyPI's PySide6) loads, fonts, and what the platform needs.
+# "a|b": the first that this release has (Trixie renamed some for 64-bit time).
+system_packages() {
+    local platform=$1
+    local packages=(
+        python3-venv ca-certificates fonts-dejavu-core fontconfig
+        libnss3 libnspr4 libxkbcommon0 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
+        libfreetype6 libdbus-1-3 "libasound2t64|libasound2" libpulse0 libxshmfence1
+        libxcomposite1 libxdamage1 libxrandr2 libxtst6 libxkbfile1 libxcb-cursor0
+        libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0
+        libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1
+        libwayland-client0 libwayland-cursor0 libwayland-egl1
+        libinput10 libmtdev1 "libudev1"
+        v4l-utils x11-xserver-utils
+    )
+    case "$platform" in
+        cage | auto) packages+=(cage seatd) ;;
+    esac
+    printf '%s\n' "${packages[@]}"
+}
+
+# (Output is captured first: grep -q closing the pipe early would fail the pipeline.)
+package_installed() {
+    local status
+    status=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) || return 1
+    [ "$status" = "install ok installed" ]
+}
+
+package_available() {
+    local policy
+    policy=$(apt-cache policy "$1" 2>/dev/null) || return 1
+    [[ "$policy" =~ Candidate:\ [^\(] ]]
+}
+
+install_system_packages() {
+    local platform=$1 entry choice alternative missing=()
+    if ! command -v apt-get >/dev/null 2>&1; then
+        warn "no apt-get: install Qt WebEngine's libraries (nss, xkbcommon, gbm, egl, fontconfig) yourself"
+        return 0
+    fi
+    while read -r entry; do
+        choice=""
+        for alternative in ${entry//|/ }; do
+            if package_installed "$alternative"; then
+                choice=installed
+                break
+            fi
+            if [ -z "$choice" ] && package_available "$alternative"; then choice=$alternative; fi
+        done
+        if [ -z "$choice" ]; then
+            warn "package ${entry//|/ or } is not available here; skipping it"
+        elif [ "$choice" != installed ]; then
+            missing+=("$choice")
+        fi
+    done < <(system_packages "$platform")
+    if [ ${#missing[@]} -eq 0 ]; then
+        say "system packages: all present"
+        return 0
+    fi
+    if [ -n "$ROOT" ]; then
+        say "would install system packages: ${missing[*]}"
+        return 0
+    fi
+    say "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    did "installed system packages: ${missing[*]}"
+}
+
+create_user() {
+    local group
+    if [ -n "$ROOT" ]; then
+        say "would create the system user $PDN_USER (home $STATE_DIR) and add it to: ${SCREEN_GROUPS[*]} (those that exist)"
+        return 0
+    fi
+    if ! getent passwd "$PDN_USER" >/dev/null; then
+        useradd --system --user-group --home-dir "$STATE_DIR" --no-create-home \
+            --shell /usr/sbin/nologin --comment "PDN display" "$PDN_USER"
+        did "created the system user $PDN_USER"
+    fi
+    # seatd (platform cage) hands the screen to members of its group.
+    local wanted=("${SCREEN_GROUPS[@]}" _seatd seat)
+    for group in "${wanted[@]}"; do
+        getent group "$group" >/dev/null || continue
+        if ! id -nG "$PDN_USER" | tr ' ' '\n' | grep -qx "$group"; then
+            usermod -aG "$group" "$PDN_USER"
+            did "added $PDN_USER to the group $group"
+        fi
+    done
+}
+
+install_venv() {
+    local venv="$ROOT$PREFIX/venv" python requirement glibc arch source
+    arch=$(machine_arch)
+    glibc=$(glibc_version)
+    requirement=$(pyside6_requirement "$arch" "$glibc") || die "cannot install PySide6 here"
+    python=$(choose_python) || die "no Python 3.11 to 3.13 found (on Debian: apt-get install python3)"
+    source=${WHEEL:-$source_dir}
+    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); PySide6: $requirement"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$python" -m venv "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+        did "created the virtual environment $PREFIX/venv"
+    fi
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    # Uninstall first: the same version number from a newer checkout must still replace it.
+    "$venv/bin/python" -m pip uninstall -q -y pdn-display >/dev/null 2>&1 || true
+    "$venv/bin/python" -m pip install -q --upgrade "$source" "$requirement" \
+        || die "pip could not install $source with $requirement"
+    check_webengine "$venv"
+    mkdir -p "$ROOT$PREFIX/bin"
+    ln -sfn ../venv/bin/pdn "$ROOT$PREFIX/bin/pdn"
+    mkdir -p "$ROOT/usr/local/bin"
+    ln -sfn "$PREFIX/bin/pdn" "$ROOT/usr/local/bin/pdn"
+    did "installed $(basename "$source") and $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
+}
+
+# The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine.
+check_webengine() {
+    local venv=$1 output
+    if ! output=$(QT_QPA_PLATFORM=offscreen "$venv/bin/python" -c \
+        'import PySide6.QtWebEngineCore, PySide6.QtWebEngineWidgets' 2>&1); then
+        die "PySide6 in $venv lacks Qt WebEngine or a library it needs: ${output##*$'\n'}"
+    fi
+    did "checked: PySide6.QtWebEngineWidgets imports"
+}
+
+install_files() {
+    local unit
+    install -d -m 0755 "$ROOT$PREFIX/libexec" "$ROOT$PREFIX/share" "$ROOT$UNIT_DIR"
+    install -m 0755 "$script_dir/pdn-display-start" "$ROOT$PREFIX/libexec/pdn-display-start"
+    install -m 0644 "$source_dir/README.md" "$ROOT$PREFIX/share/README.md" 2>/dev/null || true
+    install -m 0644 "$script_dir/pdn.toml.example" "$ROOT$PREFIX/share/pdn.toml.example"
+    for unit in "$source_dir"/systemd/*.service "$source_dir"/systemd/*.timer; do
+        [ -e "$unit" ] || continue
+        install -m 0644 "$unit" "$ROOT$UNIT_DIR/$(basename "$unit")"
+    done
+    did "installed the start wrapper ($PREFIX/libexec) and the systemd units ($UNIT_DIR)"
+}
+
+# The config holds the API token: readable by root and the pdn group only.
+install_private_file() {
+    local source=$1 target=$2
+    install -m 0640 "$source" "$target"
+    if [ -z "$ROOT" ]; then chgrp "$PDN_USER" "$target"; fi
+}
+
+write_config() {
+    local config="$ROOT$CONFIG_DIR/pdn.toml" services="$ROOT$CONFIG_DIR/services.env" platform tmp
+    install -d -m 0755 "$ROOT$CONFIG_DIR"
+    if [ -e "$config" ]; then
+        say "kept the existing $CONFIG_DIR/pdn.toml (the new defaults are in $PREFIX/share/pdn.toml.example)"
+        if [ -n "$PLATFORM" ] && [ "$(configured_platform)" != "$PLATFORM" ]; then
+            warn "--platform $PLATFORM ignored: $CONFIG_DIR/pdn.toml says platform = \"$(configured_platform)\""
+        fi
+    else
+        platform=$(chosen_platform)
+        tmp=$(mktemp)
+        sed "s/^platform = \"auto\"/platform = \"$platform\"/" "$script_dir/pdn.toml.example" >"$tmp"
+        install_private_file "$tmp" "$config"
+        rm -f "$tmp"
+        did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\")"
+    fi
+    if [ ! -e "$services" ]; then
+        tmp=$(mktemp)
+        cat >"$tmp" <<'EOF'
+# Addresses of the optional PDN services on this machine (pdn-scheduler, pdn-content).
+# Sensors have one file each: /etc/pdn/sensor-<name>.env (see pdn-sensor@.service).
+PDN_SCHEDULER_HOST=0.0.0.0
+PDN_SCHEDULER_PORT=8090
+PDN_CONTENT_HOST=0.0.0.0
+PDN_CONTENT_PORT=8091
+# Extra options, e.g. PDN_CONTENT_OPTIONS="--public-url http://content.example:8091"
+PDN_SCHEDULER_OPTIONS=
+PDN_CONTENT_OPTIONS=
+EOF
+        install_private_file "$tmp" "$services"
+        rm -f "$tmp"
+        did "wrote $CONFIG_DIR/services.env"
+    fi
+}
+
+create_state_dirs() {
+    local dir
+    for dir in "$STATE_DIR" "$STATE_DIR/display" "$STATE_DIR/scheduler" "$STATE_DIR/schedules" \
+        "$STATE_DIR/apps"; do
+        if [ -n "$ROOT" ]; then
+            install -d -m 0750 "$ROOT$dir"
+        else
+            install -d -m 0750 -o "$PDN_USER" -g "$PDN_USER" "$dir"
+        fi
+    done
+    did "created $STATE_DIR (display, scheduler, schedules, apps)${ROOT:+; owner pdn is set on a real install}"
+}
+
+units_to_enable() {
+    wants_service display && printf '%s\n' pdn-display.service pdn-display-retry.timer
+    wants_service scheduler && echo pdn-scheduler.service
+    wants_service content && echo pdn-content.service
+    return 0
+}
+
+enable_units() {
+    local units=() platform
+    mapfile -t units < <(units_to_enable)
+    platform=$(configured_platform)
+    if [ -n "$ROOT" ]; then
+        systemctl --root="$ROOT" enable "${units[@]}" >/dev/null 2>&1 \
+            || die "systemctl --root=$ROOT enable ${units[*]} failed"
+        did "enabled in $ROOT: ${units[*]}"
+        return 0
+    fi
+    if systemd_running; then systemctl daemon-reload; fi
+    if [ "$platform" = cage ] || [ "$platform" = auto ]; then
+        if systemctl cat seatd.service >/dev/null 2>&1; then
+            systemctl enable seatd.service >/dev/null 2>&1 && did "enabled seatd.service (cage's seat)"
+        fi
+    fi
+    systemctl enable "${units[@]}" >/dev/null 2>&1 || die "systemctl enable ${units[*]} failed"
+    did "enabled ${units[*]}: they start at every boot"
+    check_desktop "$platform"
+}
+
+# A desktop's display manager holds the screen; eglfs and cage need it to themselves.
+check_desktop() {
+    local platform=$1
+    case "$platform" in xcb | wayland | offscreen) return 0 ;; esac
+    systemctl is-enabled display-manager.service >/dev/null 2>&1 || return 0
+    if [ "$DISABLE_DESKTOP" = 1 ]; then
+        systemctl set-default multi-user.target >/dev/null
+        systemctl disable display-manager.service >/dev/null 2>&1 || true
+        did "the machine now boots to the console (multi-user.target): the kiosk owns the screen"
+    else
+        warn "a desktop (display-manager.service) will hold the screen at boot; rerun with --disable-desktop, or set platform = \"xcb\" and run inside the desktop's session"
+    fi
+}
+
+start_units() {
+    local units=() unit
+    mapfile -t units < <(units_to_enable)
+    if [ "$START" = 0 ]; then
+        say "not started (--no-start); they start at the next boot, or: systemctl start ${units[*]}"
+        return 0
+    fi
+    if ! systemd_running; then
+        say "systemd is not running here (a container or chroot): nothing started; the units start at the next boot"
+        return 0
+    fi
+    for unit in "${units[@]}"; do
+        [[ "$unit" == *.timer ]] && { systemctl start "$unit"; continue; }
+        systemctl reset-failed "$unit" >/dev/null 2>&1 || true
+        # restart: an upgrade must replace the running version.
+        systemctl restart --no-block "$unit"
+    done
+    did "started ${units[*]}"
+}
+
+# The display's API URL from the config ([listen]), with this machine's address.
+api_url() {
+    local config="$ROOT$CONFIG_DIR/pdn.toml" host port address
+    host=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*host[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$config" 2>/dev/null | head -n1)
+    port=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$config" 2>/dev/null | head -n1)
+    host=${host:-127.0.0.1}
+    port=${port:-8080}
+    if [ "$host" = 0.0.0.0 ] || [ "$host" = "::" ]; then
+        address=$(hostname -I 2>/dev/null | awk '{print $1}')
+        host=${address:-$(hostname)}
+    fi
+    echo "http://$host:$port/"
+}
+
+summary() {
+    local line
+    echo
+    say "done. What changed${ROOT:+ (in $ROOT)}:"
+    for line in "${DONE[@]}"; do printf '  - %s\n' "$line"; done
+    echo
+    say "display API: $(api_url)  (try: curl $(api_url)playback/)"
+    say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
+}
+
+main() {
+    parse_args "$@"
+    local platform
+    platform=$(chosen_platform)
+    skipped packages || install_system_packages "$platform"
+    skipped user || create_user
+    skipped venv || install_venv
+    skipped files || install_files
+    skipped config || write_config
+    skipped dirs || create_state_dirs
+    skipped enable || enable_units
+    skipped start || start_units
+    summary
+}
+
+# Sourcing the script (tests) defines the functions without running anything.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    main "$@"
+fi
