@@ -55,12 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from server.outbox import Outbox
-    from server.scheduler.app import create_app, schedule_topic
-    from server.scheduler.registry import DisplayProber
-    from server.scheduler.schedules import ScheduleLibrary
-    from server.scheduler.storage import SqliteStorage
-    from server.wsgi import WsgiServer
+    from server.scheduler.service import SchedulerService
 
     schedules_dir: Path = args.schedules
     if not schedules_dir.is_dir():
@@ -71,33 +66,25 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     data_dir: Path = args.data_dir or default_data_dir("scheduler")
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        storage = SqliteStorage(data_dir / "scheduler.sqlite3")
-        outbox = Outbox(data_dir / "outbox.sqlite3", name="scheduler")
+        service = SchedulerService(
+            data_dir=data_dir,
+            schedules_dir=schedules_dir,
+            host=args.host,
+            port=args.port,
+            token=api_token(),
+            refresh_interval=args.refresh,
+        )
     except OSError as error:
-        log.error("cannot use the data directory %s: %s", data_dir, error)
+        log.error(
+            "cannot start on %s:%s with data in %s: %s", args.host, args.port, data_dir, error
+        )
         return EXIT_START_FAILED
-
-    def publish(schedule_id: str, body: bytes) -> None:
-        outbox.publish(schedule_topic(schedule_id), body, "text/xml")
-
-    library = ScheduleLibrary(schedules_dir, storage, publish)
-    prober = DisplayProber(storage, refresh_interval=args.refresh)
-    app = create_app(storage, library, outbox, on_register=prober.poke, token=api_token())
-    try:
-        server = WsgiServer(app, args.host, args.port, name="scheduler")
-    except OSError as error:
-        log.error("cannot listen on %s:%s: %s", args.host, args.port, error)
-        storage.close()
-        return EXIT_START_FAILED
-    outbox.start()
-    library.start()
-    prober.start()
+    service.start()
     return serve_until_stopped(
-        server,
-        on_stop=[library.stop, prober.stop, outbox.stop, storage.close],
+        service.server,
+        on_stop=[service.stop],
         ready_message=(
-            f"scheduler ready at {server.url}: {len(library.all())} schedules from "
+            f"scheduler ready at {service.url}: {len(service.library.all())} schedules from "
             f"{schedules_dir}, data in {data_dir}"
         ),
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 from pathlib import Path
@@ -81,16 +80,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from server.outbox import Outbox
-    from server.sensor.app import TOPIC, create_app
-    from server.sensor.source import (
-        CommandSource,
-        DataSourceUri,
-        FileSource,
-        SensorLoop,
-        Source,
-    )
-    from server.wsgi import WsgiServer
+    from server.sensor.service import SensorService
+    from server.sensor.source import CommandSource, DataSourceUri, FileSource, Source
 
     if not args.sensor_id.strip() or not args.sensor_type.strip():
         log.error("--sensor-id and --sensor-type must not be empty")
@@ -113,35 +104,27 @@ def run(args: argparse.Namespace) -> int:
     safe_id = re.sub(r"[^A-Za-z0-9._-]+", "_", args.sensor_id)
     data_dir: Path = args.data_dir or default_data_dir(f"sensor-{safe_id}")
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        outbox = Outbox(data_dir / "outbox.sqlite3", name="sensor")
+        service = SensorService(
+            source,
+            sensor_id=args.sensor_id,
+            sensor_type=args.sensor_type,
+            data_dir=data_dir,
+            host=args.host,
+            port=args.port,
+            interval=args.interval,
+            poll=args.poll,
+            token=api_token(),
+        )
     except OSError as error:
-        log.error("cannot use the data directory %s: %s", data_dir, error)
+        log.error(
+            "cannot start on %s:%s with data in %s: %s", args.host, args.port, data_dir, error
+        )
         return EXIT_START_FAILED
-
-    def publish(body: dict[str, object]) -> None:
-        outbox.publish(TOPIC, json.dumps(body).encode(), "application/json")
-
-    loop = SensorLoop(
-        source,
-        args.sensor_id,
-        args.sensor_type,
-        publish,
-        interval=args.interval,
-        poll=args.poll,
-    )
-    app = create_app(loop, outbox, token=api_token())
-    try:
-        server = WsgiServer(app, args.host, args.port, name="sensor")
-    except OSError as error:
-        log.error("cannot listen on %s:%s: %s", args.host, args.port, error)
-        return EXIT_START_FAILED
-    outbox.start()
-    loop.start()
+    service.start()
     return serve_until_stopped(
-        server,
-        on_stop=[loop.stop, outbox.stop],
+        service.server,
+        on_stop=[service.stop],
         ready_message=(
-            f"sensor {args.sensor_id!r} ready at {server.url}, reading {source.describe()}"
+            f"sensor {args.sensor_id!r} ready at {service.url}, reading {source.describe()}"
         ),
     )
