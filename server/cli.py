@@ -20,6 +20,7 @@ log = logging.getLogger("pdn.cli")
 
 # Modules with an add_parser(subparsers) function, in the order `pdn --help` lists them.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "player.cli",
     "server.scheduler.cli",
     "server.content.cli",
     "server.sensor.cli",

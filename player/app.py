@@ -1,0 +1,526 @@
+"""``pdn display``: the display process, wired together.
+
+Threads:
+- main (GUI) thread: the QApplication, the renderer, and the engine's driver: a single-shot
+  QTimer set to the engine's next wake-up (capped, so a clock jump or a QTimer overflow cannot
+  strand it), plus a queued ``wake`` signal that any thread may emit;
+- ``wsgi-api``: waitress serving the Display Segment (it hands work over through the engine's
+  thread-safe methods and, for a screenshot, through :class:`GuiBridge` with a timeout);
+- ``outbox-display``: webhook delivery (asyncio).
+
+Start and stop are an explicit, logged sequence. SIGTERM and SIGINT reach the Qt loop through
+``signal.set_wakeup_fd`` and a QSocketNotifier, so the process shuts down cleanly (API closed,
+outbox stopped, database closed) even while Qt is blocking in C++.
+
+Exit codes: 0 clean stop, 1 could not start (port taken, database unusable), 2 bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cache
+from html import escape
+from pathlib import Path
+from typing import Any, TypeVar
+
+from player.config import ConfigError, DisplayConfig, load_config
+from player.playitem import PlayItem, RendererListener
+from player.store import DisplayStore, StoreError
+from server.outbox import Outbox
+from server.wsgi import WsgiServer
+
+log = logging.getLogger("pdn.app")
+qt_log = logging.getLogger("pdn.qt")
+
+T = TypeVar("T")
+
+_SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
+MAX_TIMER_MS = 60_000  # re-check at least once a minute, whatever the engine says
+SCREENSHOT_TIMEOUT = 5.0
+HEARTBEAT_STALE = 5.0  # seconds without a GUI heartbeat: the GUI thread is stuck
+
+
+def load(args: argparse.Namespace) -> DisplayConfig:
+    """The configuration from the file, the environment and the flags."""
+    config_path = Path(args.config) if args.config else None
+    return load_config(
+        config_path,
+        overrides={
+            "host": args.host,
+            "port": args.port,
+            "data_dir": args.data_dir,
+            "name": args.name,
+            "timezone": args.timezone,
+            "public_url": args.public_url,
+        },
+    )
+
+
+def check_config(args: argparse.Namespace) -> int:
+    """``pdn display --check-config``: validate, print the effective settings, exit."""
+    try:
+        config = load(args)
+    except ConfigError as error:
+        print(f"pdn display: {error}", file=sys.stderr)
+        return 2
+    print(f"configuration OK{f' ({config.source})' if config.source else ''}")
+    print(f"  name:            {config.name or '(none)'}")
+    print(f"  listen:          {config.host}:{config.port}")
+    print(f"  data dir:        {config.data_dir}")
+    print(f"  time zone:       {config.timezone}")
+    print(f"  location:        {config.location or '(none)'}")
+    print(f"  accept CDS:      {'yes' if config.accept_cds else 'no (single items only)'}")
+    print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
+    print(f"  API token:       {'set' if config.api_token else 'none (open)'}")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if getattr(args, "check_config", False):
+        return check_config(args)
+    try:
+        config = load(args)
+    except ConfigError as error:
+        log.error("%s", error)
+        return 2
+    return run(config)
+
+
+def local_address() -> str:
+    """This machine's address as others see it (no packet is sent), else its host name."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: a route lookup only
+            return str(probe.getsockname()[0])
+        except OSError:
+            return socket.gethostname()
+
+
+def base_url_for(config: DisplayConfig, server: WsgiServer) -> str:
+    if config.public_url:
+        return config.public_url
+    host = server.host
+    if host in ("0.0.0.0", "::", ""):
+        host = local_address()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{server.port}"
+
+
+def run(config: DisplayConfig) -> int:
+    """Start everything, run the Qt loop until a signal, stop everything."""
+    log.info("starting the display%s", f" '{config.name}'" if config.name else "")
+    if config.source:
+        log.info("configuration from %s", config.source)
+    if not config.location:
+        log.warning("no location configured: GET / reports an empty location")
+
+    # 1. Durable state. Nothing below runs on a database it cannot trust.
+    data_dir = config.data_dir.resolve()
+    try:
+        store = DisplayStore(data_dir / "display.db")
+        outbox = Outbox(store.path, name="display")
+    except (StoreError, OSError, RuntimeError) as error:
+        log.error("cannot use the data directory %s: %s", data_dir, error)
+        return 1
+    log.info("state in %s", store.path)
+
+    # 2. The service: CDS documents and the request queue come back from the database.
+    from cds.evaluate import Playlist
+    from server.display import DisplayService, create_app
+
+    server_box: list[WsgiServer] = []
+    service = DisplayService(
+        config=config,
+        store=store,
+        outbox=outbox,
+        schedule=Playlist(config.tzinfo()),
+        base_url=lambda: base_url_for(config, server_box[0]),
+    )
+
+    # 3. The API socket, bound before the window opens so a taken port fails fast.
+    try:
+        server = WsgiServer(create_app(service), config.host, config.port, name="api")
+    except OSError as error:
+        log.error("cannot listen on %s:%d: %s", config.host, config.port, error.strerror)
+        store.close()
+        return 1
+    server_box.append(server)
+
+    # 4. Qt, on this (main) thread.
+    qt = _QtDisplay(config, service, base_url_for(config, server))
+    try:
+        outbox.start()
+        server.start()
+        log.info(
+            "Display Segment API on %s (base URL %s)", server.url, base_url_for(config, server)
+        )
+        code = qt.exec()
+    finally:
+        log.info("stopping: closing the API")
+        server.stop()
+        log.info("stopping: webhook delivery")
+        outbox.stop()
+        qt.close()
+        store.close()
+        log.info("stopped")
+    return code
+
+
+class _QtDisplay:
+    """The Qt half: application, renderer, engine driver, GUI bridge, signal handling."""
+
+    def __init__(self, config: DisplayConfig, service: Any, api_url: str) -> None:
+        if os.geteuid() == 0 and "QTWEBENGINE_DISABLE_SANDBOX" not in os.environ:
+            # Chromium refuses its sandbox as root; a kiosk service runs as its own user.
+            os.environ["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+            log.warning("running as root: Chromium's sandbox is off")
+        from PySide6.QtCore import QCoreApplication, Qt, QtMsgType, qInstallMessageHandler
+        from PySide6.QtWebEngineWidgets import QWebEngineView  # noqa: F401  (before QApplication)
+        from PySide6.QtWidgets import QApplication
+
+        levels = {
+            QtMsgType.QtDebugMsg: logging.DEBUG,
+            QtMsgType.QtInfoMsg: logging.INFO,
+            QtMsgType.QtWarningMsg: logging.WARNING,
+            QtMsgType.QtCriticalMsg: logging.ERROR,
+            QtMsgType.QtFatalMsg: logging.CRITICAL,
+        }
+
+        def qt_message(kind: Any, _context: Any, message: str) -> None:
+            qt_log.log(levels.get(kind, logging.INFO), "%s", message)
+
+        qInstallMessageHandler(qt_message)
+        QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+        self.app = QApplication.instance() or QApplication(["pdn-display"])
+        self.app.setApplicationName("pdn-display")
+        self.service = service
+        self.bridge = GuiBridge()
+        self.renderer = make_renderer(config, api_url)
+        self.screen = QtScreen(self.bridge, self.renderer)
+        service.screen = self.screen
+        engine = service.engine
+        engine.set_renderer(self.renderer)
+        self.renderer.set_listener(_Listener(engine))
+        self.driver = EngineDriver(engine)
+        engine.set_wake(self.driver.wake_up)
+        self.signals = SignalWatcher(self.app.quit)
+        self.screen.set_context(service.context())
+
+    def exec(self) -> int:
+        self.driver.wake_up()
+        log.info("display running")
+        code = int(self.app.exec())
+        log.info("stopping: Qt loop ended (%s)", self.signals.reason or f"code {code}")
+        return 0 if self.signals.reason else code
+
+    def close(self) -> None:
+        self.driver.stop()
+        self.signals.close()
+        close = getattr(self.renderer, "close", None)
+        if callable(close):
+            close()
+
+
+class _Listener:
+    """Renderer reports go straight to the engine (it is thread-safe and wakes the driver)."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
+        self._engine.item_shown(token, at, natural_duration)
+
+    def item_failed(self, token: int, reason: str) -> None:
+        self._engine.item_failed(token, reason)
+
+    def item_ended(self, token: int) -> None:
+        self._engine.item_ended(token)
+
+
+@cache
+def _qobject_classes() -> tuple[type, type, type]:
+    """Qt classes defined on first use, so importing this module does not import Qt."""
+    from PySide6.QtCore import QObject, QSocketNotifier, Qt, QTimer, Signal
+
+    class EngineDriverImpl(QObject):
+        """Runs ``engine.tick`` on the GUI thread when woken or when it is due."""
+
+        # Emitted from any thread; delivered (queued) on the GUI thread.
+        woken = Signal()
+
+        def __init__(self, engine: Any) -> None:
+            super().__init__()
+            self._engine = engine
+            self._timer = QTimer(self)
+            self._timer.setSingleShot(True)
+            self._timer.timeout.connect(self._tick)
+            self.woken.connect(self._tick, Qt.ConnectionType.QueuedConnection)
+            self._stopped = False
+
+        def wake_up(self) -> None:
+            if not self._stopped:
+                self.woken.emit()
+
+        def stop(self) -> None:
+            self._stopped = True
+            self._timer.stop()
+
+        def _tick(self) -> None:
+            if self._stopped:
+                return
+            try:
+                wakeup = self._engine.tick()
+            except Exception:
+                log.exception("the engine failed; trying again in 1 s")
+                self._timer.start(1000)
+                return
+            delay_ms = MAX_TIMER_MS
+            if wakeup is not None:
+                seconds = (wakeup - datetime.now(UTC)).total_seconds()
+                delay_ms = max(0, min(MAX_TIMER_MS, math.ceil(seconds * 1000)))
+            self._timer.start(delay_ms)
+
+    class GuiBridgeImpl(QObject):
+        """Run a function on the GUI thread from any thread, optionally waiting for it."""
+
+        call = Signal(object)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.call.connect(self._run, Qt.ConnectionType.QueuedConnection)
+            self.beat = time.monotonic()
+            self._heartbeat = QTimer(self)
+            self._heartbeat.timeout.connect(self._beat)
+            self._heartbeat.start(1000)
+
+        def _beat(self) -> None:
+            self.beat = time.monotonic()
+
+        def _run(self, function: Callable[[], None]) -> None:
+            function()
+
+        def post(self, function: Callable[[], None]) -> None:
+            self.call.emit(function)
+
+        def invoke(self, function: Callable[[], T], timeout: float) -> T:
+            future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+            def run() -> None:
+                if not future.set_running_or_notify_cancel():
+                    return
+                try:
+                    future.set_result(function())
+                except Exception as error:
+                    future.set_exception(error)
+
+            self.call.emit(run)
+            try:
+                return future.result(timeout)
+            except TimeoutError:
+                future.cancel()
+                raise
+
+    class SignalWatcherImpl(QObject):
+        """SIGTERM/SIGINT -> a byte on a socket -> QSocketNotifier -> quit, in the Qt loop."""
+
+        def __init__(self, quit_app: Callable[[], None]) -> None:
+            super().__init__()
+            self.reason: str | None = None
+            self._quit = quit_app
+            self._reader, self._writer = socket.socketpair()
+            self._reader.setblocking(False)
+            self._writer.setblocking(False)
+            self._previous_fd = signal.set_wakeup_fd(self._writer.fileno())
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, self._python_handler)
+            self._notifier = QSocketNotifier(self._reader.fileno(), QSocketNotifier.Type.Read, self)
+            self._notifier.activated.connect(self._on_signal)
+
+        @staticmethod
+        def _python_handler(signum: int, _frame: Any) -> None:
+            # The wake-up fd already told Qt; this only keeps Python from its default action.
+            return None
+
+        def _on_signal(self) -> None:
+            try:
+                data = self._reader.recv(64)
+            except BlockingIOError:
+                return
+            for signum in data:
+                name = signal.Signals(signum).name if signum in _SIGNAL_NUMBERS else str(signum)
+                log.info("received %s: shutting down", name)
+                self.reason = name
+            if self.reason:
+                self._quit()
+
+        def close(self) -> None:
+            signal.set_wakeup_fd(self._previous_fd)
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            self._notifier.setEnabled(False)
+            self._reader.close()
+            self._writer.close()
+
+    return EngineDriverImpl, GuiBridgeImpl, SignalWatcherImpl
+
+
+def EngineDriver(engine: Any) -> Any:  # noqa: N802  (a factory standing in for the class)
+    return _qobject_classes()[0](engine)
+
+
+def GuiBridge() -> Any:  # noqa: N802
+    return _qobject_classes()[1]()
+
+
+def SignalWatcher(quit_app: Callable[[], None]) -> Any:  # noqa: N802
+    return _qobject_classes()[2](quit_app)
+
+
+class QtScreen:
+    """:class:`server.display.service.ScreenAccess` over the GUI bridge."""
+
+    def __init__(self, bridge: Any, renderer: Any) -> None:
+        self._bridge = bridge
+        self._renderer = renderer
+
+    def grab_png(self, timeout: float = SCREENSHOT_TIMEOUT) -> bytes:
+        grab = getattr(self._renderer, "grab_png", None)
+        if not callable(grab):
+            raise RuntimeError("the renderer cannot take screenshots")
+        png = self._bridge.invoke(grab, timeout)
+        if not isinstance(png, bytes | bytearray) or not png:
+            raise RuntimeError("the renderer returned no image")
+        return bytes(png)
+
+    def status(self) -> dict[str, Any]:
+        lag = time.monotonic() - self._bridge.beat
+        last_frame = None
+        last = getattr(self._renderer, "last_frame_time", None)
+        if callable(last):
+            try:
+                when = last()
+            except Exception:
+                when = None
+            if isinstance(when, datetime):
+                last_frame = when.isoformat()
+            elif isinstance(when, int | float):
+                last_frame = datetime.fromtimestamp(when, UTC).isoformat()
+        return {
+            "alive": lag < HEARTBEAT_STALE,
+            "gui-lag": round(lag, 3),
+            "last-frame": last_frame,
+            "renderer": type(self._renderer).__name__,
+        }
+
+    def set_context(self, readings: dict[str, Any]) -> None:
+        setter = getattr(self._renderer, "set_context", None)
+        if callable(setter):
+            self._bridge.post(lambda: setter(readings))
+
+
+def make_renderer(config: DisplayConfig, api_url: str) -> Any:
+    """The kiosk renderer when it is installed, else the minimal one below."""
+    try:
+        from player.renderer import (  # type: ignore[import-not-found,unused-ignore]
+            KioskRenderer,
+        )
+    except ImportError:
+        log.info("renderer: minimal (player.renderer is not available)")
+        return MinimalRenderer(config, api_url)
+    log.info("renderer: %s", KioskRenderer.__name__)
+    return KioskRenderer(config=config, api_url=api_url)
+
+
+class MinimalRenderer:
+    """One fullscreen QWebEngineView: loads each item and reports it shown when loaded.
+
+    Plain, with a visible reload between items; the kiosk renderer (``player.renderer``)
+    replaces it with double-buffered views.
+    """
+
+    def __init__(self, config: DisplayConfig, api_url: str) -> None:
+        from PySide6.QtCore import Qt, QUrl
+        from PySide6.QtWebEngineWidgets import QWebEngineView
+        from PySide6.QtWidgets import QApplication
+
+        self._url_type = QUrl
+        self._config = config
+        self._api_url = api_url
+        self._listener: RendererListener | None = None
+        self._item: PlayItem | None = None
+        self._last_frame: datetime | None = None
+        self._view = QWebEngineView()
+        self._view.setWindowFlags(Qt.WindowType.FramelessWindowHint)
+        self._view.setCursor(Qt.CursorShape.BlankCursor)
+        screens = QApplication.screens()
+        if screens:
+            screen = screens[min(config.screen.index, len(screens) - 1)]
+            self._view.setGeometry(screen.geometry())
+        self._view.loadFinished.connect(self._loaded)
+        self._view.showFullScreen()
+
+    def set_listener(self, listener: RendererListener) -> None:
+        self._listener = listener
+
+    def prepare(self, item: PlayItem) -> None:
+        return None  # one view only: nothing to load ahead
+
+    def show(self, item: PlayItem) -> None:
+        self._item = item
+        self._view.load(self._url_type(item.url))
+
+    def show_idle(self) -> None:
+        self._item = None
+        name = escape(self._config.name or "pdn display")
+        self._view.setHtml(
+            "<html><body style='background:#123;color:#eee;font:32px sans-serif;"
+            "display:flex;flex-direction:column;justify-content:center;align-items:center;"
+            f"height:100vh;margin:0'><h1>{name}</h1><p>Nothing scheduled.</p>"
+            f"<p>Display API: {escape(self._api_url)}</p></body></html>"
+        )
+        self._last_frame = datetime.now(UTC)
+
+    def _loaded(self, ok: bool) -> None:
+        item = self._item
+        if item is None or self._listener is None:
+            return
+        if not ok and self._view.url() != self._url_type(item.url):
+            return  # the previous page's load, aborted by this one
+        self._item = None
+        if ok:
+            self._last_frame = datetime.now(UTC)
+            self._listener.item_shown(item.token, self._last_frame, None)
+        else:
+            self._listener.item_failed(item.token, "the page did not load")
+
+    def grab_png(self) -> bytes:
+        from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        self._view.grab().save(buffer, "PNG")
+        buffer.close()
+        return bytes(data.data())
+
+    def last_frame_time(self) -> datetime | None:
+        return self._last_frame
+
+    def close(self) -> None:
+        from shiboken6 import delete
+
+        self._view.close()
+        # Delete now: the loop has ended, so deleteLater would never run and WebEngine
+        # would complain that its profile outlives the page.
+        delete(self._view)

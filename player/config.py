@@ -1,0 +1,328 @@
+"""The display's configuration: what its owner sets once, in a TOML file.
+
+Layers, later ones win: built-in defaults, the file (``--config FILE`` or ``$PDN_CONFIG``), the
+environment (``PDN_API_TOKEN``; a token never goes on a command line, where ``ps`` shows it),
+then command-line flags. Example (every key is optional)::
+
+    name = "Lobby screen"
+    timezone = "Europe/London"          # IANA name; default: the system's
+    accept_cds = true                   # false: single items (JSON) only, a CDS gets 415
+    allowed_origins = ["https://signage.example.org"]   # empty/absent: any http(s) origin
+    api_token = "change-me"             # state-changing requests need it as a Bearer token
+    public_url = "http://10.0.0.5:8080" # how others reach this display (webhook payloads)
+    data_dir = "/var/lib/pdn"
+
+    [location]
+    latitude = "N54.0104"               # or "N 54 00.624"
+    longitude = "W2 47.22"
+
+    [listen]
+    host = "0.0.0.0"
+    port = 8080
+
+    [screen]                            # read by the renderer
+    index = 0                           # which screen, when several are attached
+    rotation = 0                        # 0, 90, 180 or 270 degrees
+    crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
+
+Key names may use ``_`` or ``-``. An unknown key or a bad value is refused with a message that
+names it (:class:`ConfigError`); ``pdn display`` then exits with code 2.
+
+Other parts of the display add their own sections by registering a parser in
+:data:`SECTIONS` (a function from the section's table to a cleaned dict, raising
+``ValueError("key: message")`` naming the key); the result lands in ``DisplayConfig.sections``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tomllib
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from server.validation import check_uri, parse_coordinate
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_DATA_DIR = Path("data")
+
+
+class ConfigError(Exception):
+    """A bad configuration; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class ScreenConfig:
+    index: int = 0
+    rotation: int = 0
+    crossfade: float = 0.3
+
+
+@dataclass
+class DisplayConfig:
+    name: str | None = None
+    location: dict[str, str] | None = None
+    timezone: str = "UTC"
+    api_token: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    accept_cds: bool = True
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    public_url: str | None = None
+    data_dir: Path = DEFAULT_DATA_DIR
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+
+    def tzinfo(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    def origin_allowed(self, url: str) -> bool:
+        """True when ``url`` comes from an allowed origin (or no allowlist is set)."""
+        if not self.allowed_origins:
+            return True
+        return origin_of(url) in self.allowed_origins
+
+
+# Sections other parts of the display own: name -> parser of the section's table.
+SECTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` with the default port left out, lower case."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+def system_timezone() -> str:
+    """The system's IANA time zone name (``TZ``, ``/etc/timezone``, ``/etc/localtime``), or UTC."""
+    candidates: list[str] = []
+    if os.environ.get("TZ"):
+        candidates.append(os.environ["TZ"].lstrip(":"))
+    with contextlib.suppress(OSError):
+        candidates.append(Path("/etc/timezone").read_text().strip())
+    try:
+        target = os.readlink("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            continue
+        return name
+    return "UTC"
+
+
+def default_data_dir() -> Path:
+    """systemd's ``StateDirectory=`` when run as a service, else ``./data``."""
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:
+        return Path(state.split(":")[0])
+    return DEFAULT_DATA_DIR
+
+
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"'{key}' must be a non-empty string")
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"'{key}' must be true or false")
+    return value
+
+
+def _port(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ConfigError(f"'{key}' must be a port number from 0 to 65535")
+    return value
+
+
+def _timezone(key: str, value: Any) -> str:
+    name = _string(key, value)
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"'{key}': '{name}' is not a known IANA time zone (e.g. 'Europe/London')"
+        ) from None
+    return name
+
+
+def _origins(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ConfigError(f"'{key}' must be a list of origins such as 'https://example.org'")
+    origins: list[str] = []
+    for entry in value:
+        if not isinstance(entry, str) or check_uri(entry, ("http", "https")):
+            raise ConfigError(
+                f"'{key}': {entry!r} is not an origin; write e.g. 'https://example.org'"
+            )
+        parts = urlsplit(entry)
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ConfigError(f"'{key}': {entry!r} is not an origin (no path, just scheme://host)")
+        origins.append(origin_of(entry))
+    return tuple(origins)
+
+
+def _url(key: str, value: Any) -> str:
+    text = _string(key, value)
+    problem = check_uri(text, ("http", "https"))
+    if problem:
+        raise ConfigError(f"'{key}' {problem}")
+    return text.rstrip("/")
+
+
+def _location(key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{key}' must be a table with latitude and longitude")
+    _no_unknown(key, value, {"latitude", "longitude"})
+    cleaned: dict[str, str] = {}
+    for axis in ("latitude", "longitude"):
+        text = _norm(value).get(axis)
+        if not isinstance(text, str):
+            raise ConfigError(f"'{key}.{axis}' is required, as a string such as 'N54.0104'")
+        try:
+            parse_coordinate(text, axis)
+        except ValueError as error:
+            raise ConfigError(f"'{key}.{axis}': {error}") from None
+        cleaned[axis] = text
+    return cleaned
+
+
+def _screen(key: str, value: Any) -> ScreenConfig:
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{key}' must be a table")
+    table = _norm(value)
+    _no_unknown(key, table, {"index", "rotation", "crossfade"})
+    index = table.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ConfigError(f"'{key}.index' must be a screen number (0, 1, ...)")
+    rotation = table.get("rotation", 0)
+    if rotation not in (0, 90, 180, 270) or isinstance(rotation, bool):
+        raise ConfigError(f"'{key}.rotation' must be 0, 90, 180 or 270")
+    crossfade = table.get("crossfade", 0.3)
+    if (
+        isinstance(crossfade, bool)
+        or not isinstance(crossfade, int | float)
+        or not 0 <= crossfade <= 10
+    ):
+        raise ConfigError(f"'{key}.crossfade' must be seconds from 0 to 10")
+    return ScreenConfig(index=index, rotation=rotation, crossfade=float(crossfade))
+
+
+def _norm(table: dict[str, Any]) -> dict[str, Any]:
+    return {str(k).replace("-", "_"): v for k, v in table.items()}
+
+
+def _no_unknown(prefix: str, table: dict[str, Any], known: set[str]) -> None:
+    for key in _norm(table):
+        if key not in known:
+            raise ConfigError(f"unknown key '{prefix}.{key}'")
+
+
+_TOP: dict[str, Callable[[str, Any], Any]] = {
+    "name": _string,
+    "timezone": _timezone,
+    "accept_cds": _bool,
+    "allowed_origins": _origins,
+    "api_token": _string,
+    "public_url": _url,
+    "data_dir": _string,
+    "location": _location,
+    "screen": _screen,
+}
+
+
+def load_config(
+    path: Path | None,
+    *,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> DisplayConfig:
+    """Read the file (if any), then the environment, then ``overrides`` (flags, None = unset)."""
+    env = dict(os.environ) if environ is None else environ
+    if path is None and env.get("PDN_CONFIG"):
+        path = Path(env["PDN_CONFIG"])
+    table: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with path.open("rb") as handle:
+                table = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such configuration file") from None
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    where = f"{path}: " if path is not None else ""
+    try:
+        config = _build(_norm(table))
+    except ConfigError as error:
+        raise ConfigError(f"{where}{error}") from None
+    config.source = path
+    token = env.get("PDN_API_TOKEN")
+    if token:
+        config.api_token = token
+    checks: dict[str, Callable[[str, Any], Any]] = {
+        "port": _port,
+        "timezone": _timezone,
+        "public_url": _url,
+        "name": _string,
+        "host": _string,
+    }
+    for key, given in (overrides or {}).items():
+        if given is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        cleaned = checks[key](flag, given) if key in checks else given
+        setattr(config, key, Path(cleaned) if key == "data_dir" else cleaned)
+    return config
+
+
+def _build(table: dict[str, Any]) -> DisplayConfig:
+    config = DisplayConfig(timezone=system_timezone(), data_dir=default_data_dir())
+    for key, value in table.items():
+        if key == "listen":
+            if not isinstance(value, dict):
+                raise ConfigError("'listen' must be a table with host and port")
+            listen = _norm(value)
+            _no_unknown("listen", listen, {"host", "port"})
+            if "host" in listen:
+                config.host = _string("listen.host", listen["host"])
+            if "port" in listen:
+                config.port = _port("listen.port", listen["port"])
+        elif key in _TOP:
+            cleaned = _TOP[key](key, value)
+            setattr(config, key, Path(cleaned) if key == "data_dir" else cleaned)
+        elif key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{key}' must be a table")
+            try:
+                config.sections[key] = SECTIONS[key](_norm(value))
+            except ValueError as error:
+                raise ConfigError(f"section '{key}': {error}") from None
+        else:
+            raise ConfigError(f"unknown key '{key}'")
+    return config

@@ -1,0 +1,595 @@
+"""The playlist engine: what the screen shows now and next. No Qt; the clock is injected.
+
+Inputs:
+- CDS schedules, evaluated by a :class:`Schedule` (``cds.evaluate.Playlist``): eligibility,
+  priorities, playback order, the next time eligibility can change.
+- Ad-hoc requests (Display ``POST /schedule``, JSON form): a first-come, first-served queue of
+  up to :data:`QUEUE_LIMIT`, each shown for its duration. A request ranks as priority ``high``:
+  when the queue is empty a new request interrupts the scheduled item at once; a scheduled item
+  of priority ``highest`` is never interrupted, and the queue waits behind it (the request on
+  screen, if any, keeps its remaining time for later).
+- The renderer's reports (:class:`player.playitem.RendererListener`): an item is "on screen"
+  only when the renderer says it painted it; the playback record follows those reports.
+
+Driving: whoever owns the renderer's thread calls :meth:`Engine.tick` when woken (the ``wake``
+callback, called from any thread whenever something changed) and when :meth:`next_wakeup` is
+due, and sleeps otherwise. Only ``tick`` calls the renderer, so the renderer is only ever used
+from the driver's thread; every other method is safe from any thread.
+
+Failures never leave the screen stuck: an item that fails (or does not paint within
+:data:`LOAD_TIMEOUT`) is skipped; a scheduled URL that keeps failing is left out for a
+while, backing off from 5 s to 5 min; a failing request is dropped from the queue.
+
+Restart: the queue is stored (``EngineStore``); the request that was on screen when the
+process died keeps the time it had left by the wall clock, so after ``kill -9`` the display
+comes back to what it should show now.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from player.playitem import Origin, PlayItem, Renderer
+
+if TYPE_CHECKING:
+    from cds.model import ContentItem, ContentSet
+
+log = logging.getLogger("pdn.engine")
+
+QUEUE_LIMIT = 100
+REQUEST_DURATION = 30.0  # seconds, when a request names no preferred-duration
+DEFAULT_DURATION = 15.0  # seconds, for a scheduled item with neither duration nor video length
+REQUEST_PRIORITY = 3  # "high"
+HIGHEST_PRIORITY = 4
+LOAD_TIMEOUT = 20.0  # seconds for the renderer to paint an item before it counts as failed
+PREPARE_LEAD = 3.0  # seconds before the switch that the renderer gets its "prepare" hint
+BACKOFF_FIRST = 5.0
+BACKOFF_CAP = 300.0
+
+
+class Selection(Protocol):
+    """What ``cds.evaluate.Playlist`` picks (its ``Selection``)."""
+
+    @property
+    def item(self) -> ContentItem: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def root_name(self) -> str | None: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def duration(self) -> float | None: ...
+
+
+Available = Callable[["ContentItem"], bool]
+
+
+class Schedule(Protocol):
+    """The part of ``cds.evaluate.Playlist`` the engine uses."""
+
+    def set_documents(self, documents: list[ContentSet]) -> None: ...
+    def eligible(self, now: datetime, available: Available) -> list[Any]: ...
+    def next(self, now: datetime, available: Available) -> Any | None: ...
+    def top_priority(self, now: datetime, available: Available) -> int | None: ...
+    def next_change(self, now: datetime) -> datetime | None: ...
+
+
+class EngineStore(Protocol):
+    """Durable interrupt queue (``player.store.DisplayStore``)."""
+
+    def queued_requests(self) -> list[Any]: ...
+    def push_request(self, url: str, duration: float, received: float) -> int: ...
+    def update_request(self, request_id: int, remaining: float, shown_at: float | None) -> None: ...
+    def remove_request(self, request_id: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Playback:
+    """What the screen shows now, as the playback record reports it (without ``sequence``)."""
+
+    content_item: str | None
+    content_type: str | None
+    origin: Origin
+    set_name: str | None
+    started: datetime
+    duration: float | None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "content-item": self.content_item,
+            "content-type": self.content_type,
+            "origin": self.origin,
+            "set": self.set_name,
+            "started": self.started.isoformat(),
+            "duration": self.duration,
+        }
+
+
+@dataclass
+class _Request:
+    id: int
+    url: str
+    duration: float
+    remaining: float
+
+
+@dataclass
+class _Play:
+    """One play of an item: issued to the renderer, then (maybe) on screen."""
+
+    item: PlayItem
+    issued: datetime
+    key: str  # the Selection key, or "request:<id>"
+    request_id: int | None = None
+    shown_at: datetime | None = None
+    end_at: datetime | None = None
+    length: float | None = None
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.key, self.item.source_url)
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    until: datetime | None = None
+
+
+@dataclass
+class _Upcoming:
+    """The next item, chosen ahead of time so the renderer can prepare it."""
+
+    play: _Play
+    selection: Any | None = None  # the Selection, for scheduled items
+
+
+@dataclass
+class EngineStatus:
+    """A snapshot for health pages."""
+
+    current: dict[str, Any] | None
+    pending: dict[str, Any] | None
+    queue_length: int
+    idle: bool
+    next_wakeup: datetime | None
+    backed_off: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """Decides what to show; thread-safe; drives a :class:`Renderer` from ``tick``."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], datetime],
+        schedule: Schedule,
+        store: EngineStore,
+        renderer: Renderer | None = None,
+        available: Available | None = None,
+        locate: Callable[[ContentItem], str] | None = None,
+        on_playback: Callable[[Playback], None] | None = None,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._schedule = schedule
+        self._store = store
+        self._renderer = renderer
+        self._available = available or (lambda item: True)
+        self._locate = locate or (lambda item: item.url)
+        self._on_playback = on_playback
+        self._wake = wake or (lambda: None)
+        self._lock = threading.RLock()
+        self._tokens = itertools.count(1)
+        self._queue: deque[_Request] = deque()
+        self._current: _Play | None = None
+        self._pending: _Play | None = None
+        self._upcoming: _Upcoming | None = None
+        self._idle_shown = False
+        self._backoff: dict[str, _Backoff] = {}
+        self._started = False
+        self._load_queue()
+
+    # Wiring
+
+    def set_renderer(self, renderer: Renderer) -> None:
+        with self._lock:
+            self._renderer = renderer
+
+    def set_wake(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def _load_queue(self) -> None:
+        """Rebuild the queue from the store; the request that was on screen keeps the time
+        it had left by the wall clock."""
+        now = self._clock()
+        for stored in self._store.queued_requests():
+            remaining = float(stored.remaining)
+            if stored.shown_at is not None:
+                remaining -= max(0.0, now.timestamp() - float(stored.shown_at))
+                if remaining <= 0.05:
+                    self._store.remove_request(stored.id)
+                    log.info(
+                        "request %d (%s) ran out while the display was down", stored.id, stored.url
+                    )
+                    continue
+                self._store.update_request(stored.id, remaining, None)
+            self._queue.append(_Request(stored.id, stored.url, float(stored.duration), remaining))
+        if self._queue:
+            log.info("%d queued request(s) restored", len(self._queue))
+
+    # Inputs (any thread)
+
+    def request(self, url: str, duration: float | None) -> str | None:
+        """Queue an ad-hoc request; None when accepted, else the reason it was rejected."""
+        seconds = REQUEST_DURATION if duration is None else float(duration)
+        with self._lock:
+            if len(self._queue) >= QUEUE_LIMIT:
+                return f"the request queue is full ({QUEUE_LIMIT} items)"
+            received = self._clock().timestamp()
+            request_id = self._store.push_request(url, seconds, received)
+            self._queue.append(_Request(request_id, url, seconds, seconds))
+            log.info(
+                "request %d queued: %s for %g s (%d in queue)",
+                request_id,
+                url,
+                seconds,
+                len(self._queue),
+            )
+        self._wake()
+        return None
+
+    def queue_length(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def set_documents(self, documents: list[ContentSet]) -> None:
+        """Replace the CDS content sets the schedule plays from."""
+        with self._lock:
+            self._schedule.set_documents(documents)
+            self._upcoming = None
+        self._wake()
+
+    # Renderer reports (the renderer's thread)
+
+    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
+        with self._lock:
+            play = self._pending
+            if play is None or play.item.token != token:
+                log.debug("ignored a paint report for a superseded item (%d)", token)
+                return
+            self._pending = None
+            length = play.item.duration
+            if length is None:
+                if natural_duration is not None and 0 < natural_duration < float("inf"):
+                    length = natural_duration
+                else:
+                    length = DEFAULT_DURATION
+            play.shown_at = at
+            play.length = length
+            play.end_at = at + timedelta(seconds=length)
+            self._current = play
+            self._idle_shown = False
+            self._backoff.pop(play.item.url, None)
+            if play.request_id is not None:
+                self._store.update_request(play.request_id, length, at.timestamp())
+            log.info("on screen: %s (%s, %g s)", play.item.source_url, play.item.origin, length)
+            self._emit(
+                Playback(
+                    content_item=play.item.source_url,
+                    content_type=play.item.content_type,
+                    origin=play.item.origin,
+                    set_name=play.item.set_name,
+                    started=at,
+                    duration=length,
+                )
+            )
+        self._wake()
+
+    def item_failed(self, token: int, reason: str) -> None:
+        with self._lock:
+            now = self._clock()
+            if self._pending is not None and self._pending.item.token == token:
+                play = self._pending
+                self._pending = None
+            elif self._current is not None and self._current.item.token == token:
+                play = self._current
+                play.end_at = now  # it broke on screen: move on at once
+            elif self._upcoming is not None and self._upcoming.play.item.token == token:
+                play = self._upcoming.play
+                self._upcoming = None
+            else:
+                return
+            log.warning("could not show %s: %s", play.item.source_url, reason)
+            if play.request_id is not None:
+                self._drop_request(play.request_id)
+            else:
+                self._back_off(play.item.url, now)
+        self._wake()
+
+    def item_ended(self, token: int) -> None:
+        with self._lock:
+            if self._current is not None and self._current.item.token == token:
+                self._current.end_at = min(self._current.end_at or self._clock(), self._clock())
+        self._wake()
+
+    # Driving (the renderer's thread)
+
+    def tick(self) -> datetime | None:
+        """Bring the screen in line with what should show now; call when woken or due.
+
+        Returns when to call it again if nothing wakes the engine first (None: only on wake).
+        """
+        with self._lock:
+            now = self._clock()
+            actions = self._decide(now)
+            wakeup = self._next_wakeup(now)
+        for action in actions:
+            try:
+                action()
+            except Exception:
+                log.exception("the renderer failed")
+        return wakeup
+
+    def next_wakeup(self) -> datetime | None:
+        """When ``tick`` is due next (None: only when woken)."""
+        with self._lock:
+            return self._next_wakeup(self._clock())
+
+    def _next_wakeup(self, now: datetime) -> datetime | None:
+        with self._lock:
+            times: list[datetime | None] = [self._schedule.next_change(now)]
+            if self._pending is not None:
+                times.append(self._pending.issued + timedelta(seconds=LOAD_TIMEOUT))
+            current = self._current
+            if current is not None and current.end_at is not None and self._pending is None:
+                times.append(current.end_at)
+                if self._upcoming is None:
+                    times.append(current.end_at - timedelta(seconds=PREPARE_LEAD))
+            times.extend(b.until for b in self._backoff.values())
+            # Only future times: what is due at `now` was decided by the tick at `now` (or
+            # waits on the renderer's report, which wakes us), and a past time would spin.
+            future = [t for t in times if t is not None and t > now]
+            return min(future) if future else None
+
+    def status(self) -> EngineStatus:
+        with self._lock:
+            current = self._current
+            return EngineStatus(
+                current=None if current is None else self._describe(current),
+                pending=None if self._pending is None else self._describe(self._pending),
+                queue_length=len(self._queue),
+                idle=self._idle_shown,
+                next_wakeup=self.next_wakeup(),
+                backed_off=sorted(
+                    url for url, b in self._backoff.items() if b.until and b.until > self._clock()
+                ),
+            )
+
+    # The decision
+
+    def _decide(self, now: datetime) -> list[Callable[[], None]]:
+        actions: list[Callable[[], None]] = []
+        if self._pending is not None and now >= self._pending.issued + timedelta(
+            seconds=LOAD_TIMEOUT
+        ):
+            stuck = self._pending
+            self._pending = None
+            log.warning(
+                "%s did not paint within %g s; skipped", stuck.item.source_url, LOAD_TIMEOUT
+            )
+            if stuck.request_id is not None:
+                self._drop_request(stuck.request_id)
+            else:
+                self._back_off(stuck.item.url, now)
+
+        available = self._available_now(now)
+        top = self._schedule.top_priority(now, available)
+        queue_blocked = top is not None and top >= HIGHEST_PRIORITY
+
+        # The request on screen: finished, or pushed aside by a `highest` item?
+        current = self._current
+        if current is not None and current.request_id is not None:
+            if current.end_at is not None and now >= current.end_at:
+                self._finish_request(current.request_id)
+                self._current_over(current)
+            elif queue_blocked:
+                self._interrupt_request(current, now)
+
+        target = self._target_play(now, available, top, queue_blocked)
+        if target is None:
+            self._upcoming = None
+            if self._pending is not None:
+                self._pending = None
+            if not self._idle_shown:
+                self._idle_shown = True
+                self._current = None
+                log.info("nothing eligible: idle")
+                self._emit(Playback(None, None, "idle", None, now, None))
+                renderer = self._renderer
+                if renderer is not None:
+                    actions.append(renderer.show_idle)
+            return actions
+        if target is not self._current and target is not self._pending:
+            self._pending = target
+            target.issued = now
+            renderer = self._renderer
+            if renderer is not None:
+                actions.append(lambda item=target.item: renderer.show(item))  # type: ignore[misc]
+        self._maybe_prepare(now, available, top, queue_blocked, actions)
+        return actions
+
+    def _target_play(
+        self, now: datetime, available: Available, top: int | None, queue_blocked: bool
+    ) -> _Play | None:
+        """The play that should be on screen (the current or pending one if it still should)."""
+        if self._queue and not queue_blocked:
+            head = self._queue[0]
+            for play in (self._current, self._pending):
+                if play is not None and play.request_id == head.id:
+                    return play
+            upcoming = self._upcoming
+            if upcoming is not None and upcoming.play.request_id == head.id:
+                self._upcoming = None
+                return upcoming.play
+            return self._request_play(head, now)
+        if top is None:
+            return None
+        # Keyed by (key, url): a replaced CDS may reuse a key for another item.
+        keys = {
+            (sel.key, sel.item.url)
+            for sel in self._schedule.eligible(now, available)
+            if sel.priority >= top
+        }
+        pending = self._pending
+        if pending is not None and pending.request_id is None and pending.ident in keys:
+            return pending
+        current = self._current
+        if (
+            current is not None
+            and current.request_id is None
+            and current.ident in keys
+            and (current.end_at is None or now < current.end_at)
+            and current.item.priority >= top
+        ):
+            return current
+        upcoming = self._upcoming
+        self._upcoming = None
+        if upcoming is not None and upcoming.selection is not None and upcoming.play.ident in keys:
+            return upcoming.play
+        selection = self._schedule.next(now, available)
+        if selection is None:
+            return None
+        return self._scheduled_play(selection, now)
+
+    def _maybe_prepare(
+        self,
+        now: datetime,
+        available: Available,
+        top: int | None,
+        queue_blocked: bool,
+        actions: list[Callable[[], None]],
+    ) -> None:
+        """Pick the next item shortly before the current one ends and hint the renderer."""
+        current = self._current
+        if (
+            self._upcoming is not None
+            or self._pending is not None
+            or current is None
+            or current.end_at is None
+            or now < current.end_at - timedelta(seconds=PREPARE_LEAD)
+        ):
+            return
+        upcoming: _Upcoming | None = None
+        queue = list(self._queue)
+        if current.request_id is not None:
+            queue = [r for r in queue if r.id != current.request_id]
+        if queue and not queue_blocked:
+            upcoming = _Upcoming(self._request_play(queue[0], now))
+        elif top is not None:
+            selection = self._schedule.next(current.end_at, available)
+            if selection is not None:
+                upcoming = _Upcoming(self._scheduled_play(selection, now), selection)
+        self._upcoming = upcoming
+        renderer = self._renderer
+        if upcoming is not None and renderer is not None:
+            actions.append(lambda item=upcoming.play.item: renderer.prepare(item))  # type: ignore[misc]
+
+    # Helpers (lock held)
+
+    def _available_now(self, now: datetime) -> Available:
+        def available(item: ContentItem) -> bool:
+            backoff = self._backoff.get(item.url)
+            if backoff is not None and backoff.until is not None and backoff.until > now:
+                return False
+            try:
+                return self._available(item)
+            except Exception:
+                log.exception("availability check failed for %s", item.url)
+                return False
+
+        return available
+
+    def _request_play(self, request: _Request, now: datetime) -> _Play:
+        item = PlayItem(
+            token=next(self._tokens),
+            url=request.url,
+            source_url=request.url,
+            content_type=None,
+            duration=request.remaining,
+            origin="request",
+            set_name=None,
+            priority=REQUEST_PRIORITY,
+        )
+        return _Play(item=item, issued=now, key=f"request:{request.id}", request_id=request.id)
+
+    def _scheduled_play(self, selection: Any, now: datetime) -> _Play:
+        content = selection.item
+        duration = selection.duration
+        if duration is None and not (content.content_type or "").lower().startswith("video/"):
+            duration = DEFAULT_DURATION
+        item = PlayItem(
+            token=next(self._tokens),
+            url=self._locate(content),
+            source_url=content.url,
+            content_type=content.content_type,
+            duration=duration,
+            origin="schedule",
+            set_name=selection.root_name,
+            priority=int(selection.priority),
+        )
+        return _Play(item=item, issued=now, key=str(selection.key))
+
+    def _interrupt_request(self, play: _Play, now: datetime) -> None:
+        """A `highest` item takes the screen: the request keeps the time it has left."""
+        assert play.request_id is not None
+        left = (play.end_at - now).total_seconds() if play.end_at else play.length or 0.0
+        for request in self._queue:
+            if request.id == play.request_id:
+                request.remaining = max(0.0, left)
+                self._store.update_request(request.id, request.remaining, None)
+                log.info("request %d paused with %.1f s left", request.id, request.remaining)
+        play.request_id = None  # no longer counts as the request's play
+        play.end_at = now
+
+    def _finish_request(self, request_id: int) -> None:
+        self._store.remove_request(request_id)
+        self._queue = deque(r for r in self._queue if r.id != request_id)
+        log.info("request %d done (%d left in queue)", request_id, len(self._queue))
+
+    def _drop_request(self, request_id: int) -> None:
+        self._finish_request(request_id)
+
+    def _current_over(self, play: _Play) -> None:
+        play.request_id = None
+
+    def _back_off(self, url: str, now: datetime) -> None:
+        backoff = self._backoff.setdefault(url, _Backoff())
+        backoff.failures += 1
+        delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (backoff.failures - 1))
+        backoff.until = now + timedelta(seconds=delay)
+        log.info("%s left out for %g s after %d failure(s)", url, delay, backoff.failures)
+
+    def _emit(self, playback: Playback) -> None:
+        if self._on_playback is not None:
+            try:
+                self._on_playback(playback)
+            except Exception:
+                log.exception("could not record the playback change")
+
+    @staticmethod
+    def _describe(play: _Play) -> dict[str, Any]:
+        return {
+            "content-item": play.item.source_url,
+            "origin": play.item.origin,
+            "shown-at": play.shown_at.isoformat() if play.shown_at else None,
+            "ends-at": play.end_at.isoformat() if play.end_at else None,
+        }

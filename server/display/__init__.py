@@ -1,0 +1,20 @@
+"""The Display Segment's HTTP API (Flask), served by waitress inside ``pdn display``."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from server.display.api import api
+from server.display.service import DisplayService
+from server.http import create_base_app, require_token
+
+__all__ = ["DisplayService", "create_app"]
+
+
+def create_app(service: DisplayService) -> Flask:
+    """The Display Segment app for one display."""
+    app = create_base_app("pdn.display")
+    app.extensions["pdn.display"] = service
+    require_token(app, lambda: service.config.api_token)
+    app.register_blueprint(api)
+    return app
