@@ -153,7 +153,8 @@ choose_python() {
     local candidate
     for candidate in ${PYTHON:-python3.13 python3.12 python3.11 python3}; do
         command -v "$candidate" >/dev/null 2>&1 || continue
-        if "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))'; then
+        # (stderr hidden: a pyenv shim for a version that is not selected complains loudly)
+        if "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
             command -v "$candidate"
             return 0
         fi
@@ -177,10 +178,12 @@ chosen_platform() {
 # The platform the display will actually use: the config's, when there is one.
 configured_platform() {
     local config="$ROOT$CONFIG_DIR/pdn.toml" value=""
-    if [ -f "$config" ]; then
-        value=$(sed -n 's/^[[:space:]]*platform[[:space:]]*=[[:space:]]*"\([a-z]*\)".*/\1/p' "$config" | head -n1)
+    if [ ! -f "$config" ]; then
+        chosen_platform
+        return
     fi
-    echo "${value:-$(chosen_platform)}"
+    value=$(sed -n 's/^[[:space:]]*platform[[:space:]]*=[[:space:]]*"\([a-z]*\)".*/\1/p' "$config" | head -n1)
+    echo "${value:-auto}" # the start wrapper's default
 }
 
 # systemd as PID 1 (not a container, chroot or image build).
@@ -302,7 +305,7 @@ install_venv() {
     ln -sfn ../venv/bin/pdn "$ROOT$PREFIX/bin/pdn"
     mkdir -p "$ROOT/usr/local/bin"
     ln -sfn "$PREFIX/bin/pdn" "$ROOT/usr/local/bin/pdn"
-    did "installed $(basename "$source") and $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
+    did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
 }
 
 # The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine.

@@ -1,0 +1,208 @@
+"""install.sh, uninstall.sh and the display's start wrapper, in throwaway roots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+INSTALL = REPO / "packaging/install.sh"
+UNINSTALL = REPO / "packaging/uninstall.sh"
+START = REPO / "packaging/pdn-display-start"
+SCRIPTS = [INSTALL, UNINSTALL, START]
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def install_into(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return run("bash", INSTALL, "--root", root, "--skip", "packages,venv", *options)
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_scripts_are_shellcheck_clean() -> None:
+    result = run("shellcheck", "--shell=bash", *SCRIPTS)
+    assert result.returncode == 0, result.stdout
+
+
+def sourced(call: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``call`` with install.sh's functions defined (sourcing it runs nothing)."""
+    return run("bash", "-c", f'source "{INSTALL}"; {call}', env=env)
+
+
+@pytest.mark.parametrize(
+    ("arch", "glibc", "expected"),
+    [
+        ("aarch64", "2.36", "PySide6>=6.8.0,<6.8.1"),  # Raspberry Pi OS Bookworm
+        ("aarch64", "2.41", "PySide6>=6.8.0,<6.13"),  # Raspberry Pi OS Trixie
+        ("aarch64", "2.39", "PySide6>=6.8.0,<6.13"),
+        ("x86_64", "2.36", "PySide6>=6.8.0,<6.13"),  # Debian 12 kiosk PC
+        ("x86_64", "2.31", "PySide6>=6.8.0,<6.13"),
+    ],
+)
+def test_pyside6_choice_follows_glibc_and_arch(arch: str, glibc: str, expected: str) -> None:
+    result = sourced(f"pyside6_requirement {arch} {glibc}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+@pytest.mark.parametrize(("arch", "glibc"), [("armv7l", "2.36"), ("x86_64", "2.27")])
+def test_machines_without_wheels_are_refused_with_a_reason(arch: str, glibc: str) -> None:
+    result = sourced(f"pyside6_requirement {arch} {glibc}")
+    assert result.returncode != 0
+    assert "64-bit" in result.stderr or "too old" in result.stderr
+
+
+def test_glibc_and_python_detection_on_this_machine() -> None:
+    result = sourced("glibc_version; choose_python")
+    glibc, python = result.stdout.split()
+    assert glibc.count(".") == 1 and glibc.split(".")[0] == "2"
+    assert Path(python).exists()
+    assert sourced("version_at_least 2.41 2.39 && ! version_at_least 2.36 2.39").returncode == 0
+    assert sourced("version_at_least 2.100 2.39").returncode == 0
+
+
+def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
+    result = install_into(tmp_path, "--platform", "eglfs")
+    assert result.returncode == 0, result.stderr
+    config = tmp_path / "etc/pdn/pdn.toml"
+    assert 'platform = "eglfs"' in config.read_text()
+    assert oct(config.stat().st_mode & 0o777) == "0o640"  # may hold the API token
+    assert (tmp_path / "etc/pdn/services.env").exists()
+    for sub in ("display", "scheduler", "schedules", "apps"):
+        assert (tmp_path / "var/lib/pdn" / sub).is_dir()
+    assert os.access(tmp_path / "opt/pdn/libexec/pdn-display-start", os.X_OK)
+    wants = tmp_path / "etc/systemd/system/multi-user.target.wants"
+    assert (wants / "pdn-display.service").is_symlink()
+    assert not (wants / "pdn-scheduler.service").is_symlink()
+    out = result.stdout
+    assert "would create the system user pdn" in out
+    assert "display API: http://" in out and ":8080/" in out
+
+
+def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
+    assert install_into(tmp_path).returncode == 0
+    config = tmp_path / "etc/pdn/pdn.toml"
+    config.write_text('name = "Lobby"\n[listen]\nhost = "10.1.2.3"\nport = 9000\n')
+    again = install_into(tmp_path, "--platform", "xcb")
+    assert again.returncode == 0, again.stderr
+    assert config.read_text().startswith('name = "Lobby"')
+    assert "kept the existing /etc/pdn/pdn.toml" in again.stdout
+    assert "--platform xcb ignored" in again.stderr
+    assert "display API: http://10.1.2.3:9000/" in again.stdout
+
+
+def test_bad_options_are_refused(tmp_path: Path) -> None:
+    assert "unknown option" in install_into(tmp_path, "--frobnicate").stderr
+    assert "--platform must be" in install_into(tmp_path, "--platform", "vnc").stderr
+    assert "unknown service" in install_into(tmp_path, "--services", "display,printer").stderr
+
+
+def test_uninstall_keeps_data_unless_purged(tmp_path: Path) -> None:
+    assert install_into(tmp_path, "--services", "display,content").returncode == 0
+    (tmp_path / "var/lib/pdn/schedules/lobby.xml").write_text("<content-set/>")
+    result = run("bash", UNINSTALL, "--root", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "opt/pdn").exists()
+    assert not (tmp_path / "etc/systemd/system/pdn-display.service").exists()
+    wants = tmp_path / "etc/systemd/system/multi-user.target.wants"
+    assert not (wants / "pdn-display.service").is_symlink()
+    assert not (wants / "pdn-content.service").is_symlink()
+    assert (tmp_path / "etc/pdn/pdn.toml").exists()
+    assert (tmp_path / "var/lib/pdn/schedules/lobby.xml").exists()
+    purged = run("bash", UNINSTALL, "--root", tmp_path, "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not (tmp_path / "etc/pdn").exists()
+    assert not (tmp_path / "var/lib/pdn").exists()
+
+
+# The start wrapper
+
+
+def start_wrapper(tmp_path: Path, config_text: str, **env: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "pdn.toml"
+    config.write_text(config_text)
+    base = {
+        "PDN_CONFIG": str(config),
+        "PDN_PYTHON": shutil.which("python3") or "python3",
+        "PDN_BIN": "/opt/pdn/bin/pdn",
+        "PDN_DRY_RUN": "1",
+        "PDN_SEATD_SOCKET": str(tmp_path / "no-seatd.sock"),
+        "WATCHDOG_PID": "1",
+    }
+    clean = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    return subprocess.run(
+        ["bash", str(START), "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**clean, **base, **env},
+    )
+
+
+def test_start_wrapper_eglfs(tmp_path: Path) -> None:
+    result = start_wrapper(
+        tmp_path, '[screen]\nplatform = "eglfs"\neglfs-kms-config = "/etc/pdn/kms.json"\n'
+    )
+    assert result.returncode == 0, result.stderr
+    assert "QT_QPA_PLATFORM=eglfs" in result.stdout
+    assert "QT_QPA_EGLFS_INTEGRATION=eglfs_kms" in result.stdout
+    assert "QT_QPA_EGLFS_KMS_CONFIG=/etc/pdn/kms.json" in result.stdout
+    assert f"exec /opt/pdn/bin/pdn display --config {tmp_path}/pdn.toml --verbose" in result.stdout
+
+
+def test_start_wrapper_xcb_and_sandbox_switch(tmp_path: Path) -> None:
+    result = start_wrapper(
+        tmp_path, '[screen]\nplatform = "xcb"\nx_display = ":3"\nchromium_sandbox = false\n'
+    )
+    assert "QT_QPA_PLATFORM=xcb" in result.stdout
+    assert "DISPLAY=:3" in result.stdout
+    assert "QTWEBENGINE_DISABLE_SANDBOX=1" in result.stdout
+
+
+def test_start_wrapper_auto_without_cage_or_session_is_eglfs(tmp_path: Path) -> None:
+    result = start_wrapper(tmp_path, "", PATH="/usr/bin:/bin")
+    assert result.returncode == 0, result.stderr
+    assert "platform auto: using eglfs" in result.stderr
+    auto_x = start_wrapper(tmp_path, "", DISPLAY=":7")
+    assert "QT_QPA_PLATFORM=xcb" in auto_x.stdout and "DISPLAY=:7" in auto_x.stdout
+
+
+def test_start_wrapper_cage(tmp_path: Path) -> None:
+    if shutil.which("cage") is None:
+        result = start_wrapper(tmp_path, '[screen]\nplatform = "cage"\n')
+        assert result.returncode == 78
+        assert "cage is not installed" in result.stderr
+        return
+    result = start_wrapper(tmp_path, '[screen]\nplatform = "cage"\n')
+    assert result.returncode == 0, result.stderr
+    assert "QT_QPA_PLATFORM=wayland" in result.stdout
+    assert "WATCHDOG_PID" not in result.stdout  # the display pings for its parent, cage
+    assert "exec cage -d -s -- /opt/pdn/bin/pdn display" in result.stdout
+
+
+def test_start_wrapper_refuses_an_unknown_platform(tmp_path: Path) -> None:
+    result = start_wrapper(tmp_path, '[screen]\nplatform = "vnc"\n')
+    assert result.returncode == 78
+    assert "unknown [screen] platform 'vnc'" in result.stderr
+
+
+def test_start_wrapper_survives_a_broken_config(tmp_path: Path) -> None:
+    # pdn display reports the broken file itself; the wrapper starts it with defaults.
+    result = start_wrapper(tmp_path, "[screen\n")
+    assert result.returncode == 0
+    assert "using defaults" in result.stderr

@@ -1,0 +1,133 @@
+"""The systemd units, installed by install.sh into a throwaway root: systemd-analyze verify is
+clean and the sandbox exposure is within bounds (display <= 5.0, the other services <= 3.0)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None or shutil.which("systemctl") is None,
+    reason="systemd not installed (packaging/dev.sh installs it)",
+)
+
+UNITS = {
+    "pdn-display.service": 5.0,
+    "pdn-scheduler.service": 3.0,
+    "pdn-content.service": 3.0,
+    "pdn-sensor@cpu-temp.service": 3.0,
+}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root with the units installed and enabled by install.sh, the real pdn command at
+    /opt/pdn/bin/pdn (this checkout's venv) and the host's systemd units (targets)."""
+    root = tmp_path_factory.mktemp("root")
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO / "packaging/install.sh"),
+            "--root",
+            str(root),
+            "--skip",
+            "packages,venv",
+            "--services",
+            "display,scheduler,content",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    (root / "opt/pdn/bin").mkdir(parents=True, exist_ok=True)
+    # A copy, not a link: systemd resolves links inside the root.
+    shutil.copy2(Path(sys.executable).parent / "pdn", root / "opt/pdn/bin/pdn")
+    host_units = Path("/lib/systemd/system")
+    shutil.copytree(host_units, root / "usr/lib/systemd/system", symlinks=True)
+    env_file = root / "etc/pdn/sensor-cpu-temp.env"
+    env_file.write_text(
+        'PDN_SENSOR_TYPE="cpu temperature"\nPDN_SENSOR_SOURCE_KIND=--file\n'
+        "PDN_SENSOR_SOURCE=/sys/class/thermal/thermal_zone0/temp\n"
+    )
+    return root
+
+
+def analyze(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["systemd-analyze", *args, f"--root={root}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_verify_is_clean(root: Path, unit: str) -> None:
+    result = analyze(root, "verify", unit)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "", result.stderr
+
+
+@pytest.mark.parametrize(("unit", "limit"), list(UNITS.items()))
+def test_exposure_within_bounds(root: Path, unit: str, limit: float) -> None:
+    result = analyze(root, "security", "--offline=true", unit)
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
+    assert match is not None, result.stdout + result.stderr
+    assert float(match[1]) <= limit, result.stdout
+
+
+def settings(path: Path) -> dict[str, list[str]]:
+    """A unit file's assignments; keys may repeat."""
+    found: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.startswith(("#", ";", "[")):
+            key, value = line.split("=", 1)
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def test_display_unit_is_a_watched_kiosk(root: Path) -> None:
+    unit = settings(root / "etc/systemd/system/pdn-display.service")
+    assert unit["Type"] == ["notify"]
+    assert unit["Restart"] == ["always"]
+    assert 10 <= int(unit["WatchdogSec"][0]) <= 60
+    assert int(unit["StartLimitBurst"][0]) >= 3
+    assert unit["User"] == ["pdn"]
+    assert unit["ExecStart"] == ["/opt/pdn/libexec/pdn-display-start"]
+    assert unit["DevicePolicy"] == ["closed"]
+    assert any(v.startswith("char-drm") for v in unit["DeviceAllow"])
+
+
+def test_units_are_enabled_at_boot(root: Path) -> None:
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    assert {p.name for p in wants.iterdir()} >= {
+        "pdn-display.service",
+        "pdn-scheduler.service",
+        "pdn-content.service",
+    }
+    assert (root / "etc/systemd/system/timers.target.wants/pdn-display-retry.timer").is_symlink()
+    result = subprocess.run(
+        ["systemctl", f"--root={root}", "is-enabled", "pdn-display.service"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.stdout.strip() == "enabled"
+
+
+def test_retry_timer_verifies(root: Path) -> None:
+    result = analyze(root, "verify", "pdn-display-retry.timer")
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
