@@ -15,6 +15,7 @@ Once set, the verdict latches: a clock that was right does not become wrong by i
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -74,29 +75,37 @@ class ClockSanity:
         self.monotonic = monotonic
         self._latched: ClockVerdict | None = None
         self._last: tuple[float, ClockVerdict] | None = None
+        self._ntp_synced = False
 
     def saw_time(self, moment: datetime) -> None:
         """A time known to have passed (e.g. the last stored playback): the clock must be later."""
         self.not_before = max(self.not_before, moment)
 
-    def ntp_synchronized(self) -> str | None:
-        """Why NTP counts as synchronised, or None."""
+    def _flag_present(self) -> str | None:
         for flag in self.sync_flags:
             if flag.exists():
                 return f"NTP synchronised ({flag} exists)"
-        result = self.runner(
-            ["timedatectl", "show", "-p", "NTPSynchronized", "--value"], timeout=3.0
-        )
-        if result.ok and result.stdout.strip() == "yes":
-            return "NTP synchronised (timedatectl)"
         return None
 
-    def check(self) -> ClockVerdict:
-        """A fresh verdict (runs timedatectl; prefer :meth:`is_set` in loops)."""
+    def _timedatectl_says_synced(self) -> bool:
+        args = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
+        result = self.runner(args, timeout=3.0)
+        return result.ok and result.stdout.strip() == "yes"
+
+    def refresh_ntp(self) -> None:
+        """Ask timedatectl (may take up to 3 s: call it off the GUI thread, see :meth:`start`)."""
+        self._ntp_synced = self._timedatectl_says_synced()
+
+    def check(self, *, ask_timedatectl: bool = True) -> ClockVerdict:
+        """A fresh verdict. With ``ask_timedatectl=False`` it runs no command (fast)."""
         if self._latched is not None:
             return self._latched
-        synced = self.ntp_synchronized()
+        if ask_timedatectl:
+            self.refresh_ntp()
         now = self.clock()
+        synced = self._flag_present() or (
+            "NTP synchronised (timedatectl)" if self._ntp_synced else None
+        )
         if synced is not None:
             verdict = ClockVerdict(True, synced)
         elif self.require_ntp:
@@ -120,10 +129,26 @@ class ClockSanity:
         return verdict
 
     def is_set(self) -> bool:
-        """The latest verdict, re-checked at most every ``recheck_seconds``."""
+        """The latest verdict, cheap enough for every engine tick: it runs no command (the
+        timedatectl answer comes from :meth:`start`'s thread) and re-checks the sync flag and
+        the date at most every ``recheck_seconds``."""
         if self._latched is not None:
             return True
         now = self.monotonic()
         if self._last is None or now - self._last[0] >= self.recheck_seconds:
-            self._last = (now, self.check())
+            self._last = (now, self.check(ask_timedatectl=False))
         return self._last[1].is_set
+
+    def start(self, interval: float = 5.0) -> threading.Thread:
+        """Ask timedatectl every ``interval`` seconds on a daemon thread until the clock is set."""
+
+        def watch() -> None:
+            while self._latched is None:
+                self.refresh_ntp()
+                if self.check(ask_timedatectl=False).is_set:
+                    return
+                time.sleep(interval)
+
+        thread = threading.Thread(target=watch, name="pdn-clock", daemon=True)
+        thread.start()
+        return thread

@@ -47,6 +47,7 @@ def test_a_pi_at_the_epoch_is_not_set_until_ntp_answers(tmp_path: Path) -> None:
     flag.touch()  # systemd-timesyncd synchronised; the clock has jumped
     now[0] = LATER
     assert sanity.is_set()
+    assert timedatectl.calls == 1  # is_set never runs a command
     assert "NTP synchronised" in sanity.check().reason
     # Latched: a later failure to ask does not unset it.
     flag.unlink()
@@ -86,20 +87,33 @@ def test_missing_timedatectl_is_just_not_synchronised(tmp_path: Path) -> None:
 
 def test_rechecks_are_rate_limited(tmp_path: Path) -> None:
     ticks = [0.0]
-    timedatectl = Timedatectl()
+    flag = tmp_path / "x"
     sanity = ClockSanity(
         lambda: EPOCH,
-        runner=timedatectl,
-        sync_flags=[tmp_path / "x"],
+        runner=Timedatectl(),
+        sync_flags=[flag],
         recheck_seconds=5,
         monotonic=lambda: ticks[0],
     )
-    for _ in range(100):
-        sanity.is_set()
-    assert timedatectl.calls == 1
+    assert not sanity.is_set()
+    flag.touch()
+    ticks[0] = 4.9
+    assert not sanity.is_set()  # the cached verdict
     ticks[0] = 5.0
-    sanity.is_set()
-    assert timedatectl.calls == 2
+    assert sanity.is_set()
+
+
+def test_background_thread_learns_ntp_from_timedatectl(tmp_path: Path) -> None:
+    timedatectl = Timedatectl("no\n")
+    sanity = ClockSanity(
+        lambda: EPOCH, runner=timedatectl, sync_flags=[tmp_path / "x"], recheck_seconds=0
+    )
+    thread = sanity.start(interval=0.01)
+    assert not sanity.is_set()
+    timedatectl.answer = "yes\n"
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert sanity.is_set()
 
 
 def test_build_date_is_the_newest_module_and_never_before_the_floor(tmp_path: Path) -> None:
