@@ -152,3 +152,14 @@ class ClockSanity:
         thread = threading.Thread(target=watch, name="pdn-clock", daemon=True)
         thread.start()
         return thread
+
+
+def clock_section(table: dict[str, object]) -> dict[str, object]:
+    """The ``[clock]`` section parser for the display's config (``player.config.SECTIONS``)."""
+    for key in table:
+        if key.replace("-", "_") != "require_ntp":
+            raise ValueError(f"clock.{key}: unknown setting (known: require-ntp)")
+    require_ntp = table.get("require_ntp", table.get("require-ntp", False))
+    if not isinstance(require_ntp, bool):
+        raise ValueError("clock.require-ntp: must be true or false")
+    return {"require_ntp": require_ntp}

@@ -93,6 +93,29 @@ class DisplayConfig:
 SECTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
+def _register_appliance_sections() -> None:
+    # [power] (daily screen on/off) and [clock] (clock sanity): see player/power.py and
+    # player/clocksanity.py. Both modules are Qt-free and cheap to import.
+    from player.clocksanity import clock_section
+    from player.power import power_section
+
+    SECTIONS.setdefault("power", power_section)
+    SECTIONS.setdefault("clock", clock_section)
+
+
+_register_appliance_sections()
+
+# [screen] keys read by the service's start wrapper (packaging/pdn-display-start).
+SCREEN_PLATFORMS = ("auto", "eglfs", "cage", "xcb", "wayland", "offscreen")
+_PLATFORM_KEYS = {
+    "platform",
+    "x_display",
+    "wayland_display",
+    "eglfs_kms_config",
+    "chromium_sandbox",
+}
+
+
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` with the default port left out, lower case."""
     parts = urlsplit(url)
@@ -215,7 +238,14 @@ def _screen(key: str, value: Any) -> ScreenConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"'{key}' must be a table")
     table = _norm(value)
-    _no_unknown(key, table, {"index", "rotation", "crossfade"})
+    _no_unknown(key, table, {"index", "rotation", "crossfade", *_PLATFORM_KEYS})
+    if table.get("platform", "auto") not in SCREEN_PLATFORMS:
+        raise ConfigError(f"'{key}.platform' must be one of {', '.join(SCREEN_PLATFORMS)}")
+    for name in ("x_display", "wayland_display", "eglfs_kms_config"):
+        if name in table:
+            _string(f"{key}.{name}", table[name])
+    if "chromium_sandbox" in table:
+        _bool(f"{key}.chromium_sandbox", table["chromium_sandbox"])
     index = table.get("index", 0)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ConfigError(f"'{key}.index' must be a screen number (0, 1, ...)")

@@ -126,7 +126,8 @@ class PowerConfig:
 
 def parse_power_config(table: Mapping[str, object] | None) -> PowerConfig:
     """Validate a ``[power]`` table; raises :class:`PowerConfigError` naming the bad key."""
-    table = table or {}
+    # Key names may use - or _ (the display's config loader turns - into _).
+    table = {str(key).replace("_", "-"): value for key, value in (table or {}).items()}
     known = {"on", "off", "days", "methods", "cec-device"}
     for key in table:
         if key not in known:
@@ -462,3 +463,8 @@ class PowerScheduler:
 def describe(schedule: PowerSchedule) -> str:
     days: Iterable[str] = (WEEKDAYS[d] for d in sorted(schedule.days))
     return f"on {schedule.on:%H:%M}, off {schedule.off:%H:%M}, days {','.join(days)}"
+
+
+def power_section(table: Mapping[str, object]) -> dict[str, object]:
+    """The ``[power]`` section parser for the display's config (``player.config.SECTIONS``)."""
+    return {"config": parse_power_config(table)}

@@ -206,3 +206,32 @@ def test_start_wrapper_survives_a_broken_config(tmp_path: Path) -> None:
     result = start_wrapper(tmp_path, "[screen\n")
     assert result.returncode == 0
     assert "using defaults" in result.stderr
+
+
+def test_example_config_is_valid_for_the_display(tmp_path: Path) -> None:
+    """The installed default config loads, also with every commented key switched on."""
+    import re
+
+    from player.config import ConfigError, load_config
+    from player.power import PowerConfig
+
+    example = REPO / "packaging/pdn.toml.example"
+    config = load_config(example, environ={})
+    assert (config.host, config.port) == ("0.0.0.0", 8080)
+    everything = tmp_path / "all.toml"
+    everything.write_text(re.sub(r"(?m)^#(\[?[a-z_-]+\]?( =|$))", r"\1", example.read_text()))
+    full = load_config(everything, environ={})
+    assert full.name == "Lobby screen"
+    power = full.sections["power"]["config"]
+    assert isinstance(power, PowerConfig) and power.schedule is not None
+    assert full.sections["clock"] == {"require_ntp": False}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[screen]\nplatform = "vnc"\n')
+    with pytest.raises(ConfigError, match="platform"):
+        load_config(bad, environ={})
+    bad.write_text('[power]\non = "7:00"\noff = "25:00"\n')
+    with pytest.raises(ConfigError, match=r"power\.off"):
+        load_config(bad, environ={})
+    check = run(REPO / ".venv/bin/pdn", "display", "--config", example, "--check-config")
+    assert check.returncode == 0, check.stderr
+    assert "configuration OK" in check.stdout
