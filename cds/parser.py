@@ -15,7 +15,6 @@ grammar, and a gap in either shows up).
 
 from __future__ import annotations
 
-import copy
 import datetime
 import logging
 import os
@@ -319,16 +318,42 @@ def _shown_attribute(element: etree._Element, name: str) -> str:
 
 
 def canonical_xml(element: etree._Element) -> str:
-    """An unknown element as text: no tail, whitespace-only text removed, so a round trip
-    through pretty-printing gives the same text back."""
-    clone = copy.deepcopy(element)
-    clone.tail = None
-    for node in clone.iter():
-        if node.text is not None and not node.text.strip():
-            node.text = None
-        if node is not clone and node.tail is not None and not node.tail.strip():
-            node.tail = None
-    return etree.tostring(clone, encoding="unicode", with_tail=False)
+    """An unknown element as text that depends only on what it means, so a round trip gives
+    the same text back: no tail, whitespace-only text removed (pretty-printing adds it), and
+    namespace prefixes renamed ns0, ns1, ... in order of first use, declared on the element
+    itself (the prefixes a document used are not part of its meaning, and lxml renames them
+    when an element moves under a parent that declares the same namespace)."""
+    uris: list[str] = []
+    for node in element.iter():
+        if isinstance(node.tag, str):
+            for name in (node.tag, *map(str, node.attrib)):
+                if name.startswith("{"):
+                    uri = name[1:].split("}", 1)[0]
+                    if uri not in uris and uri != _XML_NAMESPACE:
+                        uris.append(uri)
+    nsmap = {f"ns{index}": uri for index, uri in enumerate(uris)}
+
+    def rebuild(node: etree._Element, parent: etree._Element | None) -> etree._Element:
+        tag = str(node.tag)
+        made = (
+            etree.Element(tag, nsmap=nsmap or None)
+            if parent is None
+            else etree.SubElement(parent, tag)
+        )
+        for name, value in node.attrib.items():
+            made.set(name, value)
+        made.text = node.text if node.text is not None and node.text.strip() else None
+        for child in node:
+            if isinstance(child.tag, str):
+                rebuilt = rebuild(child, made)
+                tail = child.tail
+                rebuilt.tail = tail if tail is not None and tail.strip() else None
+        return made
+
+    return etree.tostring(rebuild(element, None), encoding="unicode", with_tail=False)
+
+
+_XML_NAMESPACE = "http://www.w3.org/XML/1998/namespace"
 
 
 def _short(text: str, limit: int = 40) -> str:

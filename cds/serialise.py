@@ -70,12 +70,14 @@ class _Places:
         return self.find(parent) if parent else self.base
 
     def attach(self, extras: Extras) -> None:
-        for (path, name), value in extras.attributes.items():
-            self.find(path).set(name, value)
+        # Elements before attributes: setting a namespaced attribute declares a prefix, and
+        # lxml would re-point later-appended elements of that namespace to it.
         for path, texts in extras.elements.items():
             target = self.find(path)
             for text in texts:
                 target.append(etree.fromstring(text, _SAFE_PARSER))
+        for (path, name), value in extras.attributes.items():
+            self.find(path).set(name, value)
 
 
 def _content_set(content_set: ContentSet) -> etree._Element:

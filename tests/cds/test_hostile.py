@@ -1,0 +1,170 @@
+"""Hostile and random input: refused quickly, and only ever with CdsError.
+
+How fast is measured in tests/bench/bench_cds_hostile.py; here a timeout only guards against
+a document that makes the parser hang or expand.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cds.errors import CdsError
+from cds.parser import MAX_BYTES, MAX_DEPTH, parse
+
+from .helpers import content_set, item
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<content-set name="&lol9;"/>"""
+
+XXE = b"""<?xml version="1.0"?>
+<!DOCTYPE cds [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<content-set name="x"><content-item><requires-file><sources>
+<uri>http://x/&secret;</uri></sources></requires-file></content-item></content-set>"""
+
+EXTERNAL_DTD = b"""<?xml version="1.0"?>
+<!DOCTYPE content-set SYSTEM "http://127.0.0.1:9/cds.dtd">
+<content-set name="x"/>"""
+
+PARAMETER_ENTITY = b"""<?xml version="1.0"?>
+<!DOCTYPE x [<!ENTITY % remote SYSTEM "http://127.0.0.1:9/x.dtd"> %remote;]>
+<content-set name="x"/>"""
+
+# The declaration is further down than any quick look would check, and mixed case.
+LATE_DOCTYPE = b"<?xml version='1.0'?>\n\n\n" + b" " * 5000 + b"<!doctype x []><content-set/>"
+
+
+def hostile_documents() -> list[tuple[str, bytes]]:
+    deep = b"<content-set>" * 10_000 + b"</content-set>" * 10_000
+    nested_sets = b"<content-set>" * (MAX_DEPTH + 1) + b"</content-set>" * (MAX_DEPTH + 1)
+    flood = b"<content-set>" + b"<x/>" * 1_000_000 + b"</content-set>"
+    huge = b"<content-set name='" + b"a" * (MAX_BYTES + 10) + b"'/>"
+    return [
+        ("billion-laughs", BILLION_LAUGHS),
+        ("billion-laughs-utf16", BILLION_LAUGHS.decode().encode("utf-16")),
+        ("xxe", XXE),
+        ("external-dtd", EXTERNAL_DTD),
+        ("parameter-entity", PARAMETER_ENTITY),
+        ("late-doctype", LATE_DOCTYPE),
+        ("deep-10000", deep),
+        ("deep-65", nested_sets),
+        ("element-flood", flood),
+        ("huge", huge),
+    ]
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("name", "data"), hostile_documents(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_hostile_documents_are_refused(name: str, data: bytes) -> None:
+    with pytest.raises(CdsError) as caught:
+        parse(data)
+    message = str(caught.value)
+    expected = {
+        "billion-laughs": "DOCTYPE",
+        "billion-laughs-utf16": "DOCTYPE",
+        "xxe": "DOCTYPE",
+        "external-dtd": "DOCTYPE",
+        "parameter-entity": "DOCTYPE",
+        "late-doctype": "DOCTYPE",
+        "deep-10000": "nested more than 64 levels",
+        "deep-65": "nested more than 64 levels",
+        "element-flood": "more than 200000 elements",
+        "huge": "larger than 8 MiB",
+    }[name]
+    assert expected in message
+    assert "root:" not in message  # nothing from /etc/passwd leaks into a message
+
+
+def test_depth_limit_is_not_too_tight() -> None:
+    """A legitimately nested schedule (20 sets deep, with items) is fine."""
+    body = item("leaf")
+    for level in range(20):
+        body = content_set(f"level{level}", body, item(f"x{level}"))
+    assert len(parse(body).root.walk_items()) == 21
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_only_raise_cds_error(data: bytes) -> None:
+    try:
+        parse(data)
+    except CdsError as error:
+        assert error.problems
+        assert "could not be read (" not in str(error), "an unexpected exception inside"
+
+
+_PIECES = st.sampled_from(
+    [
+        "<content-set",
+        "</content-set>",
+        "<content-item>",
+        "</content-item>",
+        "<requires-file>",
+        "</requires-file>",
+        "<sources>",
+        "</sources>",
+        "<uri>",
+        "</uri>",
+        "http://x/a",
+        "<constraints>",
+        "</constraints>",
+        "<scheduling-constraints>",
+        "</scheduling-constraints>",
+        "<time>",
+        "</time>",
+        '<between start="09:00" end="17:00"/>',
+        '<between start="mon" end="fri"/>',
+        '<between start="2026-01-01" end="2025-01-01"/>',
+        "<day-of-week>",
+        "</day-of-week>",
+        "<date>",
+        "</date>",
+        '<priority level="high"/>',
+        "<preferred-duration>3 s</preferred-duration>",
+        '<playback order="random"/>',
+        '<hashes><hash type="md5">00</hash></hashes>',
+        ' name="a"',
+        ' type="remote"',
+        ">",
+        "/>",
+        "<x-foo/>",
+        "&amp;",
+        "&bogus;",
+        "<![CDATA[x]]>",
+        "<!-- c -->",
+        "<?pi x?>",
+        '<subscription-update uri="http://x/">',
+        "</subscription-update>",
+        "\n",
+        " ",
+        "\x00",
+        "é",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_almost_cds_only_raises_cds_error(text: str) -> None:
+    """Documents made of CDS pieces get further into the walk than random bytes do."""
+    for data in (text, text.encode("utf-8", errors="surrogatepass")):
+        try:
+            parse(data)
+        except CdsError as error:
+            assert error.problems
+            assert "could not be read (" not in str(error), "an unexpected exception inside"
