@@ -15,6 +15,7 @@ def create_app(service: DisplayService) -> Flask:
     """The Display Segment app for one display."""
     app = create_base_app("pdn.display")
     app.extensions["pdn.display"] = service
-    require_token(app, lambda: service.config.api_token)
+    # Read through the app, so the service can be swapped (tests reuse one server).
+    require_token(app, lambda: app.extensions["pdn.display"].config.api_token)
     app.register_blueprint(api)
     return app

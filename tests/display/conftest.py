@@ -1,0 +1,198 @@
+"""Fixtures: the Display Segment in-process on a real waitress server, with a real store.
+
+The engine is driven by a plain thread here (the Qt driver of ``player.app`` is tested by the
+end-to-end tests of the real ``pdn display``); the renderer is a stand-in that paints every
+item at once, except URLs containing ``/fail``, which it reports as failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from flask import Flask
+
+from cds.evaluate import Playlist
+from player.config import DisplayConfig
+from player.engine import Engine
+from player.playitem import PlayItem, RendererListener
+from player.store import DisplayStore
+from server.display import DisplayService, create_app
+from server.outbox import Outbox
+from server.wsgi import WsgiServer
+
+
+class InstantRenderer:
+    """Paints every item the moment it is asked to (failing URLs with '/fail' in them)."""
+
+    def __init__(self) -> None:
+        self.listener: RendererListener | None = None
+        self.shown: list[PlayItem] = []
+        self.prepared: list[PlayItem] = []
+        self.idle = 0
+
+    def set_listener(self, listener: RendererListener) -> None:
+        self.listener = listener
+
+    def prepare(self, item: PlayItem) -> None:
+        self.prepared.append(item)
+
+    def show(self, item: PlayItem) -> None:
+        assert self.listener is not None
+        if "/fail" in item.url:
+            self.listener.item_failed(item.token, "test: this URL fails")
+            return
+        self.shown.append(item)
+        self.listener.item_shown(item.token, datetime.now(UTC), None)
+
+    def show_idle(self) -> None:
+        self.idle += 1
+
+
+class ThreadDriver:
+    """Calls ``engine.tick`` when woken or due, on its own thread (the Qt driver's job)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._event = threading.Event()
+        self._stop = False
+        engine.set_wake(self._event.set)
+        self._thread = threading.Thread(target=self._run, name="engine-driver", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            wakeup = self._engine.tick()
+            timeout = 1.0
+            if wakeup is not None:
+                timeout = min(1.0, max(0.0, (wakeup - datetime.now(UTC)).total_seconds()))
+            self._event.wait(timeout)
+            self._event.clear()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._event.set()
+        self._thread.join(5)
+
+
+@dataclass
+class Display:
+    """One display under test: its URL, parts, and small HTTP helpers."""
+
+    url: str
+    service: DisplayService
+    store: DisplayStore
+    outbox: Outbox
+    renderer: InstantRenderer
+    config: DisplayConfig
+    data_dir: Path
+    driver: ThreadDriver
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return requests.get(self.url + path, timeout=10, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return requests.post(self.url + path, timeout=10, **kwargs)
+
+    def playback(self) -> dict[str, Any]:
+        response = self.get("/playback/")
+        assert response.status_code == 200
+        body: dict[str, Any] = response.json()
+        return body
+
+    def wait_playback(
+        self, check: Callable[[dict[str, Any]], bool], timeout: float = 5.0
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        record = self.playback()
+        while not check(record):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"playback never matched; last record: {record}")
+            time.sleep(0.02)
+            record = self.playback()
+        return record
+
+
+@pytest.fixture(scope="session")
+def display_server() -> Iterator[tuple[Flask, WsgiServer]]:
+    """One waitress server for the session; each test installs its own display into it."""
+    placeholder: Any = type("Placeholder", (), {"config": DisplayConfig()})()
+    app = create_app(placeholder)
+    server = WsgiServer(app, "127.0.0.1", 0, name="test-display").start()
+    yield app, server
+    server.stop()
+
+
+def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: DisplayConfig) -> Display:
+    config.data_dir = data_dir
+    store = DisplayStore(data_dir / "display.db")
+    outbox = Outbox(store.path, name="display", first_retry=0.2, max_backoff=1.0)
+    service = DisplayService(
+        config=config,
+        store=store,
+        outbox=outbox,
+        schedule=Playlist(config.tzinfo()),
+        base_url=lambda: server.url,
+    )
+    renderer = InstantRenderer()
+    renderer.set_listener(service.engine)
+    service.engine.set_renderer(renderer)
+    driver = ThreadDriver(service.engine)
+    outbox.start()
+    app.extensions["pdn.display"] = service
+    return Display(server.url, service, store, outbox, renderer, config, data_dir, driver)
+
+
+def close_display(display: Display) -> None:
+    display.driver.stop()
+    display.outbox.stop()
+    display.store.close()
+
+
+@pytest.fixture
+def make_display(
+    display_server: tuple[Flask, WsgiServer], tmp_path: Path
+) -> Iterator[Callable[..., Display]]:
+    """Build a display (optionally with config fields set); closed after the test."""
+    app, server = display_server
+    made: list[Display] = []
+
+    def make(data_dir: Path | None = None, **settings: Any) -> Display:
+        config = DisplayConfig(timezone="UTC", **settings)
+        display = build_display(app, server, data_dir or tmp_path / f"data{len(made)}", config)
+        made.append(display)
+        return display
+
+    yield make
+    for display in made:
+        close_display(display)
+
+
+@pytest.fixture
+def display(make_display: Callable[..., Display]) -> Display:
+    return make_display(name="Lobby", location={"latitude": "N54.0104", "longitude": "W2 47.22"})
+
+
+def cds(name: str, *urls: str, extra: str = "", priority: str | None = None) -> bytes:
+    """A small CDS with one item per URL."""
+    constraints = ""
+    if priority or extra:
+        level = f'<priority level="{priority}"/>' if priority else ""
+        constraints = (
+            f"<constraints><scheduling-constraints>{level}{extra}"
+            "</scheduling-constraints></constraints>"
+        )
+    items = "".join(
+        f'<content-item content-type="text/html"><requires-file><sources><uri>{url}</uri>'
+        "</sources></requires-file></content-item>"
+        for url in urls
+    )
+    return f'<content-set name="{name}" type="inline">{constraints}{items}</content-set>'.encode()
