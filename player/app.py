@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from player.config import ConfigError, DisplayConfig, load_config
 from player.playitem import PlayItem, RendererListener
+from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
 from server.outbox import Outbox
 from server.wsgi import WsgiServer
@@ -216,6 +217,7 @@ class _QtDisplay:
         engine.set_wake(self.driver.wake_up)
         self.signals = SignalWatcher(self.app.quit)
         self.screen.set_context(service.context())
+        self._start_systemd_hooks(api_url)
 
     def exec(self) -> int:
         self.driver.wake_up()
@@ -224,7 +226,39 @@ class _QtDisplay:
         log.info("stopping: Qt loop ended (%s)", self.signals.reason or f"code {code}")
         return 0 if self.signals.reason else code
 
+    def _start_systemd_hooks(self, api_url: str) -> None:
+        """systemd's watchdog and readiness (player/sdnotify.py). WATCHDOG=1 comes from a timer
+        on this (GUI) thread, so a frozen GUI stops the pings and systemd restarts the kiosk;
+        READY=1 once the renderer reports its first frame."""
+        from PySide6.QtCore import QTimer
+
+        # unset: Qt WebEngine's render processes must not inherit the socket.
+        self.notifier = SdNotifier.from_environment(unset=True)
+        self._api_url = api_url
+        self._watchdog_timer = QTimer()
+        interval = self.notifier.watchdog_interval()
+        if interval is not None:
+            self._watchdog_timer.timeout.connect(self.notifier.watchdog)
+            self._watchdog_timer.start(max(50, min(MAX_TIMER_MS, int(interval * 1000))))
+            log.info("systemd watchdog: pinging every %.1f s", interval)
+        self._ready_timer = QTimer()
+        if self.notifier.enabled:
+            self._ready_timer.timeout.connect(self._notify_ready_after_first_frame)
+            self._ready_timer.start(100)
+
+    def _notify_ready_after_first_frame(self) -> None:
+        last_frame = getattr(self.renderer, "last_frame_time", None)
+        if callable(last_frame) and last_frame() is None:
+            return
+        self._ready_timer.stop()
+        self.notifier.ready(f"on screen; API at {self._api_url}")
+        log.info("told systemd the display is ready")
+
     def close(self) -> None:
+        self.notifier.stopping()
+        self.notifier.close()
+        self._watchdog_timer.stop()
+        self._ready_timer.stop()
         self.driver.stop()
         self.signals.close()
         close = getattr(self.renderer, "close", None)
