@@ -94,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as error:
         log.error("%s", error)
         return 2
-    return run(config)
+    return run(config, follow=args)
 
 
 def local_address() -> str:
@@ -118,8 +118,10 @@ def base_url_for(config: DisplayConfig, server: WsgiServer) -> str:
     return f"http://{host}:{server.port}"
 
 
-def run(config: DisplayConfig) -> int:
-    """Start everything, run the Qt loop until a signal, stop everything."""
+def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
+    """Start everything, run the Qt loop until a signal, stop everything.
+
+    ``follow`` carries ``--schedule`` / ``--register`` (player/follower.py)."""
     log.info("starting the display%s", f" '{config.name}'" if config.name else "")
     if config.source:
         log.info("configuration from %s", config.source)
@@ -141,11 +143,12 @@ def run(config: DisplayConfig) -> int:
     from server.display import DisplayService, create_app
 
     server_box: list[WsgiServer] = []
+    playlist = Playlist(config.tzinfo())
     service = DisplayService(
         config=config,
         store=store,
         outbox=outbox,
-        schedule=Playlist(config.tzinfo()),
+        schedule=playlist,
         base_url=lambda: base_url_for(config, server_box[0]),
     )
 
@@ -160,14 +163,28 @@ def run(config: DisplayConfig) -> int:
 
     # 4. Qt, on this (main) thread.
     qt = _QtDisplay(config, service, base_url_for(config, server))
+    from player.follower import start_for_display
+
+    stop_following: Callable[[], None] = lambda: None  # noqa: E731
     try:
         outbox.start()
         server.start()
         log.info(
             "Display Segment API on %s (base URL %s)", server.url, base_url_for(config, server)
         )
+        stop_following = start_for_display(
+            schedule_url=getattr(follow, "schedule", None),
+            register_url=getattr(follow, "register", None),
+            service=service,
+            playlist=playlist,
+            display_url=lambda: base_url_for(config, server),
+            data_dir=data_dir,
+            location=config.location,
+            name=config.name,
+        )
         code = qt.exec()
     finally:
+        stop_following()
         log.info("stopping: closing the API")
         server.stop()
         log.info("stopping: webhook delivery")

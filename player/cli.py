@@ -37,6 +37,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--public-url", metavar="URL", help="how others reach this display (webhook payloads)"
     )
     parser.add_argument(
+        "--schedule",
+        metavar="URL",
+        help="follow this schedule of a scheduler (http://HOST:PORT/schedule/<id>/): fetch it, "
+        "subscribe to its updates, keep the last copy for a start without network",
+    )
+    parser.add_argument(
+        "--register",
+        metavar="SCHEDULER_URL",
+        help="register this display (URL, location, name) with the scheduler at this base URL",
+    )
+    parser.add_argument(
         "--check-config",
         action="store_true",
         help="validate the configuration, print the effective settings and exit",

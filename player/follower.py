@@ -411,3 +411,63 @@ class RemoteSetFetcher:
             "; ".join(errors) or "no sources",
             retry,
         )
+
+
+# -- wiring into ``pdn display`` -----------------------------------------------------------
+
+
+def start_for_display(
+    *,
+    schedule_url: str | None,
+    register_url: str | None,
+    service: Any,
+    playlist: Any,
+    display_url: Callable[[], str],
+    data_dir: Path,
+    location: dict[str, str] | None,
+    name: str | None,
+) -> Callable[[], None]:
+    """Start the follower (when asked) and the remote-set fetcher; return their stopper.
+
+    ``service.apply_cds`` is the code path of ``POST /schedule`` with ``text/xml``;
+    ``playlist`` is the display's ``cds.evaluate.Playlist`` (remote sets are plugged into it,
+    then the engine re-reads its documents).
+    """
+    from cds.parser import parse
+
+    # apply_cds changes the documents under this lock; plugging a remote set in under it too
+    # keeps the engine from being handed an older list of documents.
+    documents_lock = getattr(service, "_cds_lock", None) or threading.Lock()
+
+    def deliver_remote(key: str, data: bytes) -> None:
+        document = parse(data)
+        with documents_lock:
+            playlist.set_remote(key, document)
+            service.engine.set_documents(playlist.documents())
+
+    fetcher = RemoteSetFetcher(
+        remote_sets=playlist.remote_sets,
+        deliver=deliver_remote,
+        cache_dir=data_dir / "remote-sets",
+    )
+    fetcher.start()
+    stoppers: list[Callable[[], None]] = [fetcher.stop]
+    if schedule_url or register_url:
+        follower = ScheduleFollower(
+            apply_cds=service.apply_cds,
+            display_url=display_url,
+            state_dir=data_dir,
+            schedule_url=schedule_url,
+            register_url=register_url,
+            location=location,
+            name=name,
+            token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
+        )
+        follower.start()
+        stoppers.insert(0, follower.stop)
+
+    def stop() -> None:
+        for stopper in stoppers:
+            stopper()
+
+    return stop
