@@ -166,6 +166,10 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
     from player.follower import start_for_display
 
     stop_following: Callable[[], None] = lambda: None  # noqa: E731
+    from player.clocksanity import ClockSanity
+    from player.power import PowerScheduler, start_power_schedule
+
+    power: PowerScheduler | None = None
     try:
         outbox.start()
         server.start()
@@ -182,8 +186,14 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
             location=config.location,
             name=config.name,
         )
+        # Daily screen on/off ([power]); it never blanks on a clock that is not set yet.
+        clock = ClockSanity(require_ntp=bool(config.sections.get("clock", {}).get("require_ntp")))
+        clock.start()
+        power = start_power_schedule(config.sections, config.tzinfo(), clock.is_set)
         code = qt.exec()
     finally:
+        if power is not None:
+            power.stop()
         stop_following()
         log.info("stopping: closing the API")
         server.stop()

@@ -468,3 +468,25 @@ def describe(schedule: PowerSchedule) -> str:
 def power_section(table: Mapping[str, object]) -> dict[str, object]:
     """The ``[power]`` section parser for the display's config (``player.config.SECTIONS``)."""
     return {"config": parse_power_config(table)}
+
+
+def start_power_schedule(
+    sections: Mapping[str, Mapping[str, object]],
+    zone: tzinfo,
+    clock_ok: Callable[[], bool],
+) -> PowerScheduler | None:
+    """Start the ``[power]`` schedule of a loaded display config, if it has one."""
+    section = sections.get("power")
+    config = section.get("config") if section else None
+    if not isinstance(config, PowerConfig) or config.schedule is None:
+        return None
+    methods = default_methods(config.methods, cec_device=config.cec_device)
+    power = ScreenPower(methods)
+    scheduler = PowerScheduler(config.schedule, power, lambda: datetime.now(zone), clock_ok)
+    logger.info(
+        "screen power schedule: %s; methods here: %s",
+        describe(config.schedule),
+        ", ".join(m.name for m in methods if m.available()) or "none",
+    )
+    scheduler.start()
+    return scheduler

@@ -343,3 +343,22 @@ def test_xset_without_a_server_fails_within_its_timeout() -> None:
     result = XsetDpms(run_command, shutil.which, ":254").set_power(False)
     assert not result.ok and "cannot reach the X server" in result.describe()
     assert systime.monotonic() - started < 6
+
+
+def test_start_power_schedule_from_a_loaded_config(tmp_path: Path) -> None:
+    from player.config import load_config
+    from player.power import start_power_schedule
+
+    config_file = tmp_path / "pdn.toml"
+    config_file.write_text('[power]\non = "00:00"\noff = "00:00"\nmethods = ["none"]\n')
+    config = load_config(config_file, environ={})
+    scheduler = start_power_schedule(config.sections, BERLIN, lambda: True)
+    assert scheduler is not None
+    deadline = systime.monotonic() + 5
+    while scheduler.applied is None and systime.monotonic() < deadline:
+        systime.sleep(0.01)
+    assert scheduler.applied is True  # on == off: on all day
+    scheduler.stop()
+    assert (
+        start_power_schedule(load_config(None, environ={}).sections, BERLIN, lambda: True) is None
+    )
