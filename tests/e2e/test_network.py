@@ -1,0 +1,289 @@
+"""End to end on loopback: display, scheduler, content and sensor as four separate processes.
+
+One shared set of processes for the module (starting a display costs seconds); the tests run in
+order and the last one kills the scheduler with SIGKILL and restarts it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.slow, pytest.mark.qt]
+
+PDN = str(Path(sys.executable).parent / "pdn")
+LOCATION = {"latitude": "N54.0104", "longitude": "W 2 47.298"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except requests.RequestException as error:
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
+
+
+def schedule_xml(text: str, content_url: str) -> bytes:
+    page = f"{content_url}/message/?text={quote(text)}&amp;background=%23123456"
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<content-set name="lobby" type="inline">
+  <constraints><scheduling-constraints>
+    <preferred-duration>2 seconds</preferred-duration>
+  </scheduling-constraints></constraints>
+  <content-item content-type="text/html">
+    <requires-file><sources><uri>{page}</uri></sources></requires-file>
+  </content-item>
+</content-set>
+""".encode()
+
+
+@dataclass
+class Network:
+    root: Path
+    ports: dict[str, int]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    def start(self, name: str, *args: str) -> None:
+        self.commands[name] = [
+            PDN,
+            name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.ports[name]),
+            *args,
+        ]
+        self.restart(name)
+
+    def restart(self, name: str) -> None:
+        with (self.root / f"{name}.log").open("ab") as log:
+            self.processes[name] = subprocess.Popen(
+                self.commands[name], stdout=log, stderr=subprocess.STDOUT, cwd=self.root
+            )
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text(errors="replace")
+
+    def playback(self) -> dict[str, Any]:
+        record: dict[str, Any] = requests.get(f"{self.url('display')}/playback/", timeout=5).json()
+        return record
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
+    root = tmp_path_factory.mktemp("network")
+    net = Network(
+        root, {name: free_port() for name in ("display", "scheduler", "content", "sensor")}
+    )
+    schedules = root / "schedules"
+    schedules.mkdir()
+    (schedules / "lobby.xml").write_bytes(schedule_xml("Lobby one", net.url("content")))
+    (root / "temp").write_text("21500\n")
+    (root / "display.toml").write_text(
+        f'name = "e2e display"\n[location]\nlatitude = "{LOCATION["latitude"]}"\n'
+        f'longitude = "{LOCATION["longitude"]}"\n'
+    )
+    try:
+        net.start("content")
+        net.start(
+            "sensor",
+            "--sensor-id",
+            "e2e-temp",
+            "--sensor-type",
+            "air temperature",
+            "--file",
+            str(root / "temp"),
+            "--scale",
+            "0.001",
+            "--interval",
+            "2",
+            "--poll",
+            "0.2",
+            "--data-dir",
+            str(root / "sensor-data"),
+        )
+        net.start(
+            "scheduler",
+            "--data-dir",
+            str(root / "scheduler-data"),
+            "--schedules",
+            str(schedules),
+            "--refresh",
+            "2",
+        )
+        for name, path in (("content", "/x/apps"), ("sensor", "/"), ("scheduler", "/x/schedules")):
+            wait_for(
+                lambda n=name, p=path: requests.get(net.url(n) + p, timeout=2).ok, 20, f"{name} up"
+            )
+        net.start(
+            "display",
+            "--config",
+            str(root / "display.toml"),
+            "--data-dir",
+            str(root / "display-data"),
+            "--schedule",
+            f"{net.url('scheduler')}/schedule/lobby/",
+            "--register",
+            net.url("scheduler"),
+        )
+        wait_for(lambda: requests.get(net.url("display") + "/", timeout=2).ok, 60, "display up")
+        yield net
+    finally:
+        net.stop()
+
+
+def test_display_follows_and_registers(network: Network) -> None:
+    wanted = "text=Lobby%20one"
+    record = wait_for(
+        lambda: (r := network.playback()).get("content-item") and wanted in r["content-item"] and r,
+        30,
+        "the schedule on screen",
+    )
+    assert record["origin"] == "schedule"
+    assert record["set"] == "lobby"
+    displays = wait_for(
+        lambda: requests.get(
+            f"{network.url('scheduler')}/displays?url-only=false", timeout=5
+        ).json(),
+        10,
+        "the display registered",
+    )
+    assert displays[0]["url"].rstrip("/") == network.url("display")
+    assert displays[0]["location"] == LOCATION
+    assert wait_for(
+        lambda: (
+            requests.get(f"{network.url('scheduler')}/displays", timeout=5).json()[0]["name"]
+            == "e2e display"
+        ),
+        10,
+        "the display's name",
+    )
+
+
+def test_schedule_file_edit_reaches_the_screen(network: Network) -> None:
+    (network.root / "schedules" / "lobby.xml").write_bytes(
+        schedule_xml("Lobby two", network.url("content"))
+    )
+    wait_for(
+        lambda: "text=Lobby%20two" in (network.playback().get("content-item") or ""),
+        15,
+        "the edited schedule on screen",
+    )
+
+
+def test_content_app_request_reaches_the_screen(network: Network) -> None:
+    answer = requests.post(
+        f"{network.url('content')}/message/schedule",
+        json={
+            "application-params": {"text": "Hello from the content segment", "background": "teal"},
+            "display-uri": network.url("display"),
+            "preferred-duration": "3 seconds",
+            "requestor": {"device-id": "e2e", "user-id": "tester"},
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 202
+    assert answer.json() == {"request-status": "forwarded"}
+    record = wait_for(
+        lambda: (r := network.playback()).get("origin") == "request" and r,
+        15,
+        "the content app's page on screen",
+    )
+    assert record["content-item"].startswith(f"{network.url('content')}/message/?")
+    assert "Hello+from+the+content+segment" in record["content-item"]
+
+
+def test_sensor_readings_reach_the_display(network: Network) -> None:
+    answer = requests.post(
+        f"{network.url('sensor')}/subscribe",
+        json={"subscriber-uri": f"{network.url('display')}/sensing"},
+        timeout=5,
+    )
+    assert answer.status_code == 201
+    sensors = wait_for(
+        lambda: requests.get(f"{network.url('display')}/sensing", timeout=5).json(),
+        10,
+        "the sensor known to the display",
+    )
+    assert sensors == [{"sensor-id": "e2e-temp", "sensor-type": "air temperature"}]
+    # The scheduler re-reads the display's GET / (every 2 s here) and learns its sensors.
+    wait_for(
+        lambda: (
+            requests.get(f"{network.url('scheduler')}/displays?url-only=false", timeout=5).json()[
+                0
+            ]["sensors"]
+            == sensors
+        ),
+        10,
+        "the display's sensors in the registry",
+    )
+    (network.root / "temp").write_text("23000\n")
+    assert requests.get(f"{network.url('sensor')}/", timeout=5).json()["sensor-id"] == "e2e-temp"
+    wait_for(
+        lambda: requests.get(f"{network.url('sensor')}/", timeout=5).json()["data"] == "23",
+        5,
+        "the new reading",
+    )
+
+
+def test_scheduler_killed_and_restarted_loses_nothing(network: Network) -> None:
+    process = network.processes["scheduler"]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    network.restart("scheduler")
+    scheduler = network.url("scheduler")
+    displays = wait_for(
+        lambda: requests.get(f"{scheduler}/displays", timeout=2).json(), 20, "the registry back"
+    )
+    assert displays[0]["url"].rstrip("/") == network.url("display")
+    assert b"Lobby%20two" in requests.get(f"{scheduler}/schedule/lobby/", timeout=5).content
+    # The follower polls once a minute: a change now reaches the screen only through the
+    # subscription the scheduler kept.
+    (network.root / "schedules" / "lobby.xml").write_bytes(
+        schedule_xml("Lobby three", network.url("content"))
+    )
+    wait_for(
+        lambda: "text=Lobby%20three" in (network.playback().get("content-item") or ""),
+        15,
+        "the change after the restart on screen",
+    )
