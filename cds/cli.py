@@ -13,7 +13,7 @@ import datetime
 import os
 import sys
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -140,22 +140,20 @@ def summary(document: Document) -> str:
     root = document.root
     sets = root.walk_sets()
     items = root.walk_items()
-    kinds: dict[str, int] = {}
     every: list[Constraints] = [s.constraints for s in sets] + [i.constraints for i in items]
-    for constraints in every:
-        for kind, present in (
-            (
-                "playback",
-                constraints.order is not None or constraints.avoid_context_switch is not None,
-            ),
-            ("time", bool(constraints.times)),
-            ("day-of-week", bool(constraints.days)),
-            ("date", bool(constraints.dates)),
-            ("priority", constraints.priority is not None),
-            ("preferred-duration", constraints.preferred_duration is not None),
-        ):
-            if present:
-                kinds[kind] = kinds.get(kind, 0) + 1
+    counted: dict[str, Callable[[Constraints], bool]] = {
+        "playback": lambda c: c.order is not None or c.avoid_context_switch is not None,
+        "time": lambda c: bool(c.times),
+        "day-of-week": lambda c: bool(c.days),
+        "date": lambda c: bool(c.dates),
+        "priority": lambda c: c.priority is not None,
+        "preferred-duration": lambda c: c.preferred_duration is not None,
+    }
+    kinds: dict[str, int] = {}
+    for kind, present in counted.items():
+        number = sum(1 for c in every if present(c))
+        if number:
+            kinds[kind] = number
     total = sum(kinds.values())
     name = f"'{root.name}'" if root.name is not None else "(unnamed)"
     remote = sum(1 for s in sets if s.type == "remote")

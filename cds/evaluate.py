@@ -300,7 +300,8 @@ def next_window_change(
                         tz,
                     )
                 )
-    return best.astimezone(tz) if best is not None else None
+    # UTC: a local time in a repeated (fall-back) hour never compares equal to other zones.
+    return best
 
 
 # ----------------------------------------------------------------------------- the tree
@@ -348,7 +349,9 @@ class _Lock:
 @dataclass
 class _Rotation:
     rng: random.Random
-    sets: dict[str, _SetState] = field(default_factory=dict)
+    #: per (set key, priority level): an interruption by a higher level leaves the
+    #: rotation of the level below where it was
+    sets: dict[tuple[str, int], _SetState] = field(default_factory=dict)
     locks: list[_Lock] = field(default_factory=list)
 
 
@@ -440,7 +443,7 @@ class Playlist:
                 )
             )
         rotation = self._rotation
-        rotation.sets = {k: v for k, v in rotation.sets.items() if k in self._sets}
+        rotation.sets = {k: v for k, v in rotation.sets.items() if k[0] in self._sets}
         rotation.locks = [lock for lock in rotation.locks if lock.key in self._sets]
 
     def _build_set(
@@ -650,7 +653,8 @@ class Playlist:
                 slots = preferred or slots
             if not slots:  # cannot happen: live sets have live children
                 return None
-            chosen = set_node.children[self._choose(rotation, set_node, slots)]
+            level = candidates[0].priority
+            chosen = set_node.children[self._choose(rotation, set_node, level, slots)]
             if isinstance(chosen, _ItemNode):
                 break
             set_node = chosen
@@ -660,8 +664,8 @@ class Playlist:
         return chosen
 
     @staticmethod
-    def _choose(rotation: _Rotation, set_node: _SetNode, slots: list[int]) -> int:
-        state = rotation.sets.setdefault(set_node.key, _SetState())
+    def _choose(rotation: _Rotation, set_node: _SetNode, level: int, slots: list[int]) -> int:
+        state = rotation.sets.setdefault((set_node.key, level), _SetState())
         if set_node.order == "random":
             pending = [i for i in state.round if i in slots]
             if not pending:
@@ -687,8 +691,8 @@ class Playlist:
     # -- time
 
     def next_change(self, now: datetime.datetime) -> datetime.datetime | None:
-        """The next instant after ``now`` when any time, day-of-week or date window of any
-        set or item opens or closes (the player sleeps until then); None if never."""
+        """The next instant after ``now`` (in UTC) when any time, day-of-week or date window
+        of any set or item opens or closes (the player sleeps until then); None if never."""
         with self._lock:
             every = [
                 set_node.content_set.constraints
