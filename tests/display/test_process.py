@@ -69,6 +69,7 @@ class DisplayProcess:
 def run_pdn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "server.cli", "display", *args],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60,
