@@ -95,8 +95,9 @@ def create_app(
         on_register(fields["url"])
         return json_response({}, 201)
 
-    @app.get("/schedule/<schedule_id>/")
-    def get_schedule(schedule_id: str) -> Response:
+    @app.get("/schedule/<id>/")
+    def get_schedule(id: str) -> Response:  # the spec's name for it
+        schedule_id = id
         known_schedule(schedule_id)
         schedule = library.get(schedule_id)
         assert schedule is not None
@@ -105,15 +106,17 @@ def create_app(
         response.make_conditional(request)
         return response
 
-    @app.post("/schedule/<schedule_id>/subscribe/")
-    def subscribe(schedule_id: str) -> Response:
+    @app.post("/schedule/<id>/subscribe/")
+    def subscribe(id: str) -> Response:  # the spec's name for it
+        schedule_id = id
         known_schedule(schedule_id)
         fields = SUBSCRIBE.validate(read_json_object())
         subscriptions.subscribe(schedule_topic(schedule_id), fields["subscriber-uri"])
         return json_response({}, 201)
 
-    @app.post("/schedule/<schedule_id>/unsubscribe/")
-    def unsubscribe(schedule_id: str) -> Response:
+    @app.post("/schedule/<id>/unsubscribe/")
+    def unsubscribe(id: str) -> Response:  # the spec's name for it
+        schedule_id = id
         fields = SUBSCRIBE.validate(read_json_object())
         if not subscriptions.unsubscribe(schedule_topic(schedule_id), fields["subscriber-uri"]):
             raise ApiError(

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +47,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
                 return last
         time.sleep(0.1)
     raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
+
+
+def _answers(url: str) -> bool:
+    return requests.get(url, timeout=2).ok
 
 
 def schedule_xml(text: str, content_url: str) -> bytes:
@@ -152,9 +157,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
             "2",
         )
         for name, path in (("content", "/x/apps"), ("sensor", "/"), ("scheduler", "/x/schedules")):
-            wait_for(
-                lambda n=name, p=path: requests.get(net.url(n) + p, timeout=2).ok, 20, f"{name} up"
-            )
+            url = net.url(name) + path
+            wait_for(partial(_answers, url), 20, f"{name} up")
         net.start(
             "display",
             "--config",
