@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -205,6 +206,11 @@ def create_app(
                 f"available: {', '.join(catalog.names()) or 'none'}.",
             )
         return folder
+
+    @app.get("/x/openapi.json")
+    def openapi() -> Response:
+        document = resources.files("server").joinpath("openapi/content.json").read_bytes()
+        return app.response_class(document, mimetype="application/json")
 
     @app.get("/x/apps")
     def list_apps() -> Response:

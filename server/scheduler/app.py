@@ -11,6 +11,7 @@ GET  /x/schedules                    extension: the schedules being served
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -125,6 +126,11 @@ def create_app(
                 f"{fields['subscriber-uri']} is not subscribed to schedule '{schedule_id}'.",
             )
         return json_response({}, 200)
+
+    @app.get("/x/openapi.json")
+    def openapi() -> Response:
+        document = resources.files("server").joinpath("openapi/scheduler.json").read_bytes()
+        return app.response_class(document, mimetype="application/json")
 
     @app.get("/x/schedules")
     def list_schedules() -> Response:

@@ -7,6 +7,7 @@ POST /unsubscribe
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Protocol
 
 from flask import Flask, Response
@@ -32,6 +33,11 @@ def create_app(
 ) -> Flask:
     app = create_base_app("pdn.sensor")
     require_token(app, lambda: token)
+
+    @app.get("/x/openapi.json")
+    def openapi() -> Response:
+        document = resources.files("server").joinpath("openapi/sensor.json").read_bytes()
+        return app.response_class(document, mimetype="application/json")
 
     @app.get("/")
     def current() -> Response:

@@ -165,6 +165,9 @@ def test_scheduler_document(scheduler: SchedulerService, peer: HttpPeer) -> None
         "/schedule/{id}/subscribe/",
     )
     check(requests.get(f"{base}/x/schedules", timeout=5), "/x/schedules")
+    served = requests.get(f"{base}/x/openapi.json", timeout=5)
+    check(served, "/x/openapi.json")
+    assert served.json() == document.data
 
 
 def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
@@ -207,6 +210,7 @@ def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
         check(requests.get(f"{base}/message/index.html", timeout=5), "/{name}/{asset}")
         check(requests.get(f"{base}/message/none.css", timeout=5), "/{name}/{asset}")
         check(requests.get(f"{base}/x/apps", timeout=5), "/x/apps")
+        check(requests.get(f"{base}/x/openapi.json", timeout=5), "/x/openapi.json")
     finally:
         server.stop()
         forwarder.close()
@@ -230,6 +234,7 @@ def test_sensor_document(tmp_path: Path, peer: HttpPeer) -> None:
         base = service.url
         check = document.check
         check(requests.get(f"{base}/", timeout=5), "/")
+        check(requests.get(f"{base}/x/openapi.json", timeout=5), "/x/openapi.json")
         hook = {"subscriber-uri": f"{peer.url}/sensing"}
         for path in ("/subscribe", "/unsubscribe"):
             check(requests.post(f"{base}{path}", json=hook, timeout=5), path)
