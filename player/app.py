@@ -48,7 +48,7 @@ T = TypeVar("T")
 _SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
 MAX_TIMER_MS = 60_000  # re-check at least once a minute, whatever the engine says
 SCREENSHOT_TIMEOUT = 5.0
-HEARTBEAT_STALE = 5.0  # seconds without a GUI heartbeat: the GUI thread is stuck
+HEALTH_TIMEOUT = 2.0  # seconds for the GUI thread to answer a health probe
 
 
 def load(args: argparse.Namespace) -> DisplayConfig:
@@ -230,6 +230,9 @@ class _QtDisplay:
 
         qInstallMessageHandler(qt_message)
         QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+        kiosk = kiosk_renderer_module()
+        if kiosk is not None:
+            kiosk.prepare_process()  # Chromium flags: before the QApplication exists
         self.app = QApplication.instance() or QApplication(["pdn-display"])
         self.app.setApplicationName("pdn-display")
         self.service = service
@@ -465,22 +468,34 @@ class QtScreen:
         return bytes(png)
 
     def status(self) -> dict[str, Any]:
-        lag = time.monotonic() - self._bridge.beat
-        last_frame = None
-        last = getattr(self._renderer, "last_frame_time", None)
-        if callable(last):
-            try:
-                when = last()
-            except Exception:
-                when = None
-            if isinstance(when, datetime):
-                last_frame = when.isoformat()
-            elif isinstance(when, int | float):
-                last_frame = datetime.fromtimestamp(when, UTC).isoformat()
+        """Asked on the GUI thread (with a timeout), which also proves that thread answers."""
+
+        def probe() -> tuple[bool, float | None]:
+            alive = bool(getattr(self._renderer, "alive", True))
+            last = getattr(self._renderer, "last_frame_time", None)
+            when = last() if callable(last) else None
+            return alive, when if isinstance(when, int | float) else None
+
+        started = time.monotonic()
+        try:
+            renderer_alive, last_frame = self._bridge.invoke(probe, HEALTH_TIMEOUT)
+        except TimeoutError:
+            return {
+                "alive": False,
+                "gui-lag": round(time.monotonic() - self._bridge.beat, 3),
+                "last-frame": None,
+                "renderer": type(self._renderer).__name__,
+                "problem": f"the GUI thread did not answer within {HEALTH_TIMEOUT:g} s",
+            }
+        lag = time.monotonic() - started
+        frame = None
+        if last_frame is not None:
+            # last_frame_time() is time.monotonic(); report it on the wall clock.
+            frame = datetime.fromtimestamp(time.time() - (time.monotonic() - last_frame), UTC)
         return {
-            "alive": lag < HEARTBEAT_STALE,
+            "alive": renderer_alive,
             "gui-lag": round(lag, 3),
-            "last-frame": last_frame,
+            "last-frame": frame.isoformat() if frame else None,
             "renderer": type(self._renderer).__name__,
         }
 
@@ -490,17 +505,24 @@ class QtScreen:
             self._bridge.post(lambda: setter(readings))
 
 
+def kiosk_renderer_module() -> Any | None:
+    """``player.renderer`` (the kiosk renderer) when it is installed, else None."""
+    try:
+        import player.renderer as kiosk
+    except ImportError as error:
+        log.info("kiosk renderer unavailable (%s)", error)
+        return None
+    return kiosk if hasattr(kiosk, "KioskRenderer") else None
+
+
 def make_renderer(config: DisplayConfig, api_url: str) -> Any:
     """The kiosk renderer when it is installed, else the minimal one below."""
-    try:
-        from player.renderer import (  # type: ignore[import-not-found,unused-ignore]
-            KioskRenderer,
-        )
-    except ImportError:
-        log.info("renderer: minimal (player.renderer is not available)")
+    kiosk = kiosk_renderer_module()
+    if kiosk is None:
+        log.info("renderer: minimal (single view)")
         return MinimalRenderer(config, api_url)
-    log.info("renderer: %s", KioskRenderer.__name__)
-    return KioskRenderer(config=config, api_url=api_url)
+    log.info("renderer: %s", kiosk.KioskRenderer.__name__)
+    return kiosk.KioskRenderer(kiosk.RendererOptions.from_config(config, api_url))
 
 
 class MinimalRenderer:
@@ -520,7 +542,7 @@ class MinimalRenderer:
         self._api_url = api_url
         self._listener: RendererListener | None = None
         self._item: PlayItem | None = None
-        self._last_frame: datetime | None = None
+        self._last_frame: float | None = None  # time.monotonic(), as the kiosk renderer
         self._view = QWebEngineView()
         self._view.setWindowFlags(Qt.WindowType.FramelessWindowHint)
         self._view.setCursor(Qt.CursorShape.BlankCursor)
@@ -550,7 +572,7 @@ class MinimalRenderer:
             f"height:100vh;margin:0'><h1>{name}</h1><p>Nothing scheduled.</p>"
             f"<p>Display API: {escape(self._api_url)}</p></body></html>"
         )
-        self._last_frame = datetime.now(UTC)
+        self._last_frame = time.monotonic()
 
     def _loaded(self, ok: bool) -> None:
         item = self._item
@@ -560,8 +582,8 @@ class MinimalRenderer:
             return  # the previous page's load, aborted by this one
         self._item = None
         if ok:
-            self._last_frame = datetime.now(UTC)
-            self._listener.item_shown(item.token, self._last_frame, None)
+            self._last_frame = time.monotonic()
+            self._listener.item_shown(item.token, datetime.now(UTC), None)
         else:
             self._listener.item_failed(item.token, "the page did not load")
 
@@ -575,8 +597,12 @@ class MinimalRenderer:
         buffer.close()
         return bytes(data.data())
 
-    def last_frame_time(self) -> datetime | None:
+    def last_frame_time(self) -> float | None:
         return self._last_frame
+
+    @property
+    def alive(self) -> bool:
+        return self._view.isVisible()
 
     def close(self) -> None:
         from shiboken6 import delete
