@@ -49,7 +49,7 @@ from cds.model import (
     TimeWindow,
 )
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_ELEMENTS", "parse", "schema"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_ELEMENTS", "parse", "schema", "schema_problems"]
 
 log = logging.getLogger("pdn.cds")
 
@@ -460,8 +460,8 @@ class _Builder:
                 child_name = _local(child)
                 if child_name == "content-set":
                     continue
-                if child_name in LEGACY:
-                    self.error(child, LEGACY[child_name])
+                if child_name in KNOWN_ELEMENTS:
+                    self.unknown_element(root, child, Extras(), "")  # says what is wrong
                 else:
                     self.warn(
                         child,
@@ -479,6 +479,15 @@ class _Builder:
             self.error(root, LEGACY[name])
         elif name == "content-set":
             set_element = root
+        elif isinstance(root.tag, str) and etree.QName(root).localname in (
+            "content-set",
+            *WRAPPERS,
+        ):
+            self.error(
+                root,
+                f"<{_shown(root)}> is in the XML namespace '{etree.QName(root).namespace}'; "
+                "CDS elements use no namespace (remove the xmlns=... attribute)",
+            )
         else:
             self.error(
                 root,
@@ -509,18 +518,9 @@ class _Builder:
 
     def validate(self, root: etree._Element) -> None:
         """The schema's verdict, for whatever the walk did not already catch."""
-        validator = schema()
-        if validator.validate(root):
-            return
-        seen: set[tuple[int | None, str]] = set()
-        for entry in validator.error_log:
-            line = entry.line if entry.line > 0 else None
-            message = _schema_message(entry.message)
-            if (line, message) in seen:
-                continue
-            seen.add((line, message))
+        for problem in schema_problems(root):
             if len(self.errors) < MAX_PROBLEMS:
-                self.errors.append(Problem(line, None, message))
+                self.errors.append(problem)
 
     # -- sets and items
 
@@ -947,6 +947,30 @@ class _Builder:
             into.append(Source(uri, refresh))
         if not into and not any(_local(child) == "uri" for child in self.children(element)):
             self.error(element, "<sources> needs at least one <uri>address of the file</uri>")
+
+
+def schema_problems(root: etree._Element) -> list[Problem]:
+    """What the RELAX NG schema finds wrong with a parsed document, in people's words."""
+    validator = schema()
+    if validator.validate(root):
+        return []
+    found: list[Problem] = []
+    for entry in validator.error_log:
+        line = entry.line if entry.line > 0 else None
+        problem = Problem(line, None, _schema_message(entry.message))
+        if problem not in found:
+            found.append(problem)
+    # libxml2 reports the first real fault, then every enclosing element as failing too;
+    # those echoes help nobody. Keep them only when there is nothing better.
+    specific = [p for p in found if not any(echo in p.message for echo in _SCHEMA_ECHOES)]
+    if specific:
+        return specific
+    if found:
+        return found[:1]
+    return [Problem(_line(root), None, "the document does not follow the CDS grammar")]
+
+
+_SCHEMA_ECHOES = ("holds something not allowed", "in interleave")
 
 
 def uri_problem(uri: str) -> str | None:
