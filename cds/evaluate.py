@@ -237,6 +237,10 @@ def next_window_change(
     transitions = _transitions(tz, now - datetime.timedelta(hours=1), horizon)
     best: datetime.datetime | None = None
     seen: set[tuple[str, tuple[object, ...]]] = set()
+    midnights = [
+        _instant(today + datetime.timedelta(days=offset), datetime.time(0), tz, 0)
+        for offset in range(1, 9)
+    ]
 
     def consider(change: datetime.datetime | None) -> None:
         nonlocal best
@@ -264,10 +268,6 @@ def next_window_change(
                         tz,
                     )
                 )
-        midnights = [
-            _instant(today + datetime.timedelta(days=offset), datetime.time(0), tz, 0)
-            for offset in range(1, 9)
-        ]
         if item.days:
             days = tuple(item.days)
             key = ("day", tuple((w.start, w.end) for w in days))
