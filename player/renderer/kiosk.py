@@ -1,0 +1,626 @@
+"""The kiosk renderer: what the engine's PlayItems become on the screen.
+
+Layers on the stage, bottom to top as needed: two recycled web views (slots), the native
+image layer, the native idle cover, and the crossfade overlay. The incoming item is loaded into
+the slot that is not on screen, underneath the one that is; when it reports painted, it is
+raised, reported shown, and the old slot is blanked and kept for the next item.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+import subprocess
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QEasingCurve,
+    QIODevice,
+    QObject,
+    Qt,
+    QTimer,
+    QVariantAnimation,
+)
+from PySide6.QtGui import QImage, QPainter, QPaintEvent, QPixmap
+from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEngineSettings
+from PySide6.QtWidgets import QApplication, QWidget
+
+from player.playitem import PlayItem, RendererListener
+from player.renderer.content import (
+    Kind,
+    classify,
+    context_script,
+    local_path,
+    media_type,
+    update_script,
+)
+from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html
+from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
+from player.renderer.options import RendererOptions, add_chromium_flags
+from player.renderer.webslot import SlotState, WebSlot
+from player.renderer.window import KioskWindow, Stage
+
+log = logging.getLogger("pdn.renderer")
+
+IDLE_TOKEN = -1  # the idle page's own "item": never reported to the engine
+CLEAR_DELAY_MS = 250  # the old view is blanked this long after the swap (the new one is up)
+BEAT_MS = 1000
+FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
+IMAGE_CACHE = 3  # decoded images kept ready
+
+
+@dataclass
+class _Pending:
+    """The item the renderer is bringing on screen."""
+
+    item: PlayItem
+    kind: Kind
+    slot: WebSlot | None = None
+    image_serial: int = 0
+    report: bool = True  # False when re-showing after a crash (already reported shown)
+
+
+class FadeOverlay(QWidget):
+    """A still of the outgoing item, painted over the incoming one with falling opacity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self._pixmap: QPixmap | None = None
+        self._opacity = 0.0
+        self._animation = QVariantAnimation(self)
+        self._animation.setStartValue(1.0)
+        self._animation.setEndValue(0.0)
+        self._animation.setEasingCurve(QEasingCurve.Type.InOutQuad)
+        self._animation.valueChanged.connect(self._set_opacity)
+        self._animation.finished.connect(self._done)
+        self.hide()
+
+    def fade(self, still: QPixmap, duration_ms: int) -> None:
+        self._pixmap = still
+        self._opacity = 1.0
+        self.show()
+        self.raise_()
+        self._animation.stop()
+        self._animation.setDuration(duration_ms)
+        self._animation.start()
+
+    def _set_opacity(self, value: object) -> None:
+        self._opacity = float(value)  # type: ignore[arg-type]
+        self.update()
+
+    def _done(self) -> None:
+        self.hide()
+        self._pixmap = None
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        if self._pixmap is None:
+            return
+        painter = QPainter(self)
+        painter.setOpacity(self._opacity)
+        painter.drawPixmap(0, 0, self._pixmap)
+        painter.end()
+
+
+class KioskRenderer(QObject):
+    """A :class:`player.playitem.Renderer` on a fullscreen Qt WebEngine window.
+
+    Construct it on the GUI thread after the QApplication exists (call
+    :func:`player.renderer.prepare_process` before creating the QApplication).
+    """
+
+    def __init__(self, options: RendererOptions | None = None) -> None:
+        super().__init__()
+        self.options = options = options or RendererOptions()
+        add_chromium_flags()  # in case prepare_process was not called: before any profile
+        self._listener: RendererListener | None = None
+        self._channel = f"pdn-{secrets.token_hex(8)}:"
+        self._readings: dict[str, object] = {}
+        self._pending: _Pending | None = None
+        self._current: PlayItem | None = None  # on screen, reported shown
+        self._front: QWidget | None = None
+        self._crashes: dict[int, int] = {}
+        self._prepared_failures: dict[str, tuple[str, float]] = {}
+        self._images: OrderedDict[str, QImage] = OrderedDict()
+        self._image_serial = 0
+        self._last_frame: float | None = None
+        self._idle_ips: list[str] = []
+        self._closed = False
+
+        self.profile = self._make_profile(options)
+        self.stage = Stage()
+        self.slots = [
+            WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
+            for name in ("a", "b")
+        ]
+        for slot in self.slots:
+            slot.ready.connect(self._slot_ready)
+            slot.failed.connect(self._slot_failed)
+            slot.ended.connect(self._slot_ended)
+            slot.crashed.connect(self._slot_crashed)
+        self.image_layer = ImageLayer()
+        self.stage.add_layer(self.image_layer)
+        self.image_layer.painted.connect(self._image_painted, Qt.ConnectionType.QueuedConnection)
+        self.cover = IdleCover(options.display_name, options.api_url)
+        self.stage.add_layer(self.cover)
+        self.overlay = FadeOverlay()
+        self.stage.add_layer(self.overlay)
+        self.window = KioskWindow(
+            self.stage,
+            rotation=options.rotation,
+            screen_index=options.screen,
+            fullscreen=options.fullscreen,
+            window_size=options.window_size,
+        )
+        self.overlay.hide()
+        self.window.show_kiosk(options.fullscreen)
+        self._beat = QTimer(self)
+        self._beat.setInterval(BEAT_MS)
+        self._beat.timeout.connect(self._heartbeat)
+        self._beat.start()
+        self._idle_refresh = QTimer(self)
+        self._idle_refresh.setInterval(30_000)
+        self._idle_refresh.timeout.connect(self._refresh_idle)
+        self._idle_refresh.start()
+        if options.keep_screen_on:
+            keep_screen_awake()
+        self.show_idle()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _make_profile(self, options: RendererOptions) -> QWebEngineProfile:
+        cache_bytes = options.http_cache_mb * 1024 * 1024
+        if options.data_dir is not None:
+            root = Path(options.data_dir)
+            profile = QWebEngineProfile("pdn-kiosk", self)
+            profile.setPersistentStoragePath(str(root / "web" / "storage"))
+            profile.setCachePath(str(root / "web" / "cache"))
+            profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.DiskHttpCache)
+        else:
+            profile = QWebEngineProfile(self)  # off the record: nothing on disk
+            profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.MemoryHttpCache)
+        # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
+        profile.setHttpCacheMaximumSize(cache_bytes)
+        settings = profile.settings()
+        attribute = QWebEngineSettings.WebAttribute
+        for key, value in (
+            (attribute.ShowScrollBars, False),
+            (attribute.PlaybackRequiresUserGesture, False),
+            (attribute.ErrorPageEnabled, False),
+            (attribute.JavascriptCanOpenWindows, False),
+            (attribute.FocusOnNavigationEnabled, False),
+            (attribute.LocalContentCanAccessFileUrls, True),
+            (attribute.FullScreenSupportEnabled, False),
+        ):
+            settings.setAttribute(key, value)
+        self._install_context_script(profile)
+        return profile
+
+    def _install_context_script(self, profile: QWebEngineProfile) -> None:
+        scripts = profile.scripts()
+        for old in scripts.find("pdn-context"):
+            scripts.remove(old)
+        script = QWebEngineScript()
+        script.setName("pdn-context")
+        script.setSourceCode(context_script(self._readings))
+        script.setInjectionPoint(QWebEngineScript.InjectionPoint.DocumentCreation)
+        script.setWorldId(QWebEngineScript.ScriptWorldId.MainWorld)
+        script.setRunsOnSubFrames(True)
+        scripts.insert(script)
+
+    # -- the Renderer protocol ------------------------------------------------------------
+
+    def set_listener(self, listener: RendererListener) -> None:
+        self._listener = listener
+
+    def prepare(self, item: PlayItem) -> None:
+        if self._closed:
+            return
+        kind = classify(item)
+        if kind is Kind.NATIVE_IMAGE:
+            try:
+                self._decoded(item)
+            except ImageError as error:
+                self._remember_failure(item, str(error))
+                self._report_failed(item, str(error))
+            return
+        if any(slot.holds(item) for slot in self.slots):
+            return
+        slot = self._free_slot(for_show=False)
+        if slot is None:
+            log.debug("no free view to prepare %s in", item.url)
+            return
+        log.debug("preparing %s in slot %s", item.url, slot.name)
+        slot.load(item, kind, media_type(item))
+
+    def show(self, item: PlayItem) -> None:
+        if self._closed:
+            return
+        kind = classify(item)
+        remembered = self._prepared_failures.pop(item.url, None)
+        if remembered is not None and time.monotonic() - remembered[1] < FAILURE_MEMORY:
+            self._report_failed(item, remembered[0])
+            return
+        self._abandon_pending()
+        if kind is Kind.NATIVE_IMAGE:
+            try:
+                image = self._decoded(item)
+            except ImageError as error:
+                self._report_failed(item, str(error))
+                return
+            self._image_serial += 1
+            self._pending = _Pending(item, kind, image_serial=self._image_serial)
+            if self._front is not self.image_layer:
+                self._begin_fade()
+            self.image_layer.set_image(image, self._image_serial)
+            self.image_layer.raise_()
+            self.overlay.raise_()
+            return
+        slot = next((s for s in self.slots if s.holds(item) and s.view is not self._front), None)
+        if slot is None:
+            slot = self._free_slot(for_show=True)
+            assert slot is not None  # one slot is never the front one
+            slot.load(item, kind, media_type(item))
+        self._pending = _Pending(item, kind, slot=slot)
+        if slot.state is SlotState.READY:
+            self._commit_slot(slot)
+
+    def show_idle(self) -> None:
+        if self._closed:
+            return
+        front_slot = self._front_slot()
+        if (
+            front_slot is not None
+            and front_slot.item is not None
+            and front_slot.item.token == IDLE_TOKEN
+        ):
+            self._abandon_pending()
+            return
+        if self._pending is not None and self._pending.item.token == IDLE_TOKEN:
+            return
+        self._abandon_pending()
+        self._idle_ips = addresses()
+        item = PlayItem(
+            token=IDLE_TOKEN,
+            url="pdn:idle",
+            source_url="pdn:idle",
+            content_type="text/html",
+            duration=None,
+            origin="idle",
+        )
+        slot = self._free_slot(for_show=True)
+        assert slot is not None
+        slot.load_html(
+            idle_html(self.options.display_name, self.options.api_url, self._idle_ips),
+            idle_base_url(),
+            item,
+        )
+        self._pending = _Pending(item, Kind.PAGE, slot=slot, report=False)
+
+    # -- extensions -----------------------------------------------------------------------
+
+    def grab_png(self) -> bytes:
+        """A PNG of what the window shows now (rotation included). GUI thread only."""
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        self.window.grab().save(buffer, "PNG")
+        buffer.close()
+        return bytes(data.data())
+
+    def grab_image(self) -> QImage:
+        """What the window shows now, as an image (tests and benchmarks)."""
+        return self.window.grab().toImage()
+
+    def set_context(self, readings: dict[str, object]) -> None:
+        """Push the latest sensor readings to web content (see the package docstring)."""
+        self._readings = dict(readings)
+        self._install_context_script(self.profile)
+        script = update_script(self._readings)
+        for slot in self.slots:
+            if slot.state is not SlotState.BLANK:
+                slot.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.MainWorld)
+
+    def last_frame_time(self) -> float | None:
+        """``time.monotonic()`` of the last frame known painted (a swap, or a page's frame
+        answering the liveness probe); None before the first one."""
+        return self._last_frame
+
+    @property
+    def alive(self) -> bool:
+        """The window is up and what is on screen answers (no hung render process)."""
+        if self._closed or not self.window.isVisible():
+            return False
+        slot = self._front_slot()
+        if slot is None:
+            return True
+        return time.monotonic() - slot.last_beat < self.options.hang_timeout
+
+    @property
+    def current_token(self) -> int | None:
+        return self._current.token if self._current is not None else None
+
+    def close(self) -> None:
+        """Take the window down and free Qt WebEngine in order (pages before their profile)."""
+        if self._closed:
+            return
+        self._closed = True
+        from shiboken6 import delete
+
+        self._beat.stop()
+        self._idle_refresh.stop()
+        self.window.hide()
+        for slot in self.slots:
+            delete(slot.view)
+        delete(self.window)
+        delete(self.profile)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _front_slot(self) -> WebSlot | None:
+        return next((s for s in self.slots if s.view is self._front), None)
+
+    def _free_slot(self, for_show: bool) -> WebSlot | None:
+        """The slot to load into: never the one on screen, and for a hint never the one an
+        item on its way to the screen is using."""
+        busy = {self._front}
+        if not for_show and self._pending is not None and self._pending.slot is not None:
+            busy.add(self._pending.slot.view)
+        candidates = [s for s in self.slots if s.view not in busy]
+        if not candidates:
+            return None
+        for state in (SlotState.BLANK, SlotState.READY, SlotState.LOADING, SlotState.SHOWN):
+            for slot in candidates:
+                if slot.state is state:
+                    if slot.loads >= self.options.recycle_after_loads > 0:
+                        slot.renew_view()
+                    return slot
+        return candidates[0]
+
+    def _decoded(self, item: PlayItem) -> QImage:
+        image = self._images.get(item.url)
+        if image is None:
+            image = decode_image(Path(local_path(item.url)), self.window.content_size())
+            self._images[item.url] = image
+            while len(self._images) > IMAGE_CACHE:
+                self._images.popitem(last=False)
+        else:
+            self._images.move_to_end(item.url)
+        return image
+
+    def _abandon_pending(self) -> None:
+        """A new show supersedes the one on its way (the engine has moved on)."""
+        pending = self._pending
+        self._pending = None
+        if pending is not None and pending.slot is not None and pending.item.token == IDLE_TOKEN:
+            self._schedule_clear(pending.slot)
+
+    def _slot_ready(self, slot: WebSlot) -> None:
+        pending = self._pending
+        if pending is not None and pending.slot is slot and slot.item is pending.item:
+            self._commit_slot(slot)
+
+    def _commit_slot(self, slot: WebSlot) -> None:
+        pending = self._pending
+        assert pending is not None
+        self._pending = None
+        self._swap_to(slot.view)
+        slot.start()
+        natural = slot.natural_duration if pending.item.duration is None else None
+        self._now_showing(pending, natural)
+
+    def _image_painted(self, serial: int) -> None:
+        pending = self._pending
+        if pending is None or pending.kind is not Kind.NATIVE_IMAGE:
+            return
+        if serial != pending.image_serial:
+            return
+        self._pending = None
+        self._swap_to(self.image_layer, raised=True)
+        self._now_showing(pending, None)
+
+    def _begin_fade(self) -> None:
+        if self._front is not None and self.options.crossfade_ms > 0:
+            self.overlay.fade(self.stage.grab(), self.options.crossfade_ms)
+
+    def _swap_to(self, layer: QWidget, raised: bool = False) -> None:
+        old = self._front
+        if not raised:
+            if old is not layer:
+                self._begin_fade()
+            layer.raise_()
+        if self.overlay.isVisible():
+            self.overlay.raise_()
+        self._front = layer
+        self._last_frame = time.monotonic()
+        for slot in self.slots:
+            if slot.view is old and old is not layer:
+                self._schedule_clear(slot)
+        if old is self.image_layer and layer is not self.image_layer:
+            QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, self._clear_image)
+
+    def _clear_image(self) -> None:
+        if self._front is not self.image_layer:
+            self.image_layer.clear()
+
+    def _schedule_clear(self, slot: WebSlot) -> None:
+        generation = slot.generation
+
+        def clear() -> None:
+            pending_slot = self._pending.slot if self._pending is not None else None
+            if (
+                slot.generation == generation
+                and slot.view is not self._front
+                and (slot is not pending_slot)
+            ):
+                slot.clear()
+
+        QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
+
+    def _now_showing(self, pending: _Pending, natural: float | None) -> None:
+        item = pending.item
+        if item.token == IDLE_TOKEN:
+            self._current = None
+            log.info("on screen: the idle page")
+            return
+        self._current = item
+        if not pending.report:
+            log.info("on screen again after a crash: %s", item.url)
+            return
+        self._crashes.pop(item.token, None)
+        if self._listener is not None:
+            self._listener.item_shown(item.token, datetime.now(UTC), natural)
+
+    def _slot_failed(self, slot: WebSlot, reason: str) -> None:
+        item = slot.item
+        if item is None:
+            return
+        pending = self._pending
+        log.warning("cannot show %s: %s", item.url, reason)
+        if slot.view is self._front:
+            # It broke on screen (an error page after a navigation, a video error): cover it.
+            self._show_cover()
+            slot.clear()
+            if item.token == IDLE_TOKEN:
+                return
+            self._current = None
+            self._report_failed(item, reason)
+            return
+        slot.clear()
+        if pending is not None and pending.slot is slot:
+            self._pending = None
+            if item.token == IDLE_TOKEN:
+                self._show_cover()
+                return
+            self._report_failed(item, reason)
+            if self._front is None:
+                self._show_cover()
+            return
+        if item.token != IDLE_TOKEN:
+            self._remember_failure(item, reason)
+            self._report_failed(item, reason)
+
+    def _slot_ended(self, slot: WebSlot) -> None:
+        item = slot.item
+        listener = self._listener
+        if item is None or listener is None or item.token == IDLE_TOKEN:
+            return
+        if slot.view is self._front:
+            listener.item_ended(item.token)
+
+    def _slot_crashed(self, slot: WebSlot, description: str) -> None:
+        item = slot.item
+        log.warning("slot %s: %s", slot.name, description)
+        if item is None:
+            return
+        crashes = self._crashes.get(item.token, 0) + 1
+        self._crashes[item.token] = crashes
+        on_screen = slot.view is self._front
+        if on_screen:
+            self._show_cover()
+        pending = self._pending
+        retry = item.token == IDLE_TOKEN or crashes <= self.options.max_crash_retries
+        if not retry:
+            self._crashes.pop(item.token, None)
+            slot.clear()
+            if pending is not None and pending.slot is slot:
+                self._pending = None
+            if on_screen:
+                self._current = None
+            self._report_failed(item, f"{description}, {crashes} times")
+            return
+        if on_screen:
+            if pending is not None:
+                return  # the engine already wants something else; the cover bridges the gap
+            self._pending = _Pending(item, slot.kind, slot=slot, report=False)
+        elif pending is None or pending.slot is not slot:
+            slot.clear()  # a hint: loaded again when shown
+            return
+        log.info("reloading %s after a render process crash", item.url)
+        if item.token == IDLE_TOKEN:
+            slot.state = SlotState.BLANK
+            self._pending = None
+            self.show_idle()
+        else:
+            slot.load(item, slot.kind, media_type(item))
+
+    def _show_cover(self) -> None:
+        """The native idle facts over everything: never a crashed view or an error page."""
+        self.cover.raise_()
+        self._front = self.cover
+        self._last_frame = time.monotonic()
+
+    def _report_failed(self, item: PlayItem, reason: str) -> None:
+        if item.token == IDLE_TOKEN:
+            return
+        if self._listener is not None:
+            self._listener.item_failed(item.token, reason)
+
+    def _remember_failure(self, item: PlayItem, reason: str) -> None:
+        now = time.monotonic()
+        self._prepared_failures = {
+            url: entry
+            for url, entry in self._prepared_failures.items()
+            if now - entry[1] < FAILURE_MEMORY
+        }
+        self._prepared_failures[item.url] = (reason, now)
+
+    def _heartbeat(self) -> None:
+        slot = self._front_slot()
+        now = time.monotonic()
+        if slot is None:
+            if self._front is not None:
+                self._last_frame = now  # a native layer: the GUI thread is painting
+            return
+        if slot.state is not SlotState.SHOWN:
+            return
+        silent = now - slot.last_beat
+        if silent > self.options.hang_timeout:
+            slot.kill_render_process()
+            slot.last_beat = now  # one kill per timeout
+            return
+        if self._last_frame is None or slot.last_beat > self._last_frame:
+            self._last_frame = slot.last_beat
+        slot.probe_alive()
+
+    def _refresh_idle(self) -> None:
+        slot = self._front_slot()
+        if slot is None or slot.item is None or slot.item.token != IDLE_TOKEN:
+            return
+        if addresses() != self._idle_ips:
+            log.info("addresses changed: refreshing the idle page")
+            slot.item = None  # so show_idle loads it afresh
+            self.show_idle()
+
+
+def keep_screen_awake() -> None:
+    """Screen saver and DPMS off on X (best effort); elsewhere it is not ours to change."""
+    platform = QApplication.platformName()
+    if platform != "xcb":
+        if platform not in ("offscreen", "minimal"):
+            log.info(
+                "screen blanking on %s is left to the compositor or console settings", platform
+            )
+        return
+    xset = shutil.which("xset")
+    if xset is None:
+        log.warning("xset is not installed: cannot turn the X screen saver and DPMS off")
+        return
+    for args in (["s", "off"], ["s", "noblank"], ["-dpms"]):
+        try:
+            result = subprocess.run(
+                [xset, *args], capture_output=True, text=True, timeout=5, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            log.warning("xset %s failed: %s", " ".join(args), error)
+            return
+        if result.returncode != 0:
+            log.warning("xset %s: %s", " ".join(args), result.stderr.strip()[:200])
+    log.info("X screen saver and DPMS turned off")

@@ -1,0 +1,112 @@
+"""How the kiosk renderer is set up, and what the process needs before Qt starts."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("pdn.renderer")
+
+ROTATIONS = (0, 90, 180, 270)
+
+# Chromium throttles timers, rendering and media of views it believes are in the background.
+# Our incoming view is covered, not hidden, but say it anyway: a stale or frozen preloaded
+# page is what made other players give up on preloading.
+CHROMIUM_FLAGS = (
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+    "--autoplay-policy=no-user-gesture-required",
+    # Loopback and intranet content must not be slowed by pings and updates we never use.
+    "--disable-background-networking",
+    "--disable-component-update",
+)
+# Chromium's "paint holding" keeps a same-origin page's first frames back for up to 500 ms
+# (until a contentful paint): a page that is only a colour would be reported painted long
+# before its pixels exist.
+DISABLED_FEATURES = ("PaintHolding",)
+
+
+def add_chromium_flags() -> None:
+    """Add ours to QTWEBENGINE_CHROMIUM_FLAGS (read once, when Qt WebEngine starts)."""
+    flags = os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "").split()
+    flags += [flag for flag in CHROMIUM_FLAGS if flag not in flags]
+    prefix = "--disable-features="
+    disabled: list[str] = []
+    for flag in flags:
+        if flag.startswith(prefix):
+            disabled += [name for name in flag[len(prefix) :].split(",") if name]
+    disabled += [name for name in DISABLED_FEATURES if name not in disabled]
+    flags = [flag for flag in flags if not flag.startswith(prefix)]
+    flags.append(prefix + ",".join(disabled))
+    os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = " ".join(flags)
+
+
+@dataclass(frozen=True)
+class RendererOptions:
+    """Everything the kiosk renderer needs to know about its screen and content.
+
+    ``rotation`` is the clockwise angle the content is turned by on the panel (90: a landscape
+    panel mounted portrait with its top edge on the right). ``window_size`` is used only when
+    ``fullscreen`` is off (tests, development). ``data_dir`` holds Chromium's profile (cookies,
+    local storage, a bounded HTTP cache); ``None`` keeps everything in memory.
+    """
+
+    screen: int = 0
+    rotation: int = 0
+    fullscreen: bool = True
+    window_size: tuple[int, int] = (1280, 720)
+    crossfade_ms: int = 0
+    page_load_timeout: float = 15.0
+    display_name: str = ""
+    api_url: str = ""
+    data_dir: Path | None = None
+    http_cache_mb: int = 32
+    # A render process that crashes this many times in a row on one item: the item is skipped.
+    max_crash_retries: int = 2
+    # A page whose render process answers no liveness probe for this long is killed (and so
+    # reloaded): an endless loop in a page must not freeze the screen for ever.
+    hang_timeout: float = 10.0
+    # Each web view is replaced by a fresh one after this many loads (0: never), so whatever
+    # Chromium keeps per view (history, caches, leaks in pages) cannot grow without bound.
+    recycle_after_loads: int = 200
+    keep_screen_on: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rotation not in ROTATIONS:
+            raise ValueError(f"rotation must be one of {ROTATIONS}, not {self.rotation!r}")
+        if self.page_load_timeout <= 0:
+            raise ValueError("page_load_timeout must be positive")
+        if self.crossfade_ms < 0:
+            raise ValueError("crossfade_ms must not be negative")
+
+    @classmethod
+    def from_config(cls, config: Any, api_url: str) -> RendererOptions:
+        """Options from ``player.config.DisplayConfig`` (duck-typed: the renderer does not
+        depend on the configuration loader)."""
+        screen = getattr(config, "screen", None)
+        return cls(
+            screen=int(getattr(screen, "index", 0)),
+            rotation=int(getattr(screen, "rotation", 0)),
+            crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
+            display_name=str(getattr(config, "name", None) or ""),
+            api_url=api_url,
+            data_dir=getattr(config, "data_dir", None),
+        )
+
+
+def prepare_process() -> None:
+    """Call before the QApplication exists: Chromium reads its flags once, at start-up, and
+    Qt WebEngine needs contexts shared with the widgets."""
+    from PySide6.QtCore import QCoreApplication, Qt
+
+    if os.geteuid() == 0:
+        os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
+    add_chromium_flags()
+    if QCoreApplication.instance() is None:
+        QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+    else:
+        log.debug("prepare_process called after the QApplication was made")

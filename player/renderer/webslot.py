@@ -1,0 +1,310 @@
+"""One recycled web view: loads an item behind the screen and says when it has really painted.
+
+A slot goes BLANK -> LOADING -> READY (painted, still covered) -> SHOWN -> BLANK. "Painted" is
+the page's own word for it: after ``loadFinished`` an isolated-world script waits two
+animation frames (the second runs only once the first frame with the content has been
+produced) and reports over the console channel, whose prefix carries a per-renderer secret so
+a page cannot speak for the renderer. Our media pages (video) report the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from enum import Enum
+
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtWebEngineCore import (
+    QWebEngineLoadingInfo,
+    QWebEnginePage,
+    QWebEngineProfile,
+    QWebEngineScript,
+)
+from PySide6.QtWebEngineWidgets import QWebEngineView
+
+from player.playitem import PlayItem
+from player.renderer.content import Kind, image_page, video_page
+from player.renderer.window import Stage
+
+log = logging.getLogger("pdn.renderer")
+
+ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
+
+
+class SlotState(Enum):
+    BLANK = "blank"
+    LOADING = "loading"
+    READY = "ready"
+    SHOWN = "shown"
+
+
+class KioskPage(QWebEnginePage):
+    """A page that never opens dialogs or windows and passes our channel's messages on."""
+
+    # The JSON text after the channel prefix of a console message.
+    channel_message = Signal(str)
+
+    def __init__(self, profile: QWebEngineProfile, channel: str, parent: QObject) -> None:
+        super().__init__(profile, parent)
+        self._channel = channel
+
+    def javaScriptConsoleMessage(  # noqa: N802
+        self,
+        level: QWebEnginePage.JavaScriptConsoleMessageLevel,
+        message: str,
+        line: int,
+        source: str,
+    ) -> None:
+        if message.startswith(self._channel):
+            self.channel_message.emit(message[len(self._channel) :])
+
+    # A modal dialog on a public screen would block the page for ever: log and answer "no".
+    def javaScriptAlert(self, origin: QUrl | str, message: str) -> None:  # noqa: N802
+        log.info("page %s: alert suppressed: %.200s", QUrl(origin).toString(), message)
+
+    def javaScriptConfirm(self, origin: QUrl | str, message: str) -> bool:  # noqa: N802
+        log.info("page %s: confirm suppressed: %.200s", QUrl(origin).toString(), message)
+        return False
+
+    def javaScriptPrompt(  # type: ignore[override]  # noqa: N802
+        self, origin: QUrl, message: str, default: str
+    ) -> tuple[bool, str]:
+        log.info("page %s: prompt suppressed: %.200s", origin.toString(), message)
+        return False, ""
+
+
+class WebSlot(QObject):
+    """A web view on the stage and the item it holds."""
+
+    # The slot has painted its item (still covered until raised).
+    ready = Signal(object)
+    # The slot's item cannot be shown: (slot, reason).
+    failed = Signal(object, str)
+    # The slot's video reached its end: (slot).
+    ended = Signal(object)
+    # The slot's render process died: (slot, description).
+    crashed = Signal(object, str)
+
+    def __init__(
+        self,
+        name: str,
+        profile: QWebEngineProfile,
+        stage: Stage,
+        channel: str,
+        load_timeout: float,
+    ) -> None:
+        super().__init__(stage)
+        self.name = name
+        self._profile = profile
+        self._stage = stage
+        self._channel = channel
+        self.state = SlotState.BLANK
+        self.item: PlayItem | None = None
+        self.kind = Kind.PAGE
+        self.generation = 0
+        self.natural_duration: float | None = None
+        self.loads = 0  # loads since this view was made
+        self.last_beat = time.monotonic()
+        self._beat_pending = False
+        self._timeout = QTimer(self)
+        self._timeout.setSingleShot(True)
+        self._timeout.setInterval(round(load_timeout * 1000))
+        self._timeout.timeout.connect(self._timed_out)
+        self.view = self._make_view()
+
+    # -- the view -------------------------------------------------------------------------
+
+    def _make_view(self) -> QWebEngineView:
+        view = QWebEngineView()
+        page = KioskPage(self._profile, self._channel, view)
+        view.setPage(page)
+        view.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)
+        view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        view.setCursor(Qt.CursorShape.BlankCursor)
+        page.setBackgroundColor(Qt.GlobalColor.black)
+        page.setAudioMuted(True)
+        page.loadingChanged.connect(self._loading_changed)
+        page.channel_message.connect(self._message)
+        page.renderProcessTerminated.connect(self._terminated)
+        self._stage.add_layer(view)
+        return view
+
+    def renew_view(self) -> None:
+        """Replace the view by a fresh one (whatever the old one accumulated goes with it)."""
+        old = self.view
+        self.view = self._make_view()
+        self.loads = 0
+        self._stage.stack.removeWidget(old)
+        old.hide()
+        old.deleteLater()
+        log.debug("slot %s: view renewed", self.name)
+
+    @property
+    def page(self) -> KioskPage:
+        page = self.view.page()
+        assert isinstance(page, KioskPage)
+        return page
+
+    def render_pid(self) -> int:
+        return int(self.page.renderProcessPid())
+
+    # -- loading --------------------------------------------------------------------------
+
+    def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
+        self.generation += 1
+        self.item = item
+        self.kind = kind
+        self.state = SlotState.LOADING
+        self.natural_duration = None
+        self.loads += 1
+        self.page.setAudioMuted(True)
+        self._timeout.start()
+        url = QUrl(item.url)
+        if kind is Kind.VIDEO:
+            self.page.setHtml(video_page(item.url, media_type, self._channel, self.generation), url)
+        elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
+            self.page.setHtml(image_page(item.url), url)
+        else:
+            self.page.setUrl(url)
+
+    def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
+        """A page of our own (the idle page)."""
+        self.generation += 1
+        self.item = item
+        self.kind = Kind.PAGE
+        self.state = SlotState.LOADING
+        self.natural_duration = None
+        self.loads += 1
+        self._timeout.start()
+        self.page.setHtml(html, base)
+
+    def holds(self, item: PlayItem) -> bool:
+        """Whether this slot holds (or is loading) the same content as ``item``."""
+        return (
+            self.item is not None
+            and self.state in (SlotState.LOADING, SlotState.READY)
+            and self.item.url == item.url
+            and self.item.content_type == item.content_type
+        )
+
+    def start(self) -> None:
+        """The slot is on top now: sound on, video playing."""
+        self.state = SlotState.SHOWN
+        self.last_beat = time.monotonic()
+        self._beat_pending = False
+        self.page.setAudioMuted(False)
+        if self.kind is Kind.VIDEO:
+            self.page.runJavaScript("window.pdnPlay && window.pdnPlay();")
+
+    def clear(self) -> None:
+        """Forget the item and free what its page holds; the view is kept for the next one."""
+        self.generation += 1
+        self.item = None
+        self.state = SlotState.BLANK
+        self._timeout.stop()
+        self.page.setAudioMuted(True)
+        self.page.setUrl(QUrl("about:blank"))
+        # Navigation history is never used on a kiosk and grows with every load.
+        self.page.history().clear()
+
+    def _loading_changed(self, info: QWebEngineLoadingInfo) -> None:
+        status = info.status()
+        if status == QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus:
+            return
+        if self.state is SlotState.BLANK:
+            return
+        if status == QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus:
+            return  # we replaced it; the timeout covers a load nobody finishes
+        if status == QWebEngineLoadingInfo.LoadStatus.LoadFailedStatus:
+            if info.errorCode() == ERR_ABORTED:
+                return
+            reason = f"{info.errorString() or 'load failed'} (code {info.errorCode()})"
+            if info.errorDomain() == QWebEngineLoadingInfo.ErrorDomain.HttpStatusCodeDomain:
+                reason = f"HTTP {info.errorCode()}"
+            if self.state is SlotState.SHOWN:
+                log.warning("slot %s: the page on screen went to an error: %s", self.name, reason)
+            self._fail(f"{reason}: {info.url().toString()[:200]}")
+            return
+        if status == QWebEngineLoadingInfo.LoadStatus.LoadSucceededStatus and (
+            self.state is SlotState.LOADING and self.kind is not Kind.VIDEO
+        ):
+            self._probe_painted()
+
+    def _probe_painted(self) -> None:
+        generation = self.generation
+        # Three frames, not two: the frame with the content must also have reached Qt's side
+        # of the compositor before the view is raised (measured: two left a rare black frame).
+        report = (
+            f"console.log({json.dumps(self._channel)} + "
+            f"JSON.stringify({{generation: {generation}, event: 'painted'}}))"
+        )
+        frame = "requestAnimationFrame(() => {})"
+        script = frame.format(frame.format(frame.format(report))) + ";"
+        self.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+
+    def probe_alive(self) -> None:
+        """Ask the render process for a frame; the answer moves ``last_beat``."""
+        if self._beat_pending:
+            return
+        self._beat_pending = True
+        script = (
+            "requestAnimationFrame(() => console.log("
+            f"{json.dumps(self._channel)} + JSON.stringify({{generation: {self.generation}, "
+            "event: 'alive'})));"
+        )
+        self.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+
+    def _message(self, text: str) -> None:
+        try:
+            message = json.loads(text)
+            generation = int(message["generation"])
+            event = str(message["event"])
+        except (ValueError, KeyError, TypeError):
+            log.debug("slot %s: unreadable channel message %.100r", self.name, text)
+            return
+        if event == "alive":
+            self._beat_pending = False
+            self.last_beat = time.monotonic()
+            return
+        if generation != self.generation:
+            return
+        if event == "painted" and self.state is SlotState.LOADING:
+            duration = message.get("duration")
+            if isinstance(duration, int | float) and duration > 0:
+                self.natural_duration = float(duration)
+            self._timeout.stop()
+            self.state = SlotState.READY
+            self.ready.emit(self)
+        elif event == "failed" and self.state is not SlotState.BLANK:
+            self._fail(str(message.get("reason") or "the media could not be played"))
+        elif event == "ended" and self.state is SlotState.SHOWN:
+            self.ended.emit(self)
+
+    def _fail(self, reason: str) -> None:
+        self._timeout.stop()
+        self.failed.emit(self, reason)
+
+    def _timed_out(self) -> None:
+        if self.state is SlotState.LOADING:
+            self.page.triggerAction(QWebEnginePage.WebAction.Stop)
+            seconds = self._timeout.interval() / 1000
+            self._fail(f"not painted within {seconds:g} s")
+
+    def _terminated(self, status: QWebEnginePage.RenderProcessTerminationStatus, code: int) -> None:
+        if status == QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus:
+            return
+        self._timeout.stop()
+        self.crashed.emit(self, f"render process {status.name} (exit code {code})")
+
+    def kill_render_process(self) -> None:
+        """End a render process that stopped answering; Qt then reports it terminated."""
+        pid = self.render_pid()
+        if pid > 0:
+            log.warning("slot %s: render process %d hangs: killing it", self.name, pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError as error:
+                log.warning("slot %s: cannot kill %d: %s", self.name, pid, error)
