@@ -148,10 +148,12 @@ pyside6_requirement() {
     esac
 }
 
-# The newest Python from 3.11 to 3.13 on this machine.
+# The newest Python from 3.11 to 3.13 on this machine; the distribution's own first, since the
+# service user must be able to run it (a pyenv build under /root is not readable by pdn).
 choose_python() {
     local candidate
-    for candidate in ${PYTHON:-python3.13 python3.12 python3.11 python3}; do
+    for candidate in ${PYTHON:-/usr/bin/python3.13 /usr/bin/python3.12 /usr/bin/python3.11 \
+        python3.13 python3.12 python3.11 python3}; do
         command -v "$candidate" >/dev/null 2>&1 || continue
         # (stderr hidden: a pyenv shim for a version that is not selected complains loudly)
         if "$candidate" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
@@ -291,9 +293,11 @@ install_venv() {
     python=$(choose_python) || die "no Python 3.11 to 3.13 found (on Debian: apt-get install python3)"
     source=${WHEEL:-$source_dir}
     say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); PySide6: $requirement"
-    if [ ! -x "$venv/bin/python" ]; then
-        "$python" -m venv "$venv" || die "cannot create $venv (apt-get install python3-venv)"
-        did "created the virtual environment $PREFIX/venv"
+    if [ ! -x "$venv/bin/python" ] \
+        || [ "$(readlink -f "$venv/bin/python")" != "$(readlink -f "$python")" ]; then
+        # --clear: a venv built on another Python (an older install) is rebuilt, not patched.
+        "$python" -m venv --clear "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+        did "created the virtual environment $PREFIX/venv with $python"
     fi
     "$venv/bin/python" -m pip install -q --upgrade pip
     # Uninstall first: the same version number from a newer checkout must still replace it.
@@ -308,14 +312,18 @@ install_venv() {
     did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
 }
 
-# The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine.
+# The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine, for
+# the user the service runs as.
 check_webengine() {
-    local venv=$1 output
-    if ! output=$(QT_QPA_PLATFORM=offscreen "$venv/bin/python" -c \
-        'import PySide6.QtWebEngineCore, PySide6.QtWebEngineWidgets' 2>&1); then
-        die "PySide6 in $venv lacks Qt WebEngine or a library it needs: ${output##*$'\n'}"
+    local venv=$1 output as_user=()
+    if [ -z "$ROOT" ] && getent passwd "$PDN_USER" >/dev/null; then
+        as_user=(runuser -u "$PDN_USER" --)
     fi
-    did "checked: PySide6.QtWebEngineWidgets imports"
+    if ! output=$(cd / && "${as_user[@]}" env QT_QPA_PLATFORM=offscreen "$venv/bin/python" -c \
+        'import PySide6.QtWebEngineCore, PySide6.QtWebEngineWidgets' 2>&1); then
+        die "PySide6 in $venv lacks Qt WebEngine or a library it needs${as_user:+ (as $PDN_USER)}: ${output##*$'\n'}"
+    fi
+    did "checked: PySide6.QtWebEngineWidgets imports${as_user:+ as $PDN_USER}"
 }
 
 install_files() {
