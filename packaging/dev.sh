@@ -52,7 +52,7 @@ install_venv() {
     log "creating the virtual environment in $venv"
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e "$root[test]"
+    "$venv/bin/python" -m pip install -q -e "${root}[test]"
     echo "$want" >"$stamp"
 }
 
