@@ -74,7 +74,7 @@ MAX_REMOTE_DEPTH = 8
 class Selection:
     """One item chosen to play, with what the player needs to show it."""
 
-    item: ContentItem
+    item: ContentItem = field(hash=False)
     #: stable id of this item in its document: f"{root_name}/{index path}", e.g. "lobby/0.2"
     key: str
     #: name of the document's root content-set

@@ -754,6 +754,8 @@ class _Builder:
         self.check_text(element)
         count = 0
         for child in self.children(element):
+            if _local(child) in LEGACY:
+                count += 1  # refused on its own; "needs a between" would only repeat it
             if _local(child) == "between":
                 count += 1
                 window = read(child, kind)

@@ -118,7 +118,8 @@ def _content_item(item: ContentItem) -> etree._Element:
 
 
 def _clock(moment: datetime.time) -> str:
-    return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    # Always with seconds, as in the spec's example: the strictest readers expect HH:MM:SS.
+    return moment.strftime("%H:%M:%S")
 
 
 def _constraints(constraints: Constraints) -> etree._Element | None:

@@ -670,3 +670,31 @@ def test_availability_errors_count_as_unavailable() -> None:
         raise OSError("cache gone")
 
     assert playlist(doc("s", item("a"))).next(at("2026-11-23 10:00"), broken) is None
+
+
+# ----------------------------------------------------------------------------- the examples
+
+
+def test_campus_example() -> None:
+    from pathlib import Path
+
+    root = parse(Path(__file__).parent / "data" / "campus.xml").root
+    p = playlist(root)
+    monday_noon = at("2026-11-23 12:00")
+    assert sorted(eligible_names(p, monday_noon)) == [
+        "offers.html",
+        "queue.html",
+        "today.png",
+        "welcome.html",
+    ]
+    # The countdown pre-empts everything across midnight on New Year's Eve...
+    for moment in ("2026-12-31 23:55", "2027-01-01 00:09:59"):
+        [only] = p.eligible(at(moment), everything)
+        assert (name_of(only.item), only.priority, only.duration) == ("countdown.webm", 4, 900.0)
+    # ...and the player is told to wake up when it starts and ends.
+    assert p.next_change(at("2026-12-31 23:00")) == at("2026-12-31 23:55")
+    assert p.next_change(at("2027-01-01 00:00")) == at("2027-01-01 00:10")
+    # At night only the low-priority page is left.
+    assert eligible_names(p, at("2026-11-24 02:00")) == ["night.html"]
+    [news] = p.remote_sets()
+    assert (news.key, news.refresh) == ("campus/5", 600.0)

@@ -289,7 +289,7 @@ def test_empty_constraints_are_not_written() -> None:
     assert parse(written).root == ContentSet(name="a")
 
 
-def test_times_are_written_short_when_they_can_be() -> None:
+def test_written_values_use_the_spec_forms() -> None:
     root = ContentSet(
         name="a",
         constraints=Constraints(
@@ -300,7 +300,7 @@ def test_times_are_written_short_when_they_can_be() -> None:
         ),
     )
     written = to_xml(root).decode()
-    assert '<between start="09:00" end="17:30:15"/>' in written
+    assert '<between start="09:00:00" end="17:30:15"/>' in written
     assert '<between start="friday" end="monday"/>' in written
     assert '<priority level="highest"/>' in written
     assert "<preferred-duration>90 seconds</preferred-duration>" in written
