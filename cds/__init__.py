@@ -9,3 +9,51 @@
 - :mod:`cds.durations`: durations as people write them.
 - :mod:`cds.cli`: ``pdn cds check`` and ``pdn cds explain``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# The names people reach for, importable from ``cds`` itself; loaded on first use so that
+# ``import cds.durations`` stays cheap.
+_EXPORTS: dict[str, str] = {
+    "CdsError": "cds.errors",
+    "Problem": "cds.errors",
+    "parse": "cds.parser",
+    "to_xml": "cds.serialise",
+    "Playlist": "cds.evaluate",
+    "Selection": "cds.evaluate",
+    "Verdict": "cds.evaluate",
+    "Document": "cds.model",
+    "ContentSet": "cds.model",
+    "ContentItem": "cds.model",
+    "Constraints": "cds.model",
+    "RequiredFile": "cds.model",
+    "parse_duration": "cds.durations",
+    "format_duration": "cds.durations",
+}
+
+__all__ = [
+    "CdsError",
+    "Constraints",
+    "ContentItem",
+    "ContentSet",
+    "Document",
+    "Playlist",
+    "Problem",
+    "RequiredFile",
+    "Selection",
+    "Verdict",
+    "format_duration",
+    "parse",
+    "parse_duration",
+    "to_xml",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cds' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -356,6 +356,10 @@ def canonical_xml(element: etree._Element) -> str:
 _XML_NAMESPACE = "http://www.w3.org/XML/1998/namespace"
 
 
+def _in_line_order(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda problem: problem.line or 0)
+
+
 def _short(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -498,8 +502,10 @@ class _Builder:
         if not self.errors:
             self.validate(root)
         if self.errors or content_set is None:
-            raise CdsError(self.errors)
-        return Document(root=content_set, wrapper_uri=wrapper_uri, warnings=self.warnings)
+            raise CdsError(_in_line_order(self.errors))
+        return Document(
+            root=content_set, wrapper_uri=wrapper_uri, warnings=_in_line_order(self.warnings)
+        )
 
     def wrapper(self, element: etree._Element) -> str | None:
         self.check_text(element)

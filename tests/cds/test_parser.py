@@ -455,3 +455,13 @@ def test_error_is_picklable_and_readable() -> None:
     again = pickle.loads(pickle.dumps(caught.value))
     assert again.problems == caught.value.problems
     assert str(again).startswith("line 1: ")
+
+
+def test_package_exports() -> None:
+    import cds
+
+    assert sorted(cds.__all__) == sorted(cds._EXPORTS)
+    assert cds.parse(b'<content-set name="a"/>').root.name == "a"
+    assert cds.CdsError is CdsError
+    with pytest.raises(AttributeError):
+        _ = cds.nothing_here
