@@ -217,15 +217,12 @@ _DTD_MESSAGE = (
 def _refuse_declarations(raw: bytes) -> None:
     """Refuse DOCTYPE/ENTITY declarations before the XML parser sees them."""
     texts = [raw]
-    head = raw[:4]
-    if b"\x00" in head or head[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        # UTF-16/32 text hides the ASCII pattern; look at a decoded copy too.
-        for encoding in ("utf-16", "utf-32", "utf-16-le", "utf-16-be"):
-            try:
-                texts.append(raw.decode(encoding).encode("utf-8", errors="replace"))
-                break
-            except UnicodeError:
-                continue
+    if b"\x00" in raw[:4] or raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        # UTF-16/32 text hides the ASCII pattern; look at decoded copies too (which of them is
+        # right does not matter: a declaration shows up in the right one).
+        for encoding in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
+            decoded = raw.decode(encoding, errors="ignore")
+            texts.append(decoded.encode("utf-8", errors="replace"))
     for text in texts:
         match = _DECLARATION.search(text)
         if match:
@@ -271,6 +268,8 @@ def _syntax_message(message: str) -> str:
     found = re.match(r"Premature end of data in tag (\S+) line (\d+)", message)
     if found:
         return f"the document ends before <{found.group(1)}> (line {found.group(2)}) is closed"
+    if "amplification" in message or "entity reference loop" in message.lower():
+        return _DTD_MESSAGE
     if "Excessive depth" in message:
         return f"elements are nested more than {MAX_DEPTH} levels deep; a CDS never needs that many"
     if "Extra content at the end of the document" in message:

@@ -47,6 +47,14 @@ PARAMETER_ENTITY = b"""<?xml version="1.0"?>
 LATE_DOCTYPE = b"<?xml version='1.0'?>\n\n\n" + b" " * 5000 + b"<!doctype x []><content-set/>"
 
 
+def _declared(document: bytes, encoding: str) -> bytes:
+    """The document in another encoding, saying so in its XML declaration."""
+    text = document.decode().replace(
+        '<?xml version="1.0"?>', f'<?xml version="1.0" encoding="{encoding.upper()}"?>'
+    )
+    return text.encode(encoding)
+
+
 def hostile_documents() -> list[tuple[str, bytes]]:
     deep = b"<content-set>" * 10_000 + b"</content-set>" * 10_000
     nested_sets = b"<content-set>" * (MAX_DEPTH + 1) + b"</content-set>" * (MAX_DEPTH + 1)
@@ -55,6 +63,8 @@ def hostile_documents() -> list[tuple[str, bytes]]:
     return [
         ("billion-laughs", BILLION_LAUGHS),
         ("billion-laughs-utf16", BILLION_LAUGHS.decode().encode("utf-16")),
+        ("billion-laughs-utf32", _declared(BILLION_LAUGHS, "utf-32")),
+        ("xxe-utf16be", _declared(XXE, "utf-16-be")),
         ("xxe", XXE),
         ("external-dtd", EXTERNAL_DTD),
         ("parameter-entity", PARAMETER_ENTITY),
@@ -77,6 +87,8 @@ def test_hostile_documents_are_refused(name: str, data: bytes) -> None:
     expected = {
         "billion-laughs": "DOCTYPE",
         "billion-laughs-utf16": "DOCTYPE",
+        "billion-laughs-utf32": "DOCTYPE",
+        "xxe-utf16be": "DOCTYPE",
         "xxe": "DOCTYPE",
         "external-dtd": "DOCTYPE",
         "parameter-entity": "DOCTYPE",
