@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from flask import Flask
 
 from server.display.api import api
@@ -18,4 +21,32 @@ def create_app(service: DisplayService) -> Flask:
     # Read through the app, so the service can be swapped (tests reuse one server).
     require_token(app, lambda: app.extensions["pdn.display"].config.api_token)
     app.register_blueprint(api)
+    app.wsgi_app = PlaybackFastPath(app.wsgi_app, app)  # type: ignore[method-assign]
     return app
+
+
+class PlaybackFastPath:
+    """WSGI middleware answering ``GET /playback/`` from the pre-encoded record.
+
+    Controllers poll this endpoint far more than any other; on a Pi-class CPU Flask's
+    per-request machinery costs several times what waitress itself does, so the answer (the
+    same bytes and headers as the Flask route) is served here. Reads never need the token.
+    """
+
+    PATHS = frozenset(("/playback/", "/playback"))
+
+    def __init__(self, wrapped: Callable[..., Iterable[bytes]], app: Flask) -> None:
+        self.wrapped = wrapped
+        self.app = app
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") in self.PATHS:
+            body: bytes = self.app.extensions["pdn.display"].playback_json()
+            start_response(
+                "200 OK",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        return self.wrapped(environ, start_response)

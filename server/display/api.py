@@ -135,7 +135,8 @@ def post_sensing() -> Response:
 
 @api.get("/playback/")
 def playback() -> Response:
-    return json_response(service().playback())
+    # GET requests normally take the fast path in server.display.PlaybackFastPath.
+    return Response(service().playback_json(), mimetype="application/json")
 
 
 @api.post("/playback/subscribe/")

@@ -55,6 +55,11 @@ class Rejected:
     reason: str
 
 
+def encode_json(body: Any) -> bytes:
+    """JSON exactly as ``server.http.json_response`` writes it."""
+    return (json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -89,6 +94,7 @@ class DisplayService:
         self._last_cds: float | None = None
         self._started = time.monotonic()
         sequence, record = store.playback()
+        self._record_json: bytes | None = None
         self._record: dict[str, Any] = record or {
             "content-item": None,
             "content-type": None,
@@ -215,6 +221,13 @@ class DisplayService:
         with self._lock:
             return dict(self._record)
 
+    def playback_json(self) -> bytes:
+        """The record as the API sends it, encoded once per change (GET /playback/ is polled)."""
+        with self._lock:
+            if self._record_json is None:
+                self._record_json = encode_json(self._record)
+            return self._record_json
+
     def _playback_changed(self, playback: Playback) -> None:
         """Commit the new record and one webhook event per subscriber, together."""
 
@@ -225,6 +238,7 @@ class DisplayService:
         record = self.store.save_playback(playback.fields(), publish)
         with self._lock:
             self._record = record
+            self._record_json = None
         self.outbox.notify()
 
     def subscribe(self, uri: str) -> bool:
