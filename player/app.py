@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from functools import cache
 from html import escape
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from player.config import ConfigError, DisplayConfig, load_config
 from player.playitem import PlayItem, RendererListener
@@ -39,6 +39,9 @@ from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
 from server.outbox import Outbox
 from server.wsgi import WsgiServer
+
+if TYPE_CHECKING:
+    from cds.model import ContentItem, ContentSet
 
 log = logging.getLogger("pdn.app")
 qt_log = logging.getLogger("pdn.qt")
@@ -144,13 +147,21 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
 
     server_box: list[WsgiServer] = []
     playlist = Playlist(config.tzinfo())
+    engine_box: list[Any] = []
+    content = make_content(data_dir, lambda: engine_box[0].poke() if engine_box else None)
     service = DisplayService(
         config=config,
         store=store,
         outbox=outbox,
         schedule=playlist,
         base_url=lambda: base_url_for(config, server_box[0]),
+        available=content.available if content else None,
+        locate=content.locate if content else None,
+        on_documents=content.documents_changed if content else None,
     )
+    engine_box.append(service.engine)
+    if content is not None:
+        service.cache_status = content.status
 
     # 3. The API socket, bound before the window opens so a taken port fails fast.
     try:
@@ -200,9 +211,83 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
         log.info("stopping: webhook delivery")
         outbox.stop()
         qt.close()
+        if content is not None:
+            content.close()
         store.close()
         log.info("stopped")
     return code
+
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+class CachedContent:
+    """Which scheduled items may play and what the renderer loads (CDS.md, "Files").
+
+    An item whose file has hashes, or is not a web page (an image, a video), plays only from
+    the content cache, once downloaded and verified; the renderer then loads the local copy.
+    A web page without hashes is loaded live (the renderer's failure report and the engine's
+    back-off cover it being unreachable).
+    """
+
+    def __init__(self, cache: Any, spec_type: Any) -> None:
+        self.cache = cache
+        self._spec_type = spec_type
+
+    @staticmethod
+    def needs_cache(item: ContentItem) -> bool:
+        if not item.files:
+            return False
+        if item.files[0].hashes:
+            return True
+        media = (item.content_type or "").split(";")[0].strip().lower()
+        return bool(media) and media not in HTML_TYPES
+
+    def _spec(self, item: ContentItem) -> Any:
+        return self._spec_type.from_required_file(item.files[0], item.size)
+
+    def available(self, item: ContentItem) -> bool:
+        return not self.needs_cache(item) or bool(self.cache.is_ready(self._spec(item)))
+
+    def locate(self, item: ContentItem) -> str:
+        if self.needs_cache(item):
+            path = self.cache.path_for(self._spec(item))
+            if path is not None:
+                return str(Path(path).as_uri())
+        return item.url
+
+    def documents_changed(self, documents: list[ContentSet]) -> None:
+        specs = [
+            self._spec(item)
+            for document in documents
+            for item in document.walk_items()
+            if self.needs_cache(item)
+        ]
+        self.cache.wanted(specs)
+
+    def status(self) -> dict[str, Any]:
+        stats = self.cache.stats()
+        return {
+            "files": stats.files,
+            "bytes": stats.bytes,
+            "max-bytes": stats.max_bytes,
+            "queued": stats.queued,
+            "failing": len(stats.failing),
+        }
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def make_content(data_dir: Path, wake: Callable[[], None]) -> CachedContent | None:
+    """The content cache (``player.cache``) when it is installed; None plays everything live."""
+    try:
+        from player.cache import ContentCache, FileSpec
+    except ImportError as error:
+        log.warning("no content cache (%s): every item is loaded live", error)
+        return None
+    cache = ContentCache(data_dir, on_ready=lambda _spec, _path: wake())
+    return CachedContent(cache, FileSpec)
 
 
 class _QtDisplay:

@@ -207,6 +207,10 @@ class Engine:
     def set_wake(self, wake: Callable[[], None]) -> None:
         self._wake = wake
 
+    def poke(self) -> None:
+        """Something the engine depends on changed (a file became ready): re-evaluate soon."""
+        self._wake()
+
     def _load_queue(self) -> None:
         """Rebuild the queue from the store; the request that was on screen keeps the time
         it had left by the wall clock."""
