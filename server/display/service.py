@@ -91,6 +91,8 @@ class DisplayService:
         self._lock = threading.Lock()
         self._cds_lock = threading.Lock()
         self._documents: dict[str, ContentSet] = {}
+        self._remote: dict[str, ContentSet] = {}
+        self._schedule = schedule
         self._last_cds: float | None = None
         self._started = time.monotonic()
         sequence, record = store.playback()
@@ -156,12 +158,26 @@ class DisplayService:
         log.info("CDS %r %s (%d set(s) scheduled)", name, outcome, len(self._documents))
         return outcome
 
+    def set_remote(self, key: str, content: ContentSet | None) -> None:
+        """Plug in (None: take out) the fetched CDS of a remote content-set, by the remote
+        set's key or source URI (``Playlist.set_remote``); its files join the cache's list."""
+        with self._cds_lock:
+            set_remote = getattr(self._schedule, "set_remote", None)
+            if set_remote is None:
+                raise RuntimeError("this schedule has no remote sets")
+            set_remote(key, content)
+            if content is None:
+                self._remote.pop(key, None)
+            else:
+                self._remote[key] = content
+            self._documents_changed()
+
     def _documents_changed(self) -> None:
         documents = list(self._documents.values())
         self.engine.set_documents(documents)
         if self._on_documents is not None:
             try:
-                self._on_documents(documents)
+                self._on_documents(documents + list(self._remote.values()))
             except Exception:
                 log.exception("the content cache could not take the new schedule")
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import requests
 
+from cds.parser import parse
 from player.engine import QUEUE_LIMIT
 from player.store import DisplayStore
 from tests.display.conftest import Display, cds
@@ -473,3 +474,17 @@ def test_health_without_a_screen_is_degraded(display: Display) -> None:
 
 def test_screenshot_without_a_screen_is_503(display: Display) -> None:
     assert_error(display.get("/x/screenshot"), 503, "no-screen")
+
+
+def test_remote_set_content_plugged_in_plays(display: Display) -> None:
+    remote = (
+        b'<content-set name="feed" type="remote"><requires-file><sources>'
+        b"<uri>http://example.org/feed.xml</uri></sources></requires-file></content-set>"
+    )
+    assert display.post("/schedule", data=remote, headers=XML).status_code == 202
+    fetched = parse(cds("inner", "http://example.org/from-feed")).root
+    display.service.set_remote("http://example.org/feed.xml", fetched)
+    record = display.wait_playback(lambda r: r["content-item"] == "http://example.org/from-feed")
+    assert record["set"] == "feed"
+    display.service.set_remote("http://example.org/feed.xml", None)
+    display.wait_playback(lambda r: r["origin"] == "idle")
