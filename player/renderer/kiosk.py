@@ -447,13 +447,15 @@ class KioskRenderer(QObject):
             QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, self._clear_image)
 
     def _clear_image(self) -> None:
-        if self._front is not self.image_layer:
+        if not self._closed and self._front is not self.image_layer:
             self.image_layer.clear()
 
     def _schedule_clear(self, slot: WebSlot) -> None:
         generation = slot.generation
 
         def clear() -> None:
+            if self._closed:
+                return
             pending_slot = self._pending.slot if self._pending is not None else None
             if (
                 slot.generation == generation

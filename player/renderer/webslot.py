@@ -207,14 +207,14 @@ class WebSlot(QObject):
         self._timeout.stop()
         self.page.setAudioMuted(True)
         self.page.setUrl(QUrl("about:blank"))
-        # Navigation history is never used on a kiosk and grows with every load.
-        self.page.history().clear()
 
     def _loading_changed(self, info: QWebEngineLoadingInfo) -> None:
         status = info.status()
         if status == QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus:
             return
         if self.state is SlotState.BLANK:
+            # Navigation history is never used on a kiosk and grows with every load.
+            self.page.history().clear()
             return
         if status == QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus:
             return  # we replaced it; the timeout covers a load nobody finishes

@@ -1,0 +1,548 @@
+"""The content cache: files a CDS requires, downloaded in the background, verified, kept on disk.
+
+No Qt here. The engine tells the cache what the schedules need (:meth:`ContentCache.wanted`),
+asks :meth:`ContentCache.path_for` which of those are ready to play, and is called back
+(``on_ready``, from a downloader thread) when one becomes ready, so it can re-evaluate.
+
+Rules (CDS.md, "Files"):
+
+- Sources are tried in order; a partial download is resumed with ``Range`` where the server
+  allows it (``206`` with a matching ``Content-Range``), else started again.
+- Every listed hash (md5, sha1, sha256; digests in any case) must match. A file that does not is
+  discarded and logged, never served. A file with no hashes is kept as downloaded.
+- Files are written under ``<data-dir>/cache/files/`` by an atomic rename after verification;
+  the index is SQLite (WAL), so a power cut leaves either the old state or the new one. On
+  start, entries whose file is missing or of the wrong size are dropped and files nobody
+  indexed are deleted: after a restart with no network, verified files are still served.
+- A size bound: when the cache is over it, the least recently used files that no current
+  schedule needs are evicted.
+- Failed downloads are retried while still wanted, backing off from ``retry_initial`` doubling
+  to ``retry_max`` seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+import requests
+
+log = logging.getLogger("pdn.cache")
+
+HASH_TYPES = ("sha256", "sha1", "md5")  # strongest first: the first one listed names the file
+CHUNK = 256 * 1024
+DEFAULT_MAX_BYTES = 2 * 1024**3
+TOUCH_EVERY = 60.0  # seconds between writes of a file's last use to the index
+
+ReadyCallback = Callable[["FileSpec", Path], None]
+
+
+class CacheError(Exception):
+    """A download that did not produce a verified file; the message says why."""
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One required file: where to fetch it (in order) and the hashes it must match.
+
+    ``hashes`` are ``(type, hex digest)`` pairs; types are md5, sha1 or sha256, digests are
+    compared case-insensitively. ``size`` (bytes), when known, is checked too.
+    """
+
+    sources: tuple[str, ...]
+    hashes: tuple[tuple[str, str], ...] = ()
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            raise ValueError("a required file needs at least one source")
+        normalised: list[tuple[str, str]] = []
+        for given_kind, given_digest in self.hashes:
+            kind = given_kind.strip().lower()
+            digest = given_digest.strip().lower()
+            if kind not in HASH_TYPES:
+                raise ValueError(f"unknown hash type {kind!r} (md5, sha1 or sha256)")
+            if not digest or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError(f"{kind} digest {digest!r} is not hexadecimal")
+            normalised.append((kind, digest))
+        object.__setattr__(self, "sources", tuple(self.sources))
+        object.__setattr__(self, "hashes", tuple(normalised))
+
+    @property
+    def key(self) -> str:
+        """The file's identity: its strongest hash, or (no hashes) its first source."""
+        for kind in HASH_TYPES:
+            for listed, digest in self.hashes:
+                if listed == kind:
+                    return f"{kind}-{digest}"
+        return "url-" + hashlib.sha256(self.sources[0].encode()).hexdigest()[:40]
+
+    @property
+    def suffix(self) -> str:
+        """The first source's file extension (Chromium tells file:// types by it)."""
+        suffix = PurePosixPath(unquote(urlsplit(self.sources[0]).path)).suffix.lower()
+        return suffix if 1 < len(suffix) <= 10 and suffix[1:].isalnum() else ""
+
+    @classmethod
+    def from_required_file(cls, required: RequiredFileLike, size: int | None = None) -> FileSpec:
+        """From ``cds.model.RequiredFile`` (or anything shaped like it)."""
+        return cls(
+            sources=tuple(source.uri for source in required.sources),
+            hashes=tuple((h.type, h.digest) for h in required.hashes),
+            size=size,
+        )
+
+
+class _SourceLike(Protocol):
+    @property
+    def uri(self) -> str: ...
+
+
+class _HashLike(Protocol):
+    @property
+    def type(self) -> str: ...
+    @property
+    def digest(self) -> str: ...
+
+
+class RequiredFileLike(Protocol):
+    """The shape of ``cds.model.RequiredFile`` the cache reads."""
+
+    @property
+    def sources(self) -> Sequence[_SourceLike]: ...
+    @property
+    def hashes(self) -> Sequence[_HashLike]: ...
+
+
+@dataclass
+class _Entry:
+    name: str
+    size: int
+    last_used: float
+    touched: float  # when last_used was last written to the index
+
+
+@dataclass
+class _Job:
+    spec: FileSpec
+    due: float = 0.0
+    attempts: int = 0
+    running: bool = False
+    last_error: str | None = None
+
+
+@dataclass
+class CacheStats:
+    files: int
+    bytes: int
+    max_bytes: int
+    queued: int
+    failing: dict[str, str] = field(default_factory=dict)
+
+
+class ContentCache:
+    """Downloads, verifies and keeps required files under ``<data_dir>/cache``."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        on_ready: ReadyCallback | None = None,
+        workers: int = 2,
+        timeout: tuple[float, float] = (5.0, 30.0),
+        retry_initial: float = 5.0,
+        retry_max: float = 600.0,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.root = Path(data_dir) / "cache"
+        self.files_dir = self.root / "files"
+        self.partial_dir = self.root / "partial"
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        self.partial_dir.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.on_ready = on_ready
+        self._timeout = timeout
+        self._retry_initial = retry_initial
+        self._retry_max = retry_max
+        self._session = session or requests.Session()
+        self._lock = threading.Condition(threading.RLock())
+        self._entries: dict[str, _Entry] = {}
+        self._jobs: dict[str, _Job] = {}
+        self._wanted: dict[str, FileSpec] = {}
+        self._closed = False
+        self._db = sqlite3.connect(self.root / "index.sqlite3", check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS files (key TEXT PRIMARY KEY, name TEXT NOT NULL,"
+            " size INTEGER NOT NULL, added REAL NOT NULL, last_used REAL NOT NULL,"
+            " source TEXT NOT NULL)"
+        )
+        self._db.commit()
+        self._load_index()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"cache-download-{n}", daemon=True)
+            for n in range(max(1, workers))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # -- what the engine calls --------------------------------------------------------------
+
+    def wanted(self, files: Iterable[FileSpec]) -> None:
+        """The files current schedules need (replaces the previous set): missing ones are
+        fetched, and only files outside this set may be evicted."""
+        with self._lock:
+            self._wanted = {spec.key: spec for spec in files}
+            for key in [k for k, job in self._jobs.items() if k not in self._wanted]:
+                if not self._jobs[key].running:
+                    del self._jobs[key]
+            for key, spec in self._wanted.items():
+                if key not in self._entries and key not in self._jobs:
+                    self._jobs[key] = _Job(spec)
+            self._lock.notify_all()
+            self._evict()
+
+    def fetch(self, spec: FileSpec) -> None:
+        """Fetch one file now (added to the wanted set)."""
+        with self._lock:
+            self._wanted[spec.key] = spec
+            if spec.key not in self._entries and spec.key not in self._jobs:
+                self._jobs[spec.key] = _Job(spec)
+                self._lock.notify_all()
+
+    def path_for(self, spec: FileSpec) -> Path | None:
+        """The verified local copy, or None while it is not (yet) in the cache."""
+        with self._lock:
+            entry = self._entries.get(spec.key)
+            if entry is None:
+                return None
+            path = self.files_dir / entry.name
+            now = time.time()
+            entry.last_used = now
+            if now - entry.touched > TOUCH_EVERY:
+                entry.touched = now
+                self._db.execute("UPDATE files SET last_used=? WHERE key=?", (now, spec.key))
+                self._db.commit()
+        if not path.exists():
+            log.warning("cached file %s vanished from disk", path.name)
+            self._drop(spec.key)
+            return None
+        return path
+
+    def is_ready(self, spec: FileSpec) -> bool:
+        return self.path_for(spec) is not None
+
+    def last_error(self, spec: FileSpec) -> str | None:
+        """Why the last attempt to fetch this file failed (None: no failure known)."""
+        with self._lock:
+            job = self._jobs.get(spec.key)
+            return job.last_error if job is not None else None
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(
+                files=len(self._entries),
+                bytes=sum(e.size for e in self._entries.values()),
+                max_bytes=self.max_bytes,
+                queued=len(self._jobs),
+                failing={key: job.last_error for key, job in self._jobs.items() if job.last_error},
+            )
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no download is queued or running (tests, tools). True when idle."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while any(job.running or job.attempts == 0 for job in self._jobs.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.1))
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=self._timeout[0] + self._timeout[1])
+        with self._lock:
+            self._db.close()
+
+    # -- the index --------------------------------------------------------------------------
+
+    def _load_index(self) -> None:
+        rows = self._db.execute("SELECT key, name, size, last_used FROM files").fetchall()
+        dropped = 0
+        for key, name, size, last_used in rows:
+            path = self.files_dir / name
+            try:
+                on_disk = path.stat().st_size
+            except OSError:
+                on_disk = -1
+            if on_disk != size:
+                dropped += 1
+                self._db.execute("DELETE FROM files WHERE key=?", (key,))
+                path.unlink(missing_ok=True)
+                continue
+            self._entries[key] = _Entry(name, size, last_used, last_used)
+        self._db.commit()
+        known = {entry.name for entry in self._entries.values()}
+        strays = [p for p in self.files_dir.iterdir() if p.name not in known]
+        for stray in strays:
+            # Renamed into place but never indexed (a crash in between): not trusted.
+            stray.unlink(missing_ok=True)
+        log.info(
+            "content cache: %d files, %d bytes (%d index entries dropped, %d strays removed)",
+            len(self._entries),
+            sum(e.size for e in self._entries.values()),
+            dropped,
+            len(strays),
+        )
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            self._db.execute("DELETE FROM files WHERE key=?", (key,))
+            self._db.commit()
+        if entry is not None:
+            (self.files_dir / entry.name).unlink(missing_ok=True)
+
+    def _evict(self) -> None:
+        """Least recently used first, never a file a current schedule needs."""
+        with self._lock:
+            total = sum(e.size for e in self._entries.values())
+            if total <= self.max_bytes:
+                return
+            candidates = sorted(
+                (e.last_used, key) for key, e in self._entries.items() if key not in self._wanted
+            )
+            for _, key in candidates:
+                if total <= self.max_bytes:
+                    break
+                total -= self._entries[key].size
+                log.info("evicting %s (cache over %d bytes)", key, self.max_bytes)
+                self._drop(key)
+            if total > self.max_bytes:
+                log.warning(
+                    "content cache holds %d bytes, over its bound of %d: every file is needed",
+                    total,
+                    self.max_bytes,
+                )
+
+    # -- downloading ------------------------------------------------------------------------
+
+    def _next_job(self) -> _Job | None:
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                due = [j for j in self._jobs.values() if not j.running and j.due <= now]
+                if due:
+                    job = min(due, key=lambda j: j.due)
+                    job.running = True
+                    return job
+                waiting = [j.due for j in self._jobs.values() if not j.running]
+                self._lock.wait(min(waiting) - now if waiting else None)
+            return None
+
+    def _work(self) -> None:
+        while True:
+            job = self._next_job()
+            if job is None:
+                return
+            spec = job.spec
+            try:
+                path = self._download(spec)
+            except CacheError as error:
+                with self._lock:
+                    job.running = False
+                    job.attempts += 1
+                    job.last_error = str(error)
+                    delay = min(self._retry_max, self._retry_initial * 2 ** (job.attempts - 1))
+                    job.due = time.monotonic() + delay
+                    if spec.key not in self._wanted:
+                        self._jobs.pop(spec.key, None)
+                    self._lock.notify_all()
+                log.warning("cannot fetch %s: %s (retry in %.0f s)", spec.key, error, delay)
+                continue
+            except Exception:
+                log.exception("downloader: unexpected error for %s", spec.key)
+                with self._lock:
+                    job.running = False
+                    job.attempts += 1
+                    job.due = time.monotonic() + self._retry_max
+                    self._lock.notify_all()
+                continue
+            with self._lock:
+                self._jobs.pop(spec.key, None)
+                self._lock.notify_all()
+            self._evict()
+            callback = self.on_ready
+            if callback is not None:
+                try:
+                    callback(spec, path)
+                except Exception:
+                    log.exception("cache on_ready callback failed for %s", spec.key)
+
+    def _download(self, spec: FileSpec) -> Path:
+        errors: list[str] = []
+        for source in spec.sources:
+            try:
+                return self._download_from(spec, source)
+            except CacheError as error:
+                errors.append(f"{source}: {error}")
+                log.info("source failed for %s: %s: %s", spec.key, source, error)
+        raise CacheError("; ".join(errors) or "no source")
+
+    def _partial_path(self, spec: FileSpec, source: str) -> Path:
+        tag = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()[:10]
+        return self.partial_dir / f"{spec.key}-{tag}.part"
+
+    def _download_from(self, spec: FileSpec, source: str) -> Path:
+        part = self._partial_path(spec, source)
+        scheme = urlsplit(source).scheme.lower()
+        if scheme == "file":
+            self._copy_local(source, part)
+            resumed = False
+        elif scheme in ("http", "https"):
+            resumed = self._fetch_http(spec, source, part)
+        else:
+            raise CacheError(f"unsupported scheme {scheme!r}")
+        try:
+            self._verify(spec, part)
+        except CacheError:
+            part.unlink(missing_ok=True)
+            if not resumed:
+                raise
+            # A resumed file may have joined two versions of the source: once more, whole.
+            log.info("resumed download of %s failed verification: fetching it whole", spec.key)
+            self._fetch_http(spec, source, part)
+            try:
+                self._verify(spec, part)
+            except CacheError:
+                part.unlink(missing_ok=True)
+                raise
+        return self._install(spec, source, part)
+
+    def _copy_local(self, source: str, part: Path) -> None:
+        path = Path(unquote(urlsplit(source).path))
+        try:
+            with path.open("rb") as src, part.open("wb") as dst:
+                shutil.copyfileobj(src, dst, CHUNK)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except OSError as error:
+            part.unlink(missing_ok=True)
+            raise CacheError(f"cannot read {path}: {error.strerror or error}") from error
+
+    def _fetch_http(self, spec: FileSpec, source: str, part: Path) -> bool:
+        """Download into ``part``, resuming it when the server agrees. True if resumed."""
+        offset = part.stat().st_size if part.exists() else 0
+        limit = spec.size if spec.size is not None else self.max_bytes
+        if offset > limit:
+            part.unlink()
+            offset = 0
+        headers: dict[str, str] = {"Accept-Encoding": "identity"}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        try:
+            with self._session.get(
+                source, headers=headers, stream=True, timeout=self._timeout
+            ) as response:
+                status = response.status_code
+                mode = "wb"
+                if offset and status == 206:
+                    content_range = response.headers.get("Content-Range", "")
+                    if not content_range.startswith(f"bytes {offset}-"):
+                        raise CacheError(f"unexpected Content-Range {content_range!r}")
+                    mode = "ab"
+                elif offset and status == 416:
+                    return True  # the partial file is already whole: verify it
+                elif status != 200:
+                    raise CacheError(f"HTTP {status}")
+                written = offset if mode == "ab" else 0
+                with part.open(mode) as out:
+                    for chunk in response.iter_content(CHUNK):
+                        written += len(chunk)
+                        if written > limit:
+                            out.close()
+                            part.unlink(missing_ok=True)
+                            raise CacheError(f"larger than {limit} bytes")
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                return mode == "ab"
+        except requests.RequestException as error:
+            raise CacheError(type(error).__name__ + ": " + _short(error)) from error
+        except OSError as error:
+            raise CacheError(f"cannot write {part.name}: {error}") from error
+
+    def _verify(self, spec: FileSpec, part: Path) -> None:
+        size = part.stat().st_size
+        if spec.size is not None and size != spec.size:
+            raise CacheError(f"size {size} bytes, expected {spec.size}")
+        if not spec.hashes:
+            return
+        digests = {kind: hashlib.new(kind, usedforsecurity=False) for kind, _ in spec.hashes}
+        with part.open("rb") as stream:
+            while chunk := stream.read(CHUNK):
+                for digest in digests.values():
+                    digest.update(chunk)
+        for kind, expected in spec.hashes:
+            actual = digests[kind].hexdigest()
+            if actual != expected:
+                log.error(
+                    "hash mismatch for %s: %s is %s, expected %s: file discarded",
+                    spec.sources[0],
+                    kind,
+                    actual,
+                    expected,
+                )
+                raise CacheError(f"{kind} mismatch (got {actual})")
+
+    def _install(self, spec: FileSpec, source: str, part: Path) -> Path:
+        name = spec.key + spec.suffix
+        target = self.files_dir / name
+        os.replace(part, target)
+        _fsync_dir(self.files_dir)
+        for other in self.partial_dir.glob(f"{spec.key}-*.part"):
+            other.unlink(missing_ok=True)
+        size = target.stat().st_size
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO files (key, name, size, added, last_used, source)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (spec.key, name, size, now, now, source),
+            )
+            self._db.commit()
+            self._entries[spec.key] = _Entry(name, size, now, now)
+        log.info("cached %s (%d bytes) from %s", spec.key, size, source)
+        return target
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _short(error: Any) -> str:
+    text = str(error)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,346 @@
+"""The kiosk renderer with real Qt WebEngine (offscreen): pixels read back from the window."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from player.playitem import PlayItem
+from player.renderer import KioskRenderer, RendererOptions
+from player.renderer.webslot import SlotState
+from tests.renderer.conftest import COLOURS, Reports, LoopbackServer, write_png
+from tests.renderer.pixels import (
+    FrameSampler,
+    near,
+    process_for,
+    rgb,
+    uniform_colour,
+    wait_for_colour,
+    wait_until,
+)
+
+pytestmark = pytest.mark.qt
+
+SIZE = (320, 240)
+_tokens = count(1)
+
+
+def item(url: str, content_type: str | None = None, duration: float | None = 10.0) -> PlayItem:
+    return PlayItem(
+        token=next(_tokens),
+        url=url,
+        source_url=url,
+        content_type=content_type,
+        duration=duration,
+        origin="request",
+    )
+
+
+@pytest.fixture
+def make_renderer(qapp: object, tmp_path: Path) -> Iterator[object]:
+    made: list[KioskRenderer] = []
+
+    def make(**options: object) -> tuple[KioskRenderer, Reports]:
+        settings: dict[str, object] = {
+            "fullscreen": False,
+            "window_size": SIZE,
+            "display_name": "Test display",
+            "api_url": "http://127.0.0.1:8080",
+            "keep_screen_on": False,
+        }
+        settings.update(options)
+        renderer = KioskRenderer(RendererOptions(**settings))  # type: ignore[arg-type]
+        reports = Reports()
+        renderer.set_listener(reports)
+        made.append(renderer)
+        return renderer, reports
+
+    yield make
+    for renderer in made:
+        renderer.close()
+
+
+def show_and_wait(renderer: KioskRenderer, reports: Reports, play: PlayItem) -> None:
+    renderer.show(play)
+    done = wait_until(
+        lambda: play.token in reports.shown_tokens() or play.token in reports.failed_tokens(),
+        15,
+    )
+    assert done, f"no report for {play.url}"
+    assert play.token in reports.shown_tokens(), reports.failed
+
+
+def test_idle_page_is_shown_and_not_black(make_renderer: object) -> None:
+    renderer, _ = make_renderer()  # type: ignore[operator]
+    assert wait_until(lambda: renderer.last_frame_time() is not None, 10)
+    image = renderer.grab_image()
+    assert image.width() == SIZE[0]
+    assert image.height() == SIZE[1]
+    dark = sum(1 for x, y in [(10, 10), (160, 200), (300, 230)] if rgb(image, x, y) == (0, 0, 0))
+    assert dark == 0, "the idle page must never be black"
+    # Its background is the calm blue gradient, with light text somewhere on it.
+    r, g, b = rgb(image, 5, 120)
+    assert b > r and b > 50
+    assert any(sum(rgb(image, x, y)) > 500 for x in range(20, 300, 2) for y in range(60, 140, 2))
+
+
+def test_pages_and_cached_images_reach_the_screen(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    for name in ("red", "green", "blue"):
+        show_and_wait(renderer, reports, item(http_server.colour(name)))
+        assert uniform_colour(renderer.grab_image()) == COLOURS[name]
+    picture = write_png(tmp_path / "yellow.png", COLOURS["yellow"], size=SIZE)
+    show_and_wait(renderer, reports, item(picture.as_uri(), "image/png"))
+    assert renderer._front is renderer.image_layer  # the native path, no browser round-trip
+    assert uniform_colour(renderer.grab_image()) == COLOURS["yellow"]
+    # A remote image goes through a page and is fitted on black.
+    http_server.served.files["/m.png"] = (
+        (write_png(tmp_path / "m.png", COLOURS["magenta"], size=(32, 24))).read_bytes(),
+        "image/png",
+    )
+    show_and_wait(renderer, reports, item(http_server.base + "/m.png", "image/png"))
+    centre = renderer.grab_image()
+    assert near(rgb(centre, SIZE[0] // 2, SIZE[1] // 2), COLOURS["magenta"])
+    assert reports.failed == []
+
+
+def test_png_of_the_screen(make_renderer: object, http_server: LoopbackServer) -> None:
+    from PySide6.QtGui import QImage
+
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("cyan")))
+    png = renderer.grab_png()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    image = QImage.fromData(png, "PNG")
+    assert uniform_colour(image) == COLOURS["cyan"]
+
+
+def test_prepared_item_swaps_without_a_blank_frame(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    names = ["red", "green", "blue", "yellow", "magenta", "cyan"]
+    pictures = [
+        write_png(tmp_path / f"{name}.png", COLOURS[name], size=SIZE).as_uri()
+        for name in ("yellow", "cyan")
+    ]
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    sampler = FrameSampler(renderer, [COLOURS[n] for n in names])
+    sampler.start()
+    transitions = 0
+    for round_ in range(4):
+        for index, name in enumerate(names[1:] + names[:1]):
+            if index % 3 == 2:
+                play = item(pictures[(round_ + index) % 2], "image/png")
+            else:
+                play = item(http_server.colour(name))
+            if index % 2 == 0:
+                renderer.prepare(play)
+                process_for(0.15)
+            show_and_wait(renderer, reports, play)
+            transitions += 1
+            process_for(0.03)
+    sampler.stop()
+    assert transitions == 24
+    assert sampler.samples > 100
+    assert sampler.bad == [], f"{len(sampler.bad)} blank or foreign frames: {sampler.bad[:3]}"
+
+
+def test_crossfade_never_passes_through_black_or_white(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    renderer, reports = make_renderer(crossfade_ms=200)  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    sampler = FrameSampler(renderer, [])
+    blank: list[tuple[int, int, int]] = []
+
+    def sample() -> None:
+        image = renderer.grab_image()
+        point = rgb(image, SIZE[0] // 2, SIZE[1] // 2)
+        sampler.samples += 1
+        if near(point, (0, 0, 0), 30) or near(point, (255, 255, 255), 30):
+            blank.append(point)
+
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer()
+    timer.timeout.connect(sample)
+    timer.start(5)
+    mixed = 0
+    for name in ("green", "red", "green"):
+        show_and_wait(renderer, reports, item(http_server.colour(name)))
+        start = time.monotonic()
+        while time.monotonic() - start < 0.3:
+            process_for(0.02)
+            point = rgb(renderer.grab_image(), 10, 10)
+            if 40 < point[0] < 215 and 40 < point[1] < 215:
+                mixed += 1
+    timer.stop()
+    assert blank == []
+    assert mixed > 0, "a crossfade shows both items blended for a moment"
+    assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
+
+
+def test_failed_page_never_reaches_the_screen(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("green")))
+    missing = item(http_server.base + "/missing-page")
+    renderer.show(missing)
+    assert wait_until(lambda: missing.token in reports.failed_tokens(), 10)
+    assert "404" in dict(reports.failed)[missing.token]
+    unreachable = item("http://127.0.0.1:1/")
+    renderer.show(unreachable)
+    assert wait_until(lambda: unreachable.token in reports.failed_tokens(), 10)
+    process_for(0.2)
+    # Still the last good item, never an error page.
+    assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
+
+
+def test_page_that_stalls_is_abandoned_after_the_timeout(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    renderer, reports = make_renderer(page_load_timeout=1.0)  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("blue")))
+    http_server.served.slow_paths.add("/slow")
+    stalled = item(http_server.base + "/slow")
+    renderer.show(stalled)
+    assert wait_until(lambda: stalled.token in reports.failed_tokens(), 5)
+    assert "within 1 s" in dict(reports.failed)[stalled.token]
+    assert uniform_colour(renderer.grab_image()) == COLOURS["blue"]
+
+
+def test_show_idle_replaces_content(make_renderer: object, http_server: LoopbackServer) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    renderer.show_idle()
+    assert wait_until(lambda: uniform_colour(renderer.grab_image()) != COLOURS["red"], 10)
+    assert renderer.current_token is None
+    r, g, b = rgb(renderer.grab_image(), 5, 120)
+    assert b > r and (r, g, b) != (0, 0, 0)
+
+
+def test_rotation_turns_the_pixels(make_renderer: object, http_server: LoopbackServer) -> None:
+    marker = (
+        "<!doctype html><body style='margin:0;background:#ff0000'>"
+        "<div style='width:50vw;height:50vh;background:#0000ff'></div></body>"
+    )
+    http_server.served.files["/marker.html"] = (marker.encode(), "text/html")
+    expected = {  # where the page's blue top-left quadrant lands on the screen
+        0: (40, 40),
+        90: (SIZE[0] - 40, 40),
+        180: (SIZE[0] - 40, SIZE[1] - 40),
+        270: (40, SIZE[1] - 40),
+    }
+    for rotation in (90, 180):
+        renderer, reports = make_renderer(rotation=rotation)  # type: ignore[operator]
+        show_and_wait(renderer, reports, item(http_server.base + "/marker.html"))
+        image = renderer.grab_image()
+        assert (image.width(), image.height()) == SIZE
+        for angle, (x, y) in expected.items():
+            colour = rgb(image, x, y)
+            wanted = COLOURS["blue"] if angle == rotation else COLOURS["red"]
+            assert near(colour, wanted), (rotation, angle, colour)
+        renderer.close()
+
+
+def test_sensor_context_reaches_the_page(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    page = """<!doctype html><body style='margin:0;background:#000000'><script>
+    window.pdn.onSensor((sensors) => {
+      if (sensors.colour) document.body.style.background = sensors.colour;
+    });
+    window.addEventListener('pdn-sensors', (event) => {
+      if (event.detail.event) document.body.style.background = event.detail.event;
+    });
+    </script></body>"""
+    http_server.served.files["/context.html"] = (page.encode(), "text/html")
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    renderer.set_context({"colour": "#00ff00"})
+    show_and_wait(renderer, reports, item(http_server.base + "/context.html"))
+    assert wait_for_colour(renderer, COLOURS["green"], 5) is not None
+    renderer.set_context({"colour": "#0000ff"})
+    assert wait_for_colour(renderer, COLOURS["blue"], 5) is not None
+    renderer.set_context({"event": "#ff00ff"})
+    assert wait_for_colour(renderer, COLOURS["magenta"], 5) is not None
+
+
+def test_killed_render_process_recovers(make_renderer: object, http_server: LoopbackServer) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    play = item(http_server.colour("green"))
+    show_and_wait(renderer, reports, play)
+    slot = renderer._front_slot()
+    assert slot is not None
+    pid = slot.render_pid()
+    os.kill(pid, signal.SIGKILL)
+    # The crashed view is covered at once, then the item comes back.
+    assert wait_until(lambda: renderer._front is renderer.cover, 5)
+    cover = rgb(renderer.grab_image(), 5, 120)
+    assert cover != (0, 0, 0)
+    assert wait_for_colour(renderer, COLOURS["green"], 10) is not None
+    assert slot.render_pid() != pid
+    assert renderer.current_token == play.token
+    assert reports.failed == []
+
+
+def test_hung_page_is_killed_and_reloaded(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    hang = """<!doctype html><body style='margin:0;background:#00ffff'><script>
+    if (!sessionStorage.getItem('hung')) {
+      sessionStorage.setItem('hung', '1');
+      setTimeout(() => { for (;;) {} }, 300);
+    }
+    </script></body>"""
+    http_server.served.files["/hang.html"] = (hang.encode(), "text/html")
+    renderer, reports = make_renderer(hang_timeout=2.0)  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.base + "/hang.html"))
+    slot = renderer._front_slot()
+    assert slot is not None
+    pid = slot.render_pid()
+    assert wait_until(lambda: not renderer.alive, 6)
+    assert wait_until(lambda: slot.render_pid() not in (0, pid), 8)
+    assert wait_for_colour(renderer, COLOURS["cyan"], 10) is not None
+    assert wait_until(lambda: renderer.alive, 5)
+
+
+def test_undecodable_video_is_refused_with_a_reason(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    http_server.served.files["/clip.mp4"] = (b"\x00\x00\x00\x18ftypmp42" + bytes(64), "video/mp4")
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    clip = item(http_server.base + "/clip.mp4", "video/mp4; codecs=avc1.42E01E", duration=None)
+    renderer.show(clip)
+    assert wait_until(lambda: clip.token in reports.failed_tokens(), 10)
+    reason = dict(reports.failed)[clip.token]
+    assert "decode" in reason or "play" in reason
+    assert uniform_colour(renderer.grab_image()) == COLOURS["red"]
+
+
+def test_views_are_recycled_not_recreated(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    renderer, reports = make_renderer(recycle_after_loads=3)  # type: ignore[operator]
+    first_views = {id(slot.view) for slot in renderer.slots}
+    seen_views: set[int] = set()
+    for index in range(10):
+        show_and_wait(renderer, reports, item(http_server.colour(["red", "blue"][index % 2])))
+        seen_views |= {id(slot.view) for slot in renderer.slots}
+        process_for(0.3)  # the old view is blanked shortly after the swap
+    blank = [slot for slot in renderer.slots if slot.view is not renderer._front]
+    assert [slot.state for slot in blank] == [SlotState.BLANK]
+    assert blank[0].page.history().count() <= 1
+    # Renewed every 3 loads: a handful of views over 10 items, not one per item.
+    assert len(seen_views - first_views) >= 2
+    assert len(seen_views) < 10
