@@ -103,7 +103,8 @@ class LoopbackServer:
     stop: Callable[[], None]
 
     def colour(self, name: str) -> str:
-        return f"{self.base}/colour/{'%02x%02x%02x' % COLOURS[name]}"
+        red, green, blue = COLOURS[name]
+        return f"{self.base}/colour/{red:02x}{green:02x}{blue:02x}"
 
 
 @pytest.fixture
@@ -156,5 +157,5 @@ def write_png(path: Path, rgb: tuple[int, int, int], size: tuple[int, int] = (64
 
     image = QImage(size[0], size[1], QImage.Format.Format_RGB32)
     image.fill(QColor(*rgb))
-    assert image.save(str(path), "PNG")
+    assert image.save(str(path), b"PNG")
     return path

@@ -14,7 +14,7 @@ import pytest
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.webslot import SlotState
-from tests.renderer.conftest import COLOURS, Reports, LoopbackServer, write_png
+from tests.renderer.conftest import COLOURS, LoopbackServer, Reports, write_png
 from tests.renderer.pixels import (
     FrameSampler,
     near,
@@ -85,7 +85,7 @@ def test_idle_page_is_shown_and_not_black(make_renderer: object) -> None:
     dark = sum(1 for x, y in [(10, 10), (160, 200), (300, 230)] if rgb(image, x, y) == (0, 0, 0))
     assert dark == 0, "the idle page must never be black"
     # Its background is the calm blue gradient, with light text somewhere on it.
-    r, g, b = rgb(image, 5, 120)
+    r, _, b = rgb(image, 5, 120)
     assert b > r and b > 50
     assert any(sum(rgb(image, x, y)) > 500 for x in range(20, 300, 2) for y in range(60, 140, 2))
 
@@ -119,7 +119,7 @@ def test_png_of_the_screen(make_renderer: object, http_server: LoopbackServer) -
     show_and_wait(renderer, reports, item(http_server.colour("cyan")))
     png = renderer.grab_png()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    image = QImage.fromData(png, "PNG")
+    image = QImage.fromData(png, b"PNG")
     assert uniform_colour(image) == COLOURS["cyan"]
 
 
