@@ -1,0 +1,122 @@
+"""The display's TOML configuration: layers, notations and messages that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from player.config import ConfigError, load_config, origin_of
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "display.toml"
+    path.write_text(text)
+    return path
+
+
+def test_full_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'name = "Lobby"\ntimezone = "Europe/London"\naccept-cds = false\n'
+        'allowed_origins = ["https://Signage.Example.org:443/", "http://10.0.0.2:8000"]\n'
+        'api_token = "from-file"\npublic_url = "http://10.0.0.5:8080/"\ndata_dir = "/var/lib/pdn"\n'
+        '[location]\nlatitude = "N 54 00.624"\nlongitude = "W2.7870"\n'
+        '[listen]\nhost = "0.0.0.0"\nport = 9000\n'
+        "[screen]\nindex = 1\nrotation = 90\ncrossfade = 0.5\n",
+    )
+    config = load_config(path, environ={})
+    assert config.name == "Lobby"
+    assert config.timezone == "Europe/London"
+    assert config.accept_cds is False
+    assert config.allowed_origins == ("https://signage.example.org", "http://10.0.0.2:8000")
+    assert config.api_token == "from-file"
+    assert config.public_url == "http://10.0.0.5:8080"
+    assert config.data_dir == Path("/var/lib/pdn")
+    assert config.location == {"latitude": "N 54 00.624", "longitude": "W2.7870"}
+    assert (config.host, config.port) == ("0.0.0.0", 9000)
+    assert (config.screen.index, config.screen.rotation, config.screen.crossfade) == (1, 90, 0.5)
+    assert config.origin_allowed("https://signage.example.org/page?x=1")
+    assert not config.origin_allowed("https://signage.example.org:8443/page")
+    assert not config.origin_allowed("http://signage.example.org/")
+
+
+def test_layers_environment_then_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "File"\napi_token = "file"\n[listen]\nport = 9000\n')
+    config = load_config(
+        path,
+        overrides={"port": 9100, "name": "Flag", "host": None},
+        environ={"PDN_API_TOKEN": "env"},
+    )
+    assert (config.name, config.port, config.host, config.api_token) == (
+        "Flag",
+        9100,
+        "127.0.0.1",
+        "env",
+    )
+    assert load_config(None, environ={"PDN_CONFIG": str(path)}).name == "File"
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = load_config(None, environ={})
+    assert (config.host, config.port, config.accept_cds, config.api_token) == (
+        "127.0.0.1",
+        8080,
+        True,
+        None,
+    )
+    assert config.allowed_origins == () and config.origin_allowed("http://anything.example/")
+
+
+def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    assert load_config(None, environ={}).data_dir == Path("data")
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/pdn")
+    assert load_config(None, environ={}).data_dir == Path("/var/lib/pdn")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('colour = "red"\n', "colour"),
+        ("name = 5\n", "name"),
+        ('timezone = "Mars/Olympus"\n', "timezone"),
+        ("accept_cds = 1\n", "accept_cds"),
+        ('allowed_origins = ["https://a.example/path"]\n', "allowed_origins"),
+        ('allowed_origins = ["ftp://a.example"]\n', "allowed_origins"),
+        ('public_url = "not a url"\n', "public_url"),
+        ('[location]\nlatitude = "E54"\nlongitude = "W2"\n', "location.latitude"),
+        ('[location]\nlatitude = "N54"\n', "location.longitude"),
+        ('[location]\nlatitude = "N54"\nlongitude = "W2"\naltitude = "3"\n', "location.altitude"),
+        ("[listen]\nport = 70000\n", "listen.port"),
+        ('[listen]\nport = "80"\n', "listen.port"),
+        ("[screen]\nrotation = 45\n", "screen.rotation"),
+        ("[screen]\ncrossfade = -1\n", "screen.crossfade"),
+        ("[screen]\nwidth = 3\n", "screen.width"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, text: str, named: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert named in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_config(tmp_path / "missing.toml", environ={})
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "name = \n"), environ={})
+
+
+def test_bad_flags(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--port"):
+        load_config(None, overrides={"port": 99999}, environ={})
+    with pytest.raises(ConfigError, match="--timezone"):
+        load_config(None, overrides={"timezone": "Nowhere/Land"}, environ={})
+
+
+def test_origin_of() -> None:
+    assert origin_of("HTTPS://Example.ORG:443/a") == "https://example.org"
+    assert origin_of("http://[::1]:8080/x") == "http://[::1]:8080"
