@@ -25,8 +25,9 @@ def request_body(display: str, **params: object) -> dict[str, object]:
     }
 
 
-@pytest.fixture
-def apps_dir(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def apps_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("content")
     app = tmp_path / "apps" / "clock"
     app.mkdir(parents=True)
     (app / "index.html").write_text(
@@ -37,7 +38,7 @@ def apps_dir(tmp_path: Path) -> Path:
     return tmp_path / "apps"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def content(apps_dir: Path) -> Iterator[str]:
     forwarder = DisplayForwarder()
     app = create_app(

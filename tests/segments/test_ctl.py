@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,17 @@ from server.ctl import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE,
 from tests.segments.conftest import HttpPeer
 from tests.segments.test_content import socket_closed_port
 from tests.segments.test_scheduler import LOBBY
+
+
+@pytest.fixture(autouse=True)
+def keep_logging() -> Iterator[None]:
+    """server.cli.main sets up logging on the captured stderr; put the test's back after."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
 
 PLAYING = {
     "content-item": "http://example.org/a.html",

@@ -305,7 +305,11 @@ def test_token_protects_changes_only(tmp_path: Path, schedules_dir: Path) -> Non
     service = start(tmp_path, schedules_dir, token="s3cret")
     try:
         body = {"url": "http://192.0.2.1", "location": LOCATION}
-        assert post(f"{service.url}/displays", body).status_code == 401
+        refused = requests.post(
+            f"{service.url}/displays", json=body, timeout=5, headers={"Connection": "close"}
+        )
+        assert refused.status_code == 401
+        assert refused.json()["error"] == "unauthorized"
         ok = requests.post(
             f"{service.url}/displays",
             json=body,
