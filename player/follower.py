@@ -430,20 +430,14 @@ def start_for_display(
     """Start the follower (when asked) and the remote-set fetcher; return their stopper.
 
     ``service.apply_cds`` is the code path of ``POST /schedule`` with ``text/xml``;
-    ``playlist`` is the display's ``cds.evaluate.Playlist`` (remote sets are plugged into it,
-    then the engine re-reads its documents).
+    ``playlist`` (the display's ``cds.evaluate.Playlist``) lists the remote sets, and
+    ``service.set_remote`` plugs each fetched one in.
     """
     from cds.parser import parse
 
-    # apply_cds changes the documents under this lock; plugging a remote set in under it too
-    # keeps the engine from being handed an older list of documents.
-    documents_lock = getattr(service, "_cds_lock", None) or threading.Lock()
-
     def deliver_remote(key: str, data: bytes) -> None:
-        document = parse(data)
-        with documents_lock:
-            playlist.set_remote(key, document)
-            service.engine.set_documents(playlist.documents())
+        # set_remote plugs it in under the service's documents lock and re-plans playback.
+        service.set_remote(key, parse(data).root)
 
     fetcher = RemoteSetFetcher(
         remote_sets=playlist.remote_sets,

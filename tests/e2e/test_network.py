@@ -237,6 +237,30 @@ def test_content_app_request_reaches_the_screen(network: Network) -> None:
     assert "Hello+from+the+content+segment" in record["content-item"]
 
 
+def test_remote_content_set_is_fetched_and_played(network: Network) -> None:
+    fetched = network.root / "remote-menu.xml"
+    fetched.write_bytes(
+        schedule_xml("Remote menu", network.url("content")).replace(b'name="lobby"', b'name="menu"')
+    )
+    pointer = f"""<content-set name="remote-menu" type="remote">
+  <requires-file><sources><uri>{fetched.as_uri()}</uri></sources></requires-file>
+</content-set>""".encode()
+    answer = requests.post(
+        f"{network.url('display')}/schedule",
+        data=pointer,
+        headers={"Content-Type": "text/xml"},
+        timeout=5,
+    )
+    assert answer.status_code == 202
+    wait_for(
+        lambda: "text=Remote%20menu" in (network.playback().get("content-item") or ""),
+        20,
+        "the remote set's item on screen",
+    )
+    kept = list((network.root / "display-data" / "remote-sets").glob("*.xml"))
+    assert [path.read_bytes() for path in kept] == [fetched.read_bytes()]
+
+
 def test_sensor_readings_reach_the_display(network: Network) -> None:
     answer = requests.post(
         f"{network.url('sensor')}/subscribe",
