@@ -17,6 +17,7 @@ import time
 from enum import Enum
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWebEngineCore import (
     QWebEngineLoadingInfo,
     QWebEnginePage,
@@ -32,6 +33,11 @@ from player.renderer.window import Stage
 log = logging.getLogger("pdn.renderer")
 
 ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
+# What a view shows before its page's first frame reaches Qt: near black, but not a colour a
+# page is likely to paint everywhere, so a view still showing only this has not painted.
+UNPAINTED = QColor(1, 2, 3)
+CONFIRM_INTERVAL_MS = 8
+CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
 
 
 class SlotState(Enum):
@@ -124,7 +130,7 @@ class WebSlot(QObject):
         view.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)
         view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         view.setCursor(Qt.CursorShape.BlankCursor)
-        page.setBackgroundColor(Qt.GlobalColor.black)
+        page.setBackgroundColor(UNPAINTED)
         page.setAudioMuted(True)
         page.loadingChanged.connect(self._loading_changed)
         page.channel_message.connect(self._message)
@@ -275,13 +281,35 @@ class WebSlot(QObject):
             duration = message.get("duration")
             if isinstance(duration, int | float) and duration > 0:
                 self.natural_duration = float(duration)
-            self._timeout.stop()
-            self.state = SlotState.READY
-            self.ready.emit(self)
+            self._confirm_painted(generation, 0)
         elif event == "failed" and self.state is not SlotState.BLANK:
             self._fail(str(message.get("reason") or "the media could not be played"))
         elif event == "ended" and self.state is SlotState.SHOWN:
             self.ended.emit(self)
+
+    def _confirm_painted(self, generation: int, attempt: int) -> None:
+        """The page says it painted; wait until Qt's side of the view shows it too (a new
+        document gets a new compositor view in Qt, whose first frame can lag the page)."""
+        if generation != self.generation or self.state is not SlotState.LOADING:
+            return
+        if attempt < CONFIRM_ATTEMPTS and not self._shows_content():
+            QTimer.singleShot(
+                CONFIRM_INTERVAL_MS, lambda: self._confirm_painted(generation, attempt + 1)
+            )
+            return
+        self._timeout.stop()
+        self.state = SlotState.READY
+        self.ready.emit(self)
+
+    def _shows_content(self) -> bool:
+        image = self.view.grab().toImage()
+        width, height = image.width(), image.height()
+        if width < 2 or height < 2:
+            return False
+        blank = UNPAINTED.rgb()
+        points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
+        points += [(1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
+        return any(image.pixel(x, y) != blank for x, y in points)
 
     def _fail(self, reason: str) -> None:
         self._timeout.stop()
