@@ -49,6 +49,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
 
 
+# Green when the display's context API says the sensor reads 22 or more, red otherwise.
+GAUGE_PAGE = """<!doctype html><html><body style="margin:0;height:100vh;background:#f00">
+<script>
+function paint(sensors) {
+  let value = sensors["e2e-temp"];
+  if (value && typeof value === "object") { value = value.data; }
+  document.body.style.background = Number(value) >= 22 ? "#0f0" : "#f00";
+}
+if (window.pdn) { window.pdn.onSensor(paint); }
+</script></body></html>
+"""
+
+
 def _answers(url: str) -> bool:
     return requests.get(url, timeout=2).ok
 
@@ -129,7 +142,10 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         f'longitude = "{LOCATION["longitude"]}"\n'
     )
     try:
-        net.start("content")
+        gauge = root / "apps" / "gauge"
+        gauge.mkdir(parents=True)
+        (gauge / "index.html").write_text(GAUGE_PAGE)
+        net.start("content", "--apps", str(root / "apps"))
         net.start(
             "sensor",
             "--sensor-id",
@@ -292,6 +308,34 @@ def test_sensor_readings_reach_the_display(network: Network) -> None:
         5,
         "the new reading",
     )
+    # A page on screen sees the reading through the display's context API (window.pdn).
+    answer = requests.post(
+        f"{network.url('content')}/gauge/schedule",
+        json={
+            "application-params": {},
+            "display-uri": network.url("display"),
+            "preferred-duration": "6 seconds",
+            "requestor": {"device-id": "e2e"},
+        },
+        timeout=10,
+    )
+    assert answer.json() == {"request-status": "forwarded"}
+    wait_for(
+        lambda: "/gauge/" in (network.playback().get("content-item") or ""),
+        15,
+        "the gauge page on screen",
+    )
+    wait_for(lambda: _centre_colour(network) == (0, 255, 0), 10, "the page turned green")
+
+
+def _centre_colour(network: Network) -> tuple[int, int, int]:
+    from PySide6.QtGui import QImage
+
+    png = requests.get(f"{network.url('display')}/x/screenshot", timeout=10).content
+    image = QImage()
+    assert image.loadFromData(png), "the screenshot is not a PNG"
+    pixel = image.pixelColor(image.width() // 2, image.height() // 2)
+    return (pixel.red(), pixel.green(), pixel.blue())
 
 
 def test_scheduler_killed_and_restarted_loses_nothing(network: Network) -> None:
@@ -312,6 +356,6 @@ def test_scheduler_killed_and_restarted_loses_nothing(network: Network) -> None:
     )
     wait_for(
         lambda: "text=Lobby%20three" in (network.playback().get("content-item") or ""),
-        15,
+        25,  # the gauge request of the sensor test may still be on screen
         "the change after the restart on screen",
     )
