@@ -49,13 +49,42 @@ from cds.model import (
     TimeWindow,
 )
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_ELEMENTS", "parse", "schema", "schema_problems"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_CHILDREN",
+    "MAX_DEPTH",
+    "MAX_ELEMENTS",
+    "parse",
+    "schema",
+    "schema_problems",
+]
 
 log = logging.getLogger("pdn.cds")
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
-MAX_ELEMENTS = 200_000
+MAX_ELEMENTS = 100_000
+MAX_CHILDREN = 5_000  # direct children of one element (items of one set)
+MAX_ATTRIBUTES = 64
+MAX_UNKNOWN_ELEMENTS = 2_000  # unknown elements and everything inside them, in all
+# Elements that hold a handful of things in any real CDS (addresses, digests, windows).
+_FEW_CHILDREN = 64
+_FEW_CHILDREN_IN = frozenset(
+    (
+        "content-item",
+        "constraints",
+        "scheduling-constraints",
+        "time",
+        "day-of-week",
+        "date",
+        "requires-file",
+        "hashes",
+        "sources",
+        "playback",
+        "priority",
+        "between",
+    )
+)
 # Enough to fix a document in one go, without drowning the reader.
 MAX_PROBLEMS = 50
 
@@ -231,6 +260,12 @@ def _refuse_declarations(raw: bytes) -> None:
 
 
 def _check_shape(root: etree._Element) -> None:
+    """Bound the document's shape before anything costly runs on it.
+
+    libxml2's RELAX NG validation of free-order content grows faster than linearly with the
+    number of siblings and attributes, so besides depth and size the number of children and
+    attributes of one element is bounded too, tightly where a real CDS has only a few.
+    """
     depth = 0
     count = 0
     for event, element in etree.iterwalk(root, events=("start", "end")):
@@ -239,11 +274,12 @@ def _check_shape(root: etree._Element) -> None:
             continue
         depth += 1
         count += 1
+        line = _line(element)
         if depth > MAX_DEPTH:
             raise CdsError(
                 [
                     Problem(
-                        _line(element),
+                        line,
                         None,
                         f"elements are nested more than {MAX_DEPTH} levels deep; "
                         "a CDS never needs that many",
@@ -253,6 +289,27 @@ def _check_shape(root: etree._Element) -> None:
         if count > MAX_ELEMENTS:
             raise CdsError(
                 [Problem(None, None, f"the document has more than {MAX_ELEMENTS} elements")]
+            )
+        name = _shown(element)
+        if len(element.attrib) > MAX_ATTRIBUTES:
+            raise CdsError(
+                [Problem(line, name, f"<{name}> has more than {MAX_ATTRIBUTES} attributes")]
+            )
+        limit = _FEW_CHILDREN if _local(element) in _FEW_CHILDREN_IN else MAX_CHILDREN
+        if len(element) > limit:
+            raise CdsError(
+                [
+                    Problem(
+                        line,
+                        name,
+                        f"<{name}> holds more than {limit} elements; "
+                        + (
+                            "a CDS needs only a few here"
+                            if limit == _FEW_CHILDREN
+                            else "split it into several sets"
+                        ),
+                    )
+                ]
             )
 
 
@@ -368,6 +425,19 @@ class _Builder:
     def __init__(self) -> None:
         self.errors: list[Problem] = []
         self.warnings: list[Problem] = []
+        self.unknown_budget = MAX_UNKNOWN_ELEMENTS
+
+    def keep(self, element: etree._Element) -> str:
+        """An unknown (or auth/feedback) element as text, within the document's budget."""
+        size = sum(1 for _ in element.iter())
+        self.unknown_budget -= size
+        if self.unknown_budget < 0 <= self.unknown_budget + size:
+            self.error(
+                element,
+                f"the document has more than {MAX_UNKNOWN_ELEMENTS} elements that are not part "
+                "of the CDS grammar; is it a CDS?",
+            )
+        return canonical_xml(element) if self.unknown_budget >= 0 else ""
 
     # -- reporting
 
@@ -402,7 +472,7 @@ class _Builder:
                 hint = ""
             self.error(child, f"<{name}> does not belong inside <{where}>{hint}")
         else:
-            extras.add_element(path, canonical_xml(child))
+            extras.add_element(path, self.keep(child))
             self.warn(
                 child,
                 f"<{_shown(child)}> inside <{where}> is not part of the CDS grammar; "
@@ -554,7 +624,7 @@ class _Builder:
             elif name in ("auth", "feedback"):
                 if name in kept:
                     self.error(child, f"a <content-set> has at most one <{name}>")
-                kept[name] = canonical_xml(child)
+                kept[name] = self.keep(child)
             else:
                 self.unknown_element(element, child, extras, "")
         set_name = element.get("name")

@@ -73,6 +73,21 @@ def hostile_documents() -> list[tuple[str, bytes]]:
         ("deep-65", nested_sets),
         ("element-flood", flood),
         ("huge", huge),
+        ("wide-set", b"<content-set>" + b'<content-set name="x"/>' * 5001 + b"</content-set>"),
+        (
+            "wide-sources",
+            b"<content-set><content-item><requires-file><sources>"
+            + b"<uri>http://x/</uri>" * 65
+            + b"</sources></requires-file></content-item></content-set>",
+        ),
+        (
+            "attribute-flood",
+            b"<content-set " + b" ".join(b'a%d="1"' % i for i in range(5000)) + b"/>",
+        ),
+        (
+            "unknown-flood",
+            b"<content-set>" + (b"<x-a>" + b"<b/>" * 4000 + b"</x-a>") * 20 + b"</content-set>",
+        ),
     ]
 
 
@@ -95,7 +110,11 @@ def test_hostile_documents_are_refused(name: str, data: bytes) -> None:
         "late-doctype": "DOCTYPE",
         "deep-10000": "nested more than 64 levels",
         "deep-65": "nested more than 64 levels",
-        "element-flood": "more than 200000 elements",
+        "element-flood": "more than 100000 elements",
+        "wide-set": "<content-set> holds more than 5000 elements; split it into several sets",
+        "wide-sources": "<sources> holds more than 64 elements",
+        "attribute-flood": "<content-set> has more than 64 attributes",
+        "unknown-flood": "more than 2000 elements that are not part of the CDS grammar",
         "huge": "larger than 8 MiB",
     }[name]
     assert expected in message
