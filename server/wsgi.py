@@ -68,6 +68,22 @@ class WsgiServer:
             log.debug("%s server loop ended", self.name)
 
     def stop(self) -> None:
-        self._server.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        """Stop at once: close the listener and every open connection, end the workers.
+
+        Closing only the listener would leave kept-alive connections answering (and the loop
+        running) for seconds; the closing runs on the server's own loop thread, through the
+        trigger, because waitress's socket map is not thread-safe.
+        """
+        if self._thread is None or not self._thread.is_alive():
+            self._close_everything()
+            return
+        self._server.trigger.pull_trigger(self._close_everything)
+        self._thread.join(timeout=5)
+
+    def _close_everything(self) -> None:
+        server = self._server
+        for dispatcher in list(server._map.values()):
+            if dispatcher is not server and dispatcher is not server.trigger:
+                dispatcher.close()
+        server.close()  # the listener and the trigger; the loop ends with an empty map
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
