@@ -559,12 +559,7 @@ class Playlist:
         for node in self._items:
             if not all(holds(constraints) for constraints, _ in node.chain):
                 continue
-            try:
-                ok = available(node.item)
-            except Exception:
-                log.exception("availability check failed for %s", node.item.url)
-                ok = False
-            if ok:
+            if _safely(available, node.item):
                 eligible.append(node)
         top = max((node.priority for node in eligible), default=None)
         return eligible, top
@@ -717,7 +712,7 @@ class Playlist:
                 reasons: list[str] = []
                 for constraints, label in node.chain:
                     reasons.extend(_closed(constraints, label, local, zone))
-                if not reasons and node.key not in eligible_keys:
+                if node.key not in eligible_keys and not _safely(available, node.item):
                     reasons.append(
                         "its file is not available (not in the cache yet, or failed its hash check)"
                     )
@@ -755,6 +750,15 @@ class Playlist:
                     )
                 )
             return verdicts
+
+
+def _safely(available: Available, item: ContentItem) -> bool:
+    """The caller's availability answer; a failing check counts as "not available"."""
+    try:
+        return bool(available(item))
+    except Exception:
+        log.exception("availability check failed for %s", item.url)
+        return False
 
 
 def _selection(node: _ItemNode) -> Selection:

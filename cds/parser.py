@@ -496,15 +496,15 @@ class _Builder:
 
     def check_text(self, element: etree._Element) -> None:
         """Container elements hold elements only (whitespace anywhere is fine)."""
-        texts = [element.text, *(child.tail for child in element)]
-        for text in texts:
-            if text is not None and text.strip():
-                self.error(
-                    element,
-                    f"<{_shown(element)}> contains the text '{_short(text)}' outside any "
-                    "element; text belongs only in <uri>, <hash> and <preferred-duration>",
-                )
-                return
+        text = element.text
+        if text is None or not text.strip():
+            text = next((c.tail for c in element if c.tail is not None and c.tail.strip()), None)
+        if text is not None and text.strip():
+            self.error(
+                element,
+                f"<{_shown(element)}> contains the text '{_short(text)}' outside any "
+                "element; text belongs only in <uri>, <hash> and <preferred-duration>",
+            )
 
     def leaf_text(self, element: etree._Element) -> str:
         """The text of an element that holds only text (uri, hash, preferred-duration)."""

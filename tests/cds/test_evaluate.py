@@ -656,6 +656,11 @@ def test_explain_names_the_constraint_that_excludes_each_item() -> None:
     assert not verdicts["quiet"].eligible
     assert "priority low is below medium" in verdicts["quiet"].reasons[0]
     assert "not available" in verdicts["missing"].reasons[0]
+    # Both kinds of reason are given when both apply.
+    both = p.explain(at("2026-11-23 18:02"), lambda i: not i.url.endswith("lunch"))
+    lunch = next(v for v in both if v.url.endswith("lunch"))
+    assert len(lunch.reasons) == 2
+    assert "not available" in lunch.reasons[1]
 
 
 def test_explain_reports_unfetched_remote_sets() -> None:
