@@ -148,6 +148,13 @@ def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: Displa
     driver = ThreadDriver(service.engine)
     outbox.start()
     app.extensions["pdn.display"] = service
+    # The first tick shows what should show now (idle on a new display): wait for it, so
+    # tests start from a settled screen.
+    deadline = time.monotonic() + 5
+    while service.engine.status().idle is False and service.engine.status().current is None:
+        if time.monotonic() > deadline:
+            raise AssertionError("the engine never settled")
+        time.sleep(0.005)
     return Display(server.url, service, store, outbox, renderer, config, data_dir, driver)
 
 
