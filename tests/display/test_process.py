@@ -150,6 +150,16 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
         assert requests.post(url + "/playback/subscribe/", json=hook, timeout=5).status_code == 201
         reading = {"sensor-id": "t1", "sensor-type": "air temperature", "data": 20.5}
         assert requests.post(url + "/sensing", json=reading, timeout=5).status_code == 200
+        lobby = (
+            f'<content-set name="lobby"><content-item content-type="text/html"><requires-file>'
+            f"<sources><uri>{content.url}/lobby</uri></sources></requires-file></content-item>"
+            f"</content-set>"
+        ).encode()
+        scheduled = requests.post(
+            url + "/schedule", data=lobby, headers={"Content-Type": "text/xml"}, timeout=5
+        )
+        assert scheduled.json() == {"request-status": "scheduling"}
+        wait_playback(url, lambda r: r["set"] == "lobby")
         item = {"content-item": content.url + "/page", "preferred-duration": "2 minutes"}
         answer = requests.post(url + "/schedule", json=item, timeout=5)
         assert answer.json() == {"request-status": "scheduling"}
@@ -179,6 +189,7 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
         )
         assert after["origin"] == "request"
         assert after["duration"] < 120.0  # the time it had left, not a fresh two minutes
+        assert requests.get(url + "/x/health", timeout=5).json()["schedule"]["sets"] == ["lobby"]
         assert requests.get(url + "/sensing", timeout=5).json() == [
             {"sensor-id": "t1", "sensor-type": "air temperature"}
         ]
