@@ -6,12 +6,15 @@ a document that makes the parser hang or expand.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cds.errors import CdsError
 from cds.parser import MAX_BYTES, MAX_DEPTH, parse
+from cds.serialise import to_xml
 
 from .helpers import content_set, item
 
@@ -139,6 +142,16 @@ def test_arbitrary_bytes_only_raise_cds_error(data: bytes) -> None:
         assert "could not be read (" not in str(error), "an unexpected exception inside"
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=500))
+def test_arbitrary_text_only_raises_cds_error(text: str) -> None:
+    try:
+        parse(text)
+    except CdsError as error:
+        assert error.problems
+        assert "could not be read (" not in str(error), "an unexpected exception inside"
+
+
 _PIECES = st.sampled_from(
     [
         "<content-set",
@@ -199,3 +212,45 @@ def test_almost_cds_only_raises_cds_error(text: str) -> None:
         except CdsError as error:
             assert error.problems
             assert "could not be read (" not in str(error), "an unexpected exception inside"
+
+
+_CAMPUS = (Path(__file__).parent / "data" / "campus.xml").read_text(encoding="utf-8")
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(["delete", "repeat", "insert"]),
+        st.integers(0, len(_CAMPUS)),
+        st.integers(1, 40),
+        st.sampled_from(["<", ">", "/", '"', "'", " ", "x", "0", "-", "&", "é", "<x-a/>"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _edit(text: str, edits: list[tuple[str, int, int, str]]) -> str:
+    for operation, where, length, piece in edits:
+        position = where % (len(text) + 1)
+        if operation == "delete":
+            text = text[:position] + text[position + length :]
+        elif operation == "repeat":
+            text = text[:position] + text[position : position + length] + text[position:]
+        else:
+            text = text[:position] + piece + text[position:]
+    return text
+
+
+@settings(max_examples=200, deadline=None)
+@given(_EDITS)
+def test_damaged_documents_are_refused_or_round_trip(
+    edits: list[tuple[str, int, int, str]],
+) -> None:
+    """A real schedule with random damage: refused with CdsError, or (when the damage still
+    leaves a valid CDS) read into a model that survives a round trip."""
+    text = _edit(_CAMPUS, edits)
+    try:
+        document = parse(text)
+    except CdsError as error:
+        assert error.problems
+        assert "could not be read (" not in str(error), "an unexpected exception inside"
+        return
+    assert parse(to_xml(document)) == document
