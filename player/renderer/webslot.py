@@ -113,6 +113,7 @@ class WebSlot(QObject):
         self.generation = 0
         self.natural_duration: float | None = None
         self.loads = 0  # loads since this view was made
+        self.renewals = 0  # views replaced by fresh ones
         self.last_beat = time.monotonic()
         self._beat_pending = False
         self._timeout = QTimer(self)
@@ -143,6 +144,7 @@ class WebSlot(QObject):
         old = self.view
         self.view = self._make_view()
         self.loads = 0
+        self.renewals += 1
         self._stage.stack.removeWidget(old)
         old.hide()
         old.deleteLater()
@@ -222,6 +224,8 @@ class WebSlot(QObject):
             # Navigation history is never used on a kiosk and grows with every load.
             self.page.history().clear()
             return
+        if info.url().toString() == "about:blank":
+            return  # the blanking of the previous item, finishing after this load started
         if status == QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus:
             return  # we replaced it; the timeout covers a load nobody finishes
         if status == QWebEngineLoadingInfo.LoadStatus.LoadFailedStatus:

@@ -157,5 +157,5 @@ def write_png(path: Path, rgb: tuple[int, int, int], size: tuple[int, int] = (64
 
     image = QImage(size[0], size[1], QImage.Format.Format_RGB32)
     image.fill(QColor(*rgb))
-    assert image.save(str(path), b"PNG")
+    assert image.save(str(path))
     return path

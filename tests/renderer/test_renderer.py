@@ -119,7 +119,7 @@ def test_png_of_the_screen(make_renderer: object, http_server: LoopbackServer) -
     show_and_wait(renderer, reports, item(http_server.colour("cyan")))
     png = renderer.grab_png()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    image = QImage.fromData(png, b"PNG")
+    image = QImage.fromData(png)
     assert uniform_colour(image) == COLOURS["cyan"]
 
 
@@ -200,7 +200,10 @@ def test_failed_page_never_reaches_the_screen(
     assert "404" in dict(reports.failed)[missing.token]
     unreachable = item("http://127.0.0.1:1/")
     renderer.show(unreachable)
-    assert wait_until(lambda: unreachable.token in reports.failed_tokens(), 10)
+    assert wait_until(lambda: unreachable.token in reports.failed_tokens(), 10), (
+        reports,
+        unreachable.token,
+    )
     process_for(0.2)
     # Still the last good item, never an error page.
     assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
@@ -332,15 +335,13 @@ def test_views_are_recycled_not_recreated(
     make_renderer: object, http_server: LoopbackServer
 ) -> None:
     renderer, reports = make_renderer(recycle_after_loads=3)  # type: ignore[operator]
-    first_views = {id(slot.view) for slot in renderer.slots}
-    seen_views: set[int] = set()
     for index in range(10):
         show_and_wait(renderer, reports, item(http_server.colour(["red", "blue"][index % 2])))
-        seen_views |= {id(slot.view) for slot in renderer.slots}
         process_for(0.3)  # the old view is blanked shortly after the swap
     blank = [slot for slot in renderer.slots if slot.view is not renderer._front]
     assert [slot.state for slot in blank] == [SlotState.BLANK]
     assert blank[0].page.history().count() <= 1
-    # Renewed every 3 loads: a handful of views over 10 items, not one per item.
-    assert len(seen_views - first_views) >= 2
-    assert len(seen_views) < 10
+    # Renewed every 3 loads (idle page and blanking not counted): a handful of fresh views
+    # over 10 items, not one per item.
+    renewals = sum(slot.renewals for slot in renderer.slots)
+    assert 2 <= renewals <= 5
