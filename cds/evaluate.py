@@ -181,8 +181,20 @@ def constraints_hold(constraints: Constraints, local: datetime.datetime) -> bool
 
 def _instant(
     day: datetime.date, moment: datetime.time, tz: datetime.tzinfo, fold: int
-) -> datetime.datetime:
-    return datetime.datetime.combine(day, moment, tzinfo=tz).replace(fold=fold).astimezone(_UTC)
+) -> datetime.datetime | None:
+    """When the wall clock of ``tz`` shows ``moment`` on ``day`` (None past year 1 or 9999)."""
+    try:
+        local = datetime.datetime.combine(day, moment, tzinfo=tz).replace(fold=fold)
+        return local.astimezone(_UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _days_after(day: datetime.date, days: int) -> datetime.date | None:
+    try:
+        return day + datetime.timedelta(days=days)
+    except OverflowError:
+        return None
 
 
 def _transitions(
@@ -214,13 +226,13 @@ def _transitions(
 
 
 def _first_change(
-    candidates: Iterable[datetime.datetime],
+    candidates: Iterable[datetime.datetime | None],
     now: datetime.datetime,
     holds: Callable[[datetime.datetime], bool],
     tz: datetime.tzinfo,
 ) -> datetime.datetime | None:
     state = holds(now.astimezone(tz))
-    for candidate in sorted({c for c in candidates if c > now}):
+    for candidate in sorted({c for c in candidates if c is not None and c > now}):
         if holds(candidate.astimezone(tz)) != state:
             return candidate
     return None
@@ -231,15 +243,30 @@ def next_window_change(
 ) -> datetime.datetime | None:
     """The first instant after ``now`` at which any time, day-of-week or date window among
     ``constraints`` opens or closes (in ``tz``); None if none ever will."""
+    try:
+        return _next_window_change(constraints, now, tz)
+    except OverflowError:  # "now" within hours of year 1 or 9999
+        return None
+
+
+def _next_window_change(
+    constraints: Iterable[Constraints], now: datetime.datetime, tz: datetime.tzinfo
+) -> datetime.datetime | None:
     now = _local(now, tz).astimezone(_UTC)
     today = now.astimezone(tz).date()
-    horizon = now + datetime.timedelta(days=9)
-    transitions = _transitions(tz, now - datetime.timedelta(hours=1), horizon)
+    try:
+        transitions = _transitions(
+            tz, now - datetime.timedelta(hours=1), now + datetime.timedelta(days=9)
+        )
+    except OverflowError:  # within days of year 1 or 9999: no clock change worth knowing
+        transitions = []
     best: datetime.datetime | None = None
     seen: set[tuple[str, tuple[object, ...]]] = set()
+    days_around = {offset: _days_after(today, offset) for offset in range(-1, 9)}
     midnights = [
-        _instant(today + datetime.timedelta(days=offset), datetime.time(0), tz, 0)
-        for offset in range(1, 9)
+        _instant(day, datetime.time(0), tz, 0)
+        for offset, day in days_around.items()
+        if offset >= 1 and day is not None
     ]
 
     def consider(change: datetime.datetime | None) -> None:
@@ -255,8 +282,9 @@ def next_window_change(
                 seen.add(key)
                 bounds = {moment for w in times for moment in (w.start, w.end)}
                 candidates = [
-                    _instant(today + datetime.timedelta(days=offset), moment, tz, fold)
-                    for offset in range(-1, 3)
+                    _instant(day, moment, tz, fold)
+                    for offset, day in days_around.items()
+                    if offset < 3 and day is not None
                     for moment in bounds
                     for fold in (0, 1)
                 ]
@@ -289,8 +317,8 @@ def next_window_change(
                 edges = [
                     _instant(day, datetime.time(0), tz, 0)
                     for w in dates
-                    for day in (w.start, w.end + datetime.timedelta(days=1))
-                    if day <= datetime.date.max - datetime.timedelta(days=1)
+                    for day in (w.start, _days_after(w.end, 1))
+                    if day is not None
                 ]
                 consider(
                     _first_change(

@@ -703,3 +703,17 @@ def test_campus_example() -> None:
     assert eligible_names(p, at("2026-11-24 02:00")) == ["night.html"]
     [news] = p.remote_sets()
     assert (news.key, news.refresh) == ("campus/5", 600.0)
+
+
+def test_windows_at_the_ends_of_the_calendar() -> None:
+    from zoneinfo import ZoneInfo
+
+    tokyo = ZoneInfo("Asia/Tokyo")
+    p = playlist(
+        doc("s", item("a", dates(("0001-01-01", "9999-12-31")), times(("09:00", "10:00")))),
+        tz=tokyo,
+    )
+    assert p.next_change(at("2026-11-23 09:30", tokyo)) == at("2026-11-23 10:00", tokyo)
+    assert p.next_change(at("9999-12-31 12:00", tokyo)) is None
+    assert names(p.eligible(at("0001-01-01 09:30", tokyo), everything)) == ["a"]
+    assert p.next_change(at("0001-01-01 01:00", tokyo)) is None  # before UTC's year 1
