@@ -9,9 +9,18 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cds.evaluate import Playlist, Selection, constraints_hold, next_window_change
-from cds.model import ContentItem, ContentSet
+from cds.model import (
+    Constraints,
+    ContentItem,
+    ContentSet,
+    DateWindow,
+    DayWindow,
+    TimeWindow,
+)
 from cds.parser import parse
 
 from .helpers import (
@@ -717,3 +726,64 @@ def test_windows_at_the_ends_of_the_calendar() -> None:
     assert p.next_change(at("9999-12-31 12:00", tokyo)) is None
     assert names(p.eligible(at("0001-01-01 09:30", tokyo), everything)) == ["a"]
     assert p.next_change(at("0001-01-01 01:00", tokyo)) is None  # before UTC's year 1
+
+
+# ----------------------------------------------------------------------------- a property
+
+_ZONES = st.sampled_from([LONDON, NEW_YORK, datetime.UTC])
+_CLOCKS = st.sampled_from(
+    [datetime.time(h, m) for h in (0, 1, 2, 3, 9, 12, 22, 23) for m in (0, 30)]
+    + [datetime.time(1, 45, 10)]
+)
+_TIMES = st.lists(st.builds(TimeWindow, _CLOCKS, _CLOCKS), min_size=1, max_size=2)
+_DAYS = st.lists(st.builds(DayWindow, st.integers(0, 6), st.integers(0, 6)), max_size=2)
+_DATES = st.lists(
+    st.tuples(
+        st.dates(datetime.date(2026, 3, 1), datetime.date(2026, 11, 30)), st.integers(0, 20)
+    ).map(lambda pair: DateWindow(pair[0], pair[0] + datetime.timedelta(days=pair[1]))),
+    max_size=2,
+)
+# Around both DST changes of 2026 in Europe and America, and an ordinary week.
+_INSTANTS = st.sampled_from(
+    [
+        utc("2026-03-08 00:00"),
+        utc("2026-03-28 12:00"),
+        utc("2026-10-24 12:00"),
+        utc("2026-10-31 20:00"),
+        utc("2026-06-10 07:00"),
+    ]
+).flatmap(
+    lambda base: st.integers(0, 3 * 86400).map(lambda s: base + datetime.timedelta(seconds=s))
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ZONES, _TIMES, _DAYS, _DATES, _INSTANTS)
+def test_next_change_is_exactly_when_some_window_flips(
+    tz: datetime.tzinfo,
+    time_windows: list[TimeWindow],
+    day_windows: list[DayWindow],
+    date_windows: list[DateWindow],
+    now: datetime.datetime,
+) -> None:
+    parts = [
+        Constraints(times=time_windows),
+        Constraints(days=day_windows),
+        Constraints(dates=date_windows),
+    ]
+
+    def state(moment: datetime.datetime) -> tuple[bool, ...]:
+        local = moment.astimezone(tz)
+        return tuple(constraints_hold(part, local) for part in parts)
+
+    change = next_window_change(parts, now, tz)
+    if change is None:
+        for hours in (1, 7, 25, 24 * 8):
+            assert state(now + datetime.timedelta(hours=hours)) == state(now)
+        return
+    assert change > now
+    assert state(change) != state(now)
+    assert state(change - datetime.timedelta(microseconds=1)) == state(now)
+    span = change - now
+    for fraction in (0.25, 0.5, 0.75):
+        assert state(now + span * fraction) == state(now)
