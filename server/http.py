@@ -115,15 +115,22 @@ def install_error_handlers(app: Flask) -> None:
         )
 
 
+# `curl -d` labels every body as a form unless told otherwise; a person who typed JSON or a
+# CDS there meant JSON or XML, so such a body is judged by its content, as if unlabelled.
+_UNLABELLED = ("", "application/x-www-form-urlencoded")
+
+
 def body_kind() -> BodyKind:
-    """Classify the request body by its Content-Type; with none, by its first character."""
+    """Classify the request body by its Content-Type; unlabelled, by its content."""
     mimetype = (request.mimetype or "").lower()
-    if not mimetype:
+    if mimetype in _UNLABELLED:
         data = _raw_body(XML_LIMIT).lstrip(b"\xef\xbb\xbf \t\r\n")
         if not data:
             return "none"
         if data.startswith(b"<"):
             return "xml"
+        if mimetype and not _parses_as_json(data):
+            return "other"
         if len(data) > JSON_LIMIT:
             raise ApiError(
                 413, "payload-too-large", f"The request body is over {JSON_LIMIT} bytes."
@@ -134,6 +141,14 @@ def body_kind() -> BodyKind:
     if mimetype in ("text/xml", "application/xml") or mimetype.endswith("+xml"):
         return "xml"
     return "other"
+
+
+def _parses_as_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return True
 
 
 def _raw_body(limit: int) -> bytes:

@@ -188,3 +188,14 @@ def test_both_location_notations(text: str, axis: str, value: float) -> None:
 def test_bad_coordinates(text: str, axis: str) -> None:
     with pytest.raises(ValueError):
         parse_coordinate(text, axis)
+
+
+def test_curl_style_form_label_is_judged_by_content(base_url: str) -> None:
+    """`curl -d '{...}'` sends JSON labelled as a form; a real form body is still refused."""
+    form = "application/x-www-form-urlencoded"
+    body = '{"subscriber-uri": "http://127.0.0.1:9/hook"}'
+    assert post(base_url + "/echo", body, form).status_code == 201
+    assert post(base_url + "/echo", "<a/>", form).json() == {"xml-bytes": 4}
+    refused = post(base_url + "/echo", "subscriber-uri=http%3A%2F%2Fa", form)
+    assert refused.status_code == 415
+    assert refused.json()["error"] == "unsupported-media-type"
