@@ -389,8 +389,16 @@ _TOP = ""
 class Playlist:
     """The rotation over a display's CDS documents. Thread-safe."""
 
-    def __init__(self, tz: datetime.tzinfo, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        tz: datetime.tzinfo,
+        rng: random.Random | None = None,
+        clock_trusted: Callable[[], bool] | None = None,
+    ) -> None:
         self.tz = tz
+        # A display that booted without a battery-backed clock or NTP thinks it is 1970 or the
+        # build date: until ``clock_trusted`` says otherwise, no time/day/date window is open.
+        self.clock_trusted = clock_trusted or (lambda: True)
         self._lock = threading.RLock()
         self._documents: list[ContentSet] = []
         self._remote: dict[str, ContentSet] = {}
@@ -576,11 +584,14 @@ class Playlist:
         """Items that may play now (constraints and availability), and the top level."""
         local = _local(now, self.tz)
         cache: dict[int, bool] = {}
+        trusted = self._clock_is_trusted()
 
         def holds(constraints: Constraints) -> bool:
             known = cache.get(id(constraints))
             if known is None:
-                known = cache[id(constraints)] = constraints_hold(constraints, local)
+                known = cache[id(constraints)] = (
+                    trusted or not _windowed(constraints)
+                ) and constraints_hold(constraints, local)
             return known
 
         eligible: list[_ItemNode] = []
@@ -591,6 +602,13 @@ class Playlist:
                 eligible.append(node)
         top = max((node.priority for node in eligible), default=None)
         return eligible, top
+
+    def _clock_is_trusted(self) -> bool:
+        try:
+            return bool(self.clock_trusted())
+        except Exception:
+            log.exception("clock check failed; time windows stay closed")
+            return False
 
     def _candidates(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
         eligible, top = self._assess(now, available)
@@ -736,10 +754,16 @@ class Playlist:
             eligible_keys = {node.key for node in eligible}
             order = {node.key: index for index, node in enumerate(self._upcoming(now, available))}
             verdicts: list[Verdict] = []
+            trusted = self._clock_is_trusted()
             for node in self._items:
                 reasons: list[str] = []
                 for constraints, label in node.chain:
                     reasons.extend(_closed(constraints, label, local, zone))
+                    if not trusted and _windowed(constraints):
+                        reasons.append(
+                            f"the clock is not set yet, so the time windows of {label} "
+                            "wait until it is (NTP or a plausible date)"
+                        )
                 if node.key not in eligible_keys and not _safely(available, node.item):
                     reasons.append(
                         "its file is not available (not in the cache yet, or failed its hash check)"
@@ -778,6 +802,10 @@ class Playlist:
                     )
                 )
             return verdicts
+
+
+def _windowed(constraints: Constraints) -> bool:
+    return bool(constraints.times or constraints.days or constraints.dates)
 
 
 def _safely(available: Available, item: ContentItem) -> bool:

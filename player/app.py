@@ -143,10 +143,13 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
 
     # 2. The service: CDS documents and the request queue come back from the database.
     from cds.evaluate import Playlist
+    from player.clocksanity import ClockSanity
     from server.display import DisplayService, create_app
 
     server_box: list[WsgiServer] = []
-    playlist = Playlist(config.tzinfo())
+    # Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
+    clock = ClockSanity(require_ntp=bool(config.sections.get("clock", {}).get("require_ntp")))
+    playlist = Playlist(config.tzinfo(), clock_trusted=clock.is_set)
     engine_box: list[Any] = []
     content = make_content(data_dir, lambda: engine_box[0].poke() if engine_box else None)
     service = DisplayService(
@@ -177,7 +180,6 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
     from player.follower import start_for_display
 
     stop_following: Callable[[], None] = lambda: None  # noqa: E731
-    from player.clocksanity import ClockSanity
     from player.power import PowerScheduler, start_power_schedule
 
     power: PowerScheduler | None = None
@@ -198,8 +200,7 @@ def run(config: DisplayConfig, follow: argparse.Namespace | None = None) -> int:
             name=config.name,
         )
         # Daily screen on/off ([power]); it never blanks on a clock that is not set yet.
-        clock = ClockSanity(require_ntp=bool(config.sections.get("clock", {}).get("require_ntp")))
-        clock.start()
+        clock.start(on_set=service.engine.poke)
         power = start_power_schedule(config.sections, config.tzinfo(), clock.is_set)
         code = qt.exec()
     finally:

@@ -139,15 +139,20 @@ class ClockSanity:
             self._last = (now, self.check(ask_timedatectl=False))
         return self._last[1].is_set
 
-    def start(self, interval: float = 5.0) -> threading.Thread:
-        """Ask timedatectl every ``interval`` seconds on a daemon thread until the clock is set."""
+    def start(
+        self, interval: float = 5.0, on_set: Callable[[], None] | None = None
+    ) -> threading.Thread:
+        """Ask timedatectl every ``interval`` seconds on a daemon thread until the clock is set,
+        then call ``on_set`` (the display re-plans: time windows may open now)."""
 
         def watch() -> None:
             while self._latched is None:
                 self.refresh_ntp()
                 if self.check(ask_timedatectl=False).is_set:
-                    return
+                    break
                 time.sleep(interval)
+            if on_set is not None:
+                on_set()
 
         thread = threading.Thread(target=watch, name="pdn-clock", daemon=True)
         thread.start()

@@ -108,12 +108,15 @@ def test_background_thread_learns_ntp_from_timedatectl(tmp_path: Path) -> None:
     sanity = ClockSanity(
         lambda: EPOCH, runner=timedatectl, sync_flags=[tmp_path / "x"], recheck_seconds=0
     )
-    thread = sanity.start(interval=0.01)
+    told: list[bool] = []
+    thread = sanity.start(interval=0.01, on_set=lambda: told.append(sanity.is_set()))
     assert not sanity.is_set()
+    assert told == []
     timedatectl.answer = "yes\n"
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert sanity.is_set()
+    assert told == [True]  # the display re-plans once, when the clock becomes trustworthy
 
 
 def test_build_date_is_the_newest_module_and_never_before_the_floor(tmp_path: Path) -> None:

@@ -787,3 +787,31 @@ def test_next_change_is_exactly_when_some_window_flips(
     span = change - now
     for fraction in (0.25, 0.5, 0.75):
         assert state(now + span * fraction) == state(now)
+
+
+def test_time_windows_wait_for_a_trusted_clock() -> None:
+    """A display booted without NTP may think it is any date: windowed items wait, others play."""
+    trusted = False
+    p = Playlist(LONDON, random.Random(1), clock_trusted=lambda: trusted)
+    p.set_documents(
+        [
+            doc("s", item("always"), item("office", times(("00:00", "23:59")))),
+            doc("t", item("dated", dates(("2000-01-01", "2100-01-01")))),
+        ]
+    )
+    when = at("2026-11-23 10:00")
+    assert eligible_names(p, when) == ["always"]
+    verdicts = {v.url.rsplit("/", 1)[1]: v for v in p.explain(when, everything)}
+    assert not verdicts["office"].eligible
+    assert any("clock is not set" in reason for reason in verdicts["office"].reasons)
+    trusted = True
+    assert sorted(eligible_names(p, when)) == ["always", "dated", "office"]
+
+
+def test_a_failing_clock_check_keeps_windows_closed() -> None:
+    def broken() -> bool:
+        raise OSError("timedatectl vanished")
+
+    p = Playlist(LONDON, clock_trusted=broken)
+    p.set_documents([doc("s", item("office", times(("00:00", "23:59"))), item("always"))])
+    assert eligible_names(p, at("2026-11-23 10:00")) == ["always"]
