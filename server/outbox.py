@@ -22,6 +22,9 @@ after your commit so delivery starts at once (a poll every 2 s catches a forgott
         outbox.publish("playback", body, "application/json", connection=connection)
     outbox.notify()
 
+A segment that pushes to token-protected displays passes ``bearer_token`` (the scheduler and
+a sensor take it from ``PDN_DISPLAY_TOKEN``, as the content server does).
+
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
 
@@ -196,8 +199,12 @@ class Outbox:
         max_backoff: float = MAX_BACKOFF,
         give_up_after: float = GIVE_UP_AFTER,
         max_connections: int = 256,
+        bearer_token: str | None = None,
     ) -> None:
         self.db_path = db_path
+        # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
+        # require a token for changes; a subscriber-uri with user:password@ uses Basic instead.
+        self.bearer_token = bearer_token
         self.name = name
         self.timeout = timeout
         self.first_retry = first_retry
@@ -387,16 +394,14 @@ class Outbox:
                 await asyncio.sleep(wait)
                 continue  # read again: the subscriber may have unsubscribed meanwhile
             async with semaphore:
-                result = await post(
-                    uri,
-                    bytes(body),
-                    {
-                        "Content-Type": content_type,
-                        "X-PDN-Event-Id": event_id,
-                        "X-PDN-Topic": topic,
-                    },
-                    timeout=self.timeout,
-                )
+                headers = {
+                    "Content-Type": content_type,
+                    "X-PDN-Event-Id": event_id,
+                    "X-PDN-Topic": topic,
+                }
+                if self.bearer_token and "@" not in urlsplit(uri).netloc:
+                    headers["Authorization"] = f"Bearer {self.bearer_token}"
+                result = await post(uri, bytes(body), headers, timeout=self.timeout)
             now = time.time()
             if result.ok:
                 connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))

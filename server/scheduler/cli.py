@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "served at /schedule/<id>/ and pushed to subscribers within a second of a change. "
             "A file that does not validate is logged with its line and the last good version "
             "keeps being served. Set PDN_API_TOKEN in the environment to require "
-            "'Authorization: Bearer <token>' on every POST."
+            "'Authorization: Bearer <token>' on every POST, and PDN_DISPLAY_TOKEN to send one "
+            "with the schedule updates it pushes to displays that need it."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from server.outbox import Outbox
@@ -28,7 +29,12 @@ class SchedulerService:
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
-        self.outbox = Outbox(data_dir / "outbox.sqlite3", name="scheduler")
+        self.outbox = Outbox(
+            data_dir / "outbox.sqlite3",
+            name="scheduler",
+            # Displays with an API token refuse unauthenticated updates.
+            bearer_token=os.environ.get("PDN_DISPLAY_TOKEN") or None,
+        )
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.prober = DisplayProber(self.storage, refresh_interval=refresh_interval)
         self.app = create_app(

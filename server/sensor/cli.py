@@ -29,7 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "subscribers (POST /subscribe, e.g. a display's /sensing) every --interval "
             "seconds and at once when the reading changes. Example, a Raspberry Pi's own "
             "temperature in degrees Celsius: pdn sensor --sensor-id pi-cpu --sensor-type "
-            "'cpu temperature' --file /sys/class/thermal/thermal_zone0/temp --scale 0.001"
+            "'cpu temperature' --file /sys/class/thermal/thermal_zone0/temp --scale 0.001. "
+            "PDN_API_TOKEN requires a bearer token on POSTs; PDN_DISPLAY_TOKEN is sent with "
+            "the readings pushed to displays that need one."
         ),
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")

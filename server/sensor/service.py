@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,12 @@ class SensorService:
         token: str | None = None,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.outbox = Outbox(data_dir / "outbox.sqlite3", name="sensor")
+        self.outbox = Outbox(
+            data_dir / "outbox.sqlite3",
+            name="sensor",
+            # Displays with an API token refuse unauthenticated updates.
+            bearer_token=os.environ.get("PDN_DISPLAY_TOKEN") or None,
+        )
         self.loop = SensorLoop(
             source, sensor_id, sensor_type, self._publish, interval=interval, poll=poll
         )

@@ -49,6 +49,7 @@ class Receiver:
                                 "event-id": self.headers.get("X-PDN-Event-Id"),
                                 "topic": self.headers.get("X-PDN-Topic"),
                                 "content-type": self.headers.get("Content-Type"),
+                                "authorization": self.headers.get("Authorization"),
                                 "body": body,
                                 "at": time.monotonic(),
                             }
@@ -133,6 +134,25 @@ def test_delivers_in_order_with_headers(outbox: Outbox, receivers: Callable[...,
     assert {r["topic"] for r in receiver.received} == {"playback"}
     assert {r["content-type"] for r in receiver.received} == {"application/json"}
     wait_for(lambda: outbox.stats()["pending-events"] == 0)
+
+
+def test_bearer_token_reaches_token_protected_subscribers(
+    tmp_path: Path, receivers: Callable[..., Receiver]
+) -> None:
+    box = Outbox(tmp_path / "outbox.db", name="test", bearer_token="s3cret")
+    box.start()
+    try:
+        plain = receivers()
+        box.subscribe("schedule:lobby", plain.url())
+        # Credentials in the subscriber-uri win: they are that subscriber's own.
+        box.subscribe("schedule:lobby", plain.url().replace("//", "//ops:pw@") + "?basic")
+        box.publish("schedule:lobby", b"<content-set/>", "text/xml")
+        wait_for(lambda: len(plain.received) == 2)
+        by_path = {r["path"]: r["authorization"] for r in plain.received}
+        assert by_path["/hook"] == "Bearer s3cret"
+        assert by_path["/hook?basic"].startswith("Basic ")
+    finally:
+        box.stop()
 
 
 def test_500_is_retried_with_the_same_event_id_and_order_kept(
