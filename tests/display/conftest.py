@@ -109,7 +109,7 @@ class Display:
         return body
 
     def wait_playback(
-        self, check: Callable[[dict[str, Any]], bool], timeout: float = 5.0
+        self, check: Callable[[dict[str, Any]], bool], timeout: float = 15.0
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         record = self.playback()

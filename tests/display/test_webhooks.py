@@ -85,7 +85,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_for(check: Callable[[], bool], timeout: float = 5.0) -> None:
+def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

@@ -90,7 +90,7 @@ class HttpPeer:
             ]
 
     def wait_for(
-        self, count: int, path: str | None = None, timeout: float = 5.0, method: str = "POST"
+        self, count: int, path: str | None = None, timeout: float = 15.0, method: str = "POST"
     ) -> list[Received]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -115,7 +115,7 @@ def peer() -> Iterator[HttpPeer]:
     server.close()
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, step: float = 0.02) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, step: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -111,7 +111,7 @@ def test_resubscribes_when_the_scheduler_comes_back(
         # It comes back on the same port with its state lost: the follower repairs it.
         shutil.rmtree(tmp_path / "data")
         scheduler = wait_until(lambda: _try_start(tmp_path, schedules_dir, port), timeout=10)
-        wait_until(lambda: scheduler.outbox.subscribers("schedule:lobby"), timeout=5)
+        wait_until(lambda: scheduler.outbox.subscribers("schedule:lobby"), timeout=20)
         assert requests.get(f"{scheduler.url}/displays", timeout=5).json()
     finally:
         follower.stop()
