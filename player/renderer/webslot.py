@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from enum import Enum
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
@@ -82,17 +83,24 @@ class KioskPage(QWebEnginePage):
         return False, ""
 
 
+class Callbacks:
+    """A plain-Python stand-in for a Qt signal carrying Python objects: PySide6 6.12 on
+    Python 3.11 drops a reference to ``True`` on some signal emissions (measured: one per
+    emit of a ``Signal(object)``), which crashes the interpreter after enough transitions."""
+
+    def __init__(self) -> None:
+        self._receivers: list[Callable[..., None]] = []
+
+    def connect(self, receiver: Callable[..., None]) -> None:
+        self._receivers.append(receiver)
+
+    def emit(self, *args: object) -> None:
+        for receiver in list(self._receivers):
+            receiver(*args)
+
+
 class WebSlot(QObject):
     """A web view on the stage and the item it holds."""
-
-    # The slot has painted its item (still covered until raised).
-    ready = Signal(object)
-    # The slot's item cannot be shown: (slot, reason).
-    failed = Signal(object, str)
-    # The slot's video reached its end: (slot).
-    ended = Signal(object)
-    # The slot's render process died: (slot, description).
-    crashed = Signal(object, str)
 
     def __init__(
         self,
@@ -103,6 +111,14 @@ class WebSlot(QObject):
         load_timeout: float,
     ) -> None:
         super().__init__(stage)
+        # The slot has painted its item (still covered until raised): (slot).
+        self.ready = Callbacks()
+        # The slot's item cannot be shown: (slot, reason).
+        self.failed = Callbacks()
+        # The slot's video reached its end: (slot).
+        self.ended = Callbacks()
+        # The slot's render process died: (slot, description).
+        self.crashed = Callbacks()
         self.name = name
         self._profile = profile
         self._stage = stage
