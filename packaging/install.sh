@@ -125,7 +125,8 @@ version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "
 
 # The PySide6 requirement this machine can run. PyPI's aarch64 wheels newer than 6.8.0.x need
 # glibc 2.39 (Raspberry Pi OS Trixie has 2.41); Bookworm's 2.36 gets 6.8.0.x (manylinux 2.31).
-# Elsewhere pip picks the newest wheel the machine's glibc admits within the project's range.
+# Elsewhere pip picks the newest wheel the machine's glibc admits within the project's range
+# (below 6.12: 6.12.0 loses a reference to True on every signal emission under Python 3.11).
 pyside6_requirement() {
     local arch=$1 glibc=$2
     if ! version_at_least "$glibc" 2.28; then
@@ -135,12 +136,12 @@ pyside6_requirement() {
     case "$arch" in
         aarch64 | arm64)
             if version_at_least "$glibc" 2.39; then
-                echo "PySide6>=6.8.0,<6.13"
+                echo "PySide6>=6.8.0,<6.12"
             else
                 echo "PySide6>=6.8.0,<6.8.1"
             fi
             ;;
-        x86_64 | amd64) echo "PySide6>=6.8.0,<6.13" ;;
+        x86_64 | amd64) echo "PySide6>=6.8.0,<6.12" ;;
         *)
             echo "no PySide6 wheels on PyPI for $arch (64-bit ARM or x86 needed; on a Pi, install the 64-bit OS)" >&2
             return 1

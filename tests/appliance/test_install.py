@@ -47,10 +47,10 @@ def sourced(call: str, env: dict[str, str] | None = None) -> subprocess.Complete
     ("arch", "glibc", "expected"),
     [
         ("aarch64", "2.36", "PySide6>=6.8.0,<6.8.1"),  # Raspberry Pi OS Bookworm
-        ("aarch64", "2.41", "PySide6>=6.8.0,<6.13"),  # Raspberry Pi OS Trixie
-        ("aarch64", "2.39", "PySide6>=6.8.0,<6.13"),
-        ("x86_64", "2.36", "PySide6>=6.8.0,<6.13"),  # Debian 12 kiosk PC
-        ("x86_64", "2.31", "PySide6>=6.8.0,<6.13"),
+        ("aarch64", "2.41", "PySide6>=6.8.0,<6.12"),  # Raspberry Pi OS Trixie
+        ("aarch64", "2.39", "PySide6>=6.8.0,<6.12"),
+        ("x86_64", "2.36", "PySide6>=6.8.0,<6.12"),  # Debian 12 kiosk PC
+        ("x86_64", "2.31", "PySide6>=6.8.0,<6.12"),
     ],
 )
 def test_pyside6_choice_follows_glibc_and_arch(arch: str, glibc: str, expected: str) -> None:
