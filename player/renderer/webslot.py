@@ -84,9 +84,9 @@ class KioskPage(QWebEnginePage):
 
 
 class Callbacks:
-    """A plain-Python stand-in for a Qt signal carrying Python objects: PySide6 6.12 on
-    Python 3.11 drops a reference to ``True`` on some signal emissions (measured: one per
-    emit of a ``Signal(object)``), which crashes the interpreter after enough transitions."""
+    """A plain-Python stand-in for a Qt signal carrying Python objects: calls stay in Python,
+    with no marshalling through Qt's meta-object system. (It was written when PySide6 6.12.0,
+    now excluded, dropped a reference to ``True`` on every signal emission under Python 3.11.)"""
 
     def __init__(self) -> None:
         self._receivers: list[Callable[..., None]] = []
@@ -132,6 +132,10 @@ class WebSlot(QObject):
         self.renewals = 0  # views replaced by fresh ones
         self.last_beat = time.monotonic()
         self._beat_pending = False
+        # clear() navigates to about:blank; a navigation asked for before that one finished is
+        # swallowed by it (seen with QtWebEngine after an error page), so it waits here.
+        self._blanking = False
+        self._deferred: Callable[[], None] | None = None
         self._timeout = QTimer(self)
         self._timeout.setSingleShot(True)
         self._timeout.setInterval(round(load_timeout * 1000))
@@ -159,6 +163,8 @@ class WebSlot(QObject):
         """Replace the view by a fresh one (whatever the old one accumulated goes with it)."""
         old = self.view
         self.view = self._make_view()
+        self._blanking = False  # a fresh view has nothing to blank
+        self._deferred = None
         self.loads = 0
         self.renewals += 1
         self._stage.stack.removeWidget(old)
@@ -188,11 +194,21 @@ class WebSlot(QObject):
         self._timeout.start()
         url = QUrl(item.url)
         if kind is Kind.VIDEO:
-            self.page.setHtml(video_page(item.url, media_type, self._channel, self.generation), url)
+            html = video_page(item.url, media_type, self._channel, self.generation)
+            self._navigate(lambda: self.page.setHtml(html, url))
         elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            self.page.setHtml(image_page(item.url), url)
+            html = image_page(item.url)
+            self._navigate(lambda: self.page.setHtml(html, url))
         else:
-            self.page.setUrl(url)
+            self._navigate(lambda: self.page.setUrl(url))
+
+    def _navigate(self, start: Callable[[], None]) -> None:
+        """Start a navigation now, or once the blanking of the previous item has finished."""
+        if self._blanking:
+            self._deferred = start
+        else:
+            self._deferred = None
+            start()
 
     def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
         """A page of our own (the idle page)."""
@@ -203,7 +219,7 @@ class WebSlot(QObject):
         self.natural_duration = None
         self.loads += 1
         self._timeout.start()
-        self.page.setHtml(html, base)
+        self._navigate(lambda: self.page.setHtml(html, base))
 
     def holds(self, item: PlayItem) -> bool:
         """Whether this slot holds (or is loading) the same content as ``item``."""
@@ -230,12 +246,20 @@ class WebSlot(QObject):
         self.state = SlotState.BLANK
         self._timeout.stop()
         self.page.setAudioMuted(True)
+        self._deferred = None
+        self._blanking = True
         self.page.setUrl(QUrl("about:blank"))
 
     def _loading_changed(self, info: QWebEngineLoadingInfo) -> None:
         status = info.status()
         if status == QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus:
             return
+        if self._blanking and info.url().toString() == "about:blank":
+            self._blanking = False
+            deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                deferred()
+                return
         if self.state is SlotState.BLANK:
             # Navigation history is never used on a kiosk and grows with every load.
             self.page.history().clear()
@@ -336,6 +360,9 @@ class WebSlot(QObject):
         self.failed.emit(self, reason)
 
     def _timed_out(self) -> None:
+        # A blanking that never finished must not hold back every later navigation.
+        self._blanking = False
+        self._deferred = None
         if self.state is SlotState.LOADING:
             self.page.triggerAction(QWebEnginePage.WebAction.Stop)
             seconds = self._timeout.interval() / 1000
@@ -345,6 +372,8 @@ class WebSlot(QObject):
         if status == QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus:
             return
         self._timeout.stop()
+        self._blanking = False  # the dead process will not finish it
+        self._deferred = None
         self.crashed.emit(self, f"render process {status.name} (exit code {code})")
 
     def kill_render_process(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from itertools import count
@@ -29,6 +30,12 @@ pytestmark = pytest.mark.qt
 
 SIZE = (320, 240)
 _tokens = count(1)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def item(url: str, content_type: str | None = None, duration: float | None = 10.0) -> PlayItem:
@@ -198,7 +205,10 @@ def test_failed_page_never_reaches_the_screen(
     renderer.show(missing)
     assert wait_until(lambda: missing.token in reports.failed_tokens(), 10)
     assert "404" in dict(reports.failed)[missing.token]
-    unreachable = item("http://127.0.0.1:1/")
+    # A port nobody listens on: connection refused, as for a content server that is down.
+    # (Not a port Chromium blocks, such as 1: that navigation never starts and only the load
+    # timeout reports it.)
+    unreachable = item(f"http://127.0.0.1:{closed_port()}/")
     renderer.show(unreachable)
     assert wait_until(lambda: unreachable.token in reports.failed_tokens(), 10), (
         reports,
