@@ -28,6 +28,20 @@ class _JournalFormatter(logging.Formatter):
         return f"<{priority}>{super().format(record)}"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record, not at set-up time, so
+    a thread that logs after stderr was swapped (a test's capture ending) never hits a closed
+    file."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
 def under_journald() -> bool:
     """True when stderr is connected to the journal (systemd sets JOURNAL_STREAM)."""
     stream = os.environ.get("JOURNAL_STREAM", "")
@@ -44,7 +58,7 @@ def under_journald() -> bool:
 def setup_logging(verbosity: int = 0) -> None:
     """Configure the root logger: verbosity -1 quiet (warnings), 0 info, 1+ debug."""
     level = logging.DEBUG if verbosity > 0 else logging.WARNING if verbosity < 0 else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     if under_journald():
         handler.setFormatter(_JournalFormatter("%(name)s: %(message)s"))
     else:

@@ -280,7 +280,7 @@ def main() -> int:
     from player.renderer import KioskRenderer, RendererOptions
     from tests.renderer.pixels import FrameSampler, process_for
 
-    app = QApplication(["bench-renderer"])
+    _app = QApplication(["bench-renderer"])  # kept alive for the whole run
     base, stop = serve_colour_pages()
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-"))
     images = write_images(workdir, size)

@@ -112,7 +112,8 @@ def test_resubscribes_when_the_scheduler_comes_back(
         shutil.rmtree(tmp_path / "data")
         scheduler = wait_until(lambda: _try_start(tmp_path, schedules_dir, port), timeout=10)
         wait_until(lambda: scheduler.outbox.subscribers("schedule:lobby"), timeout=20)
-        assert requests.get(f"{scheduler.url}/displays", timeout=5).json()
+        # Re-registration follows the re-subscription on the same poll, a moment later.
+        wait_until(lambda: requests.get(f"{scheduler.url}/displays", timeout=5).json(), timeout=20)
     finally:
         follower.stop()
         scheduler.stop()
