@@ -327,6 +327,24 @@ def test_hung_page_is_killed_and_reloaded(
     assert wait_until(lambda: renderer.alive, 5)
 
 
+def test_webm_video_plays_reports_its_length_and_its_end(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    """A real VP8 WebM (2 s of green, made with ffmpeg): the kind PyPI's Qt WebEngine decodes."""
+    clip_bytes = (Path(__file__).parent / "data" / "green-2s.webm").read_bytes()
+    http_server.served.files["/clip.webm"] = (clip_bytes, "video/webm")
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    clip = item(http_server.base + "/clip.webm", "video/webm", duration=None)
+    show_and_wait(renderer, reports, clip)
+    natural = dict((token, length) for token, _, length in reports.shown)[clip.token]
+    assert natural == pytest.approx(2.0, abs=0.15)
+    image = renderer.grab_image()
+    centre = rgb(image, image.width() // 2, image.height() // 2)
+    assert centre[1] > 180 and centre[0] < 80 and centre[2] < 80, centre  # green, not black
+    assert wait_until(lambda: clip.token in reports.ended, 10)
+
+
 def test_undecodable_video_is_refused_with_a_reason(
     make_renderer: object, http_server: LoopbackServer
 ) -> None:
