@@ -49,6 +49,12 @@ def local_path(url: str) -> str:
     return unquote(urlsplit(url).path)
 
 
+# The wrapper pages' background: the views' own "nothing painted yet" colour (webslot's
+# UNPAINTED), so the check that a frame has reached the screen waits for the image or the
+# video's first frame instead of taking a black page for it. Nobody can tell it from black.
+BACKDROP = "rgb(1,2,3)"
+
+
 def _js(value: object) -> str:
     # JSON is valid JavaScript; "</" is escaped so a URL cannot close the script element.
     return json.dumps(value).replace("</", "<\\/")
@@ -57,7 +63,7 @@ def _js(value: object) -> str:
 def image_page(url: str) -> str:
     """An image centred on black and scaled to fit, as a page."""
     return f"""<!doctype html><html><head><meta charset="utf-8"><style>
-html,body{{margin:0;height:100%;background:#000;overflow:hidden}}
+html,body{{margin:0;height:100%;background:{BACKDROP};overflow:hidden}}
 img{{width:100vw;height:100vh;object-fit:contain;display:block}}
 </style></head><body><img id="pdn-image" alt=""><script>
 document.getElementById('pdn-image').src = {_js(url)};
@@ -73,8 +79,8 @@ def video_page(url: str, media: str, channel: str, generation: int) -> str:
     when the renderer calls ``window.pdnPlay()`` (the item is due), not while it waits.
     """
     return f"""<!doctype html><html><head><meta charset="utf-8"><style>
-html,body{{margin:0;height:100%;background:#000;overflow:hidden}}
-video{{width:100vw;height:100vh;object-fit:contain;display:block;background:#000}}
+html,body{{margin:0;height:100%;background:{BACKDROP};overflow:hidden}}
+video{{width:100vw;height:100vh;object-fit:contain;display:block;background:{BACKDROP}}}
 </style></head><body><video id="pdn-video" preload="auto" playsinline></video><script>
 (function () {{
   const channel = {_js(channel)}, generation = {generation};
@@ -95,11 +101,17 @@ video{{width:100vw;height:100vh;object-fit:contain;display:block;background:#000
   }});
   video.addEventListener('loadeddata', () => {{
     if (!video.videoWidth) {{ fail('no decodable video track'); return; }}
-    requestAnimationFrame(() => requestAnimationFrame(() => {{
+    const painted = () => requestAnimationFrame(() => requestAnimationFrame(() => {{
       if (done) return;
       done = true;
       send('painted', {{duration: isFinite(video.duration) ? video.duration : null}});
     }}));
+    // Wait for the first frame to be handed to the compositor where the browser can say so.
+    // (A paused video may never present one: after half a second, go on without.)
+    if (video.requestVideoFrameCallback) {{
+      video.requestVideoFrameCallback(painted);
+      setTimeout(painted, 500);
+    }} else painted();
   }}, {{once: true}});
   video.addEventListener('ended', () => send('ended'));
   video.src = {_js(url)};

@@ -38,6 +38,7 @@ ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
 # page is likely to paint everywhere, so a view still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
 CONFIRM_INTERVAL_MS = 8
+BLANK_OVERDUE_MS = 500  # a blanking that has not reported back by then is not waited for
 CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
 
 
@@ -184,6 +185,7 @@ class WebSlot(QObject):
     # -- loading --------------------------------------------------------------------------
 
     def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
+        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
         self.generation += 1
         self.item = item
         self.kind = kind
@@ -195,15 +197,26 @@ class WebSlot(QObject):
         url = QUrl(item.url)
         if kind is Kind.VIDEO:
             html = video_page(item.url, media_type, self._channel, self.generation)
-            self._navigate(lambda: self.page.setHtml(html, url))
+            self._navigate(lambda: self.page.setHtml(html, url), blank_first=holds_older)
         elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
             html = image_page(item.url)
-            self._navigate(lambda: self.page.setHtml(html, url))
+            self._navigate(lambda: self.page.setHtml(html, url), blank_first=holds_older)
         else:
-            self._navigate(lambda: self.page.setUrl(url))
+            self._navigate(lambda: self.page.setUrl(url), blank_first=holds_older)
 
-    def _navigate(self, start: Callable[[], None]) -> None:
-        """Start a navigation now, or once the blanking of the previous item has finished."""
+    def _navigate(self, start: Callable[[], None], *, blank_first: bool = False) -> None:
+        """Start a navigation once the view shows nothing of an earlier item.
+
+        A view that still holds an older page (swapped out less than a moment ago, or
+        prepared for something else) is blanked first: otherwise the check that the new item
+        has reached Qt's side of the view would take the old frame for it, and the old item
+        would flash on screen.
+        """
+        if blank_first and not self._blanking:
+            self._blanking = True
+            self.page.setUrl(QUrl("about:blank"))
+            generation = self.generation
+            QTimer.singleShot(BLANK_OVERDUE_MS, lambda: self._blank_overdue(generation))
         if self._blanking:
             self._deferred = start
         else:
@@ -212,6 +225,7 @@ class WebSlot(QObject):
 
     def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
         """A page of our own (the idle page)."""
+        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
         self.generation += 1
         self.item = item
         self.kind = Kind.PAGE
@@ -219,7 +233,7 @@ class WebSlot(QObject):
         self.natural_duration = None
         self.loads += 1
         self._timeout.start()
-        self._navigate(lambda: self.page.setHtml(html, base))
+        self._navigate(lambda: self.page.setHtml(html, base), blank_first=holds_older)
 
     def holds(self, item: PlayItem) -> bool:
         """Whether this slot holds (or is loading) the same content as ``item``."""
@@ -258,7 +272,7 @@ class WebSlot(QObject):
             self._blanking = False
             deferred, self._deferred = self._deferred, None
             if deferred is not None:
-                deferred()
+                self._start_when_blank(deferred, self.generation, 0)
                 return
         if self.state is SlotState.BLANK:
             # Navigation history is never used on a kiosk and grows with every load.
@@ -330,6 +344,26 @@ class WebSlot(QObject):
             self._fail(str(message.get("reason") or "the media could not be played"))
         elif event == "ended" and self.state is SlotState.SHOWN:
             self.ended.emit(self)
+
+    def _blank_overdue(self, generation: int) -> None:
+        """The blanking never reported back (Chromium may drop a navigation it deems
+        redundant): go ahead, still waiting for Qt's side to show no old frame."""
+        if self._blanking and generation == self.generation:
+            self._blanking = False
+            deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                self._start_when_blank(deferred, generation, 0)
+
+    def _start_when_blank(self, start: Callable[[], None], generation: int, attempt: int) -> None:
+        """Run ``start`` once Qt's side of the view shows the blank page, not the old frame."""
+        if generation != self.generation:
+            return  # a newer load took over
+        if attempt < CONFIRM_ATTEMPTS and self._shows_content():
+            QTimer.singleShot(
+                CONFIRM_INTERVAL_MS, lambda: self._start_when_blank(start, generation, attempt + 1)
+            )
+            return
+        start()
 
     def _confirm_painted(self, generation: int, attempt: int) -> None:
         """The page says it painted; wait until Qt's side of the view shows it too (a new
