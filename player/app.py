@@ -659,6 +659,8 @@ class MinimalRenderer:
             f"<p>Display API: {escape(self._api_url)}</p></body></html>"
         )
         self._last_frame = time.monotonic()
+        if self._listener is not None:
+            self._listener.idle_shown(datetime.now(UTC))
 
     def _loaded(self, ok: bool) -> None:
         item = self._item

@@ -194,6 +194,7 @@ class Engine:
         self._pending: _Play | None = None
         self._upcoming: _Upcoming | None = None
         self._idle_shown = False
+        self._idle_painted = False
         self._backoff: dict[str, _Backoff] = {}
         self._started = False
         self._load_queue()
@@ -263,6 +264,14 @@ class Engine:
         self._wake()
 
     # Renderer reports (the renderer's thread)
+
+    def idle_shown(self, at: datetime) -> None:
+        with self._lock:
+            if not self._idle_shown or self._idle_painted or self._pending is not None:
+                log.debug("ignored a paint report for a superseded idle page")
+                return
+            self._idle_painted = True
+            self._emit(Playback(None, None, "idle", None, at, None))
 
     def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
         with self._lock:
@@ -417,9 +426,12 @@ class Engine:
                 self._idle_shown = True
                 self._current = None
                 log.info("nothing eligible: idle")
-                self._emit(Playback(None, None, "idle", None, now, None))
                 renderer = self._renderer
-                if renderer is not None:
+                if renderer is None:
+                    self._emit(Playback(None, None, "idle", None, now, None))
+                else:
+                    # The record changes once the renderer reports the idle page painted.
+                    self._idle_painted = False
                     actions.append(renderer.show_idle)
             return actions
         if target is not self._current and target is not self._pending:

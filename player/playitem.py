@@ -51,6 +51,9 @@ class RendererListener(Protocol):
     def item_ended(self, token: int) -> None:
         """The item finished by itself before its time was up (a video reached its end)."""
 
+    def idle_shown(self, at: datetime) -> None:
+        """The idle page (or its native stand-in) is on screen now."""
+
 
 class Renderer(Protocol):
     """Draws PlayItems. Implementations: the Qt WebEngine kiosk (player.renderer)."""

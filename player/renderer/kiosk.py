@@ -471,6 +471,7 @@ class KioskRenderer(QObject):
         if item.token == IDLE_TOKEN:
             self._current = None
             log.info("on screen: the idle page")
+            self._report_idle()
             return
         self._current = item
         if not pending.report:
@@ -500,6 +501,7 @@ class KioskRenderer(QObject):
             self._pending = None
             if item.token == IDLE_TOKEN:
                 self._show_cover()
+                self._report_idle()
                 return
             self._report_failed(item, reason)
             if self._front is None:
@@ -552,6 +554,10 @@ class KioskRenderer(QObject):
             self.show_idle()
         else:
             slot.load(item, slot.kind, media_type(item))
+
+    def _report_idle(self) -> None:
+        if self._listener is not None:
+            self._listener.idle_shown(datetime.now(UTC))
 
     def _show_cover(self) -> None:
         """The native idle facts over everything: never a crashed view or an error page."""

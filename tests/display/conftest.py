@@ -53,7 +53,9 @@ class InstantRenderer:
         self.listener.item_shown(item.token, datetime.now(UTC), None)
 
     def show_idle(self) -> None:
+        assert self.listener is not None
         self.idle += 1
+        self.listener.idle_shown(datetime.now(UTC))
 
 
 class ThreadDriver:

@@ -41,6 +41,7 @@ class ManualRenderer:
         self.shows: list[PlayItem] = []
         self.prepared: list[PlayItem] = []
         self.idle = 0
+        self.paint_idle_at_once = True
 
     def set_listener(self, listener: RendererListener) -> None:
         self.listener = listener
@@ -53,6 +54,9 @@ class ManualRenderer:
 
     def show_idle(self) -> None:
         self.idle += 1
+        # The idle page is local: it paints at once (and the record follows that report).
+        if self.listener is not None and self.paint_idle_at_once:
+            self.listener.idle_shown(datetime.now(UTC))
 
     @property
     def last(self) -> PlayItem:
@@ -96,6 +100,28 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
+
+
+def test_idle_record_follows_the_idle_page_being_painted(harness: Harness) -> None:
+    harness.renderer.paint_idle_at_once = False
+    harness.step()
+    assert harness.renderer.idle == 1
+    assert harness.records == []  # asked for, not on screen yet
+    harness.engine.idle_shown(harness.clock())
+    assert [r.origin for r in harness.records] == ["idle"]
+    harness.engine.idle_shown(harness.clock())  # a repeated report changes nothing
+    assert len(harness.records) == 1
+
+
+def test_a_superseded_idle_page_is_never_reported(harness: Harness) -> None:
+    harness.renderer.paint_idle_at_once = False
+    harness.step()
+    assert harness.engine.request("http://127.0.0.1:9/a", 30.0) is None
+    harness.step()
+    harness.engine.idle_shown(harness.clock())  # the idle page lost the race to the request
+    assert harness.records == []
+    harness.paint()
+    assert harness.on_screen == "http://127.0.0.1:9/a"
 
 
 def test_idle_when_nothing_is_eligible(harness: Harness) -> None:

@@ -135,6 +135,7 @@ class Reports:
     shown: list[tuple[int, datetime, float | None]] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
+    idle: list[datetime] = field(default_factory=list)
 
     def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
         self.shown.append((token, at, natural_duration))
@@ -144,6 +145,9 @@ class Reports:
 
     def item_ended(self, token: int) -> None:
         self.ended.append(token)
+
+    def idle_shown(self, at: datetime) -> None:
+        self.idle.append(at)
 
     def shown_tokens(self) -> list[int]:
         return [token for token, _, _ in self.shown]
