@@ -270,6 +270,7 @@ class WebSlot(QObject):
             return
         if self._blanking and info.url().toString() == "about:blank":
             self._blanking = False
+            self._collect_garbage()
             deferred, self._deferred = self._deferred, None
             if deferred is not None:
                 self._start_when_blank(deferred, self.generation, 0)
@@ -296,6 +297,19 @@ class WebSlot(QObject):
             self.state is SlotState.LOADING and self.kind is not Kind.VIDEO
         ):
             self._probe_painted()
+
+    def _collect_garbage(self) -> None:
+        """Collect the render process's garbage now that it shows only the blank page.
+
+        Left alone, a render process that loads document after document keeps the old ones
+        (V8 and Blink heaps) for hundreds of loads: measured here about 1 MB per load, never
+        collected before the view was renewed. A full collection on the blank page, with
+        little alive, is quick and keeps the process flat. ``gc`` exists when Chromium runs
+        with ``--js-flags=--expose-gc`` (see options.py); without it this does nothing.
+        """
+        self.page.runJavaScript(
+            "typeof gc === 'function' && gc();", QWebEngineScript.ScriptWorldId.ApplicationWorld
+        )
 
     def _probe_painted(self) -> None:
         generation = self.generation

@@ -15,6 +15,8 @@ measures from the HTTP request instead of from ``show``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
 import http.server
 import json
 import os
@@ -27,11 +29,15 @@ import time
 from collections.abc import Callable
 from itertools import count
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.renderer.options import prepare_process
+
+if TYPE_CHECKING:
+    from player.renderer import KioskRenderer
 
 ROOT = Path(__file__).resolve().parents[2]
 PALETTE = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255), (0, 255, 255)]
@@ -169,8 +175,83 @@ class Transitions:
             self.done += 1
 
 
-def process_tree_memory(root: int) -> dict[str, float]:
-    """RSS and PSS (MB) of ``root`` and all its descendants (Chromium's processes too)."""
+def _chromium_type(pid: int) -> str:
+    """The ``--type`` a QtWebEngineProcess was started with ("" for none)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            arguments = stream.read().split(b"\0")
+    except OSError:
+        return ""
+    for argument in arguments:
+        if argument.startswith(b"--type="):
+            return argument[len(b"--type=") :].decode(errors="replace")
+    return ""
+
+
+def _process_role(pid: int, parent: int, root: int) -> str:
+    """What a process of the tree is: the browser (our own Python process, which also runs
+    Chromium's GPU/compositor thread here), a render process (forked by the zygote, whose
+    command line it keeps), or another of Chromium's helpers by its ``--type``."""
+    if pid == root:
+        return "browser"
+    kind = _chromium_type(pid)
+    if kind == "zygote" and _chromium_type(parent) == "zygote":
+        return "renderer"
+    return kind or "other"
+
+
+MEMORY_KEYS = ("rss_mb", "pss_mb", "anon_mb")
+
+
+@dataclasses.dataclass
+class ProcessMemory:
+    pid: int
+    role: str
+    rss_mb: float
+    pss_mb: float
+    anon_mb: float
+
+
+@dataclasses.dataclass
+class MemorySample:
+    """The process tree's memory after ``transitions`` transitions."""
+
+    transitions: int
+    seconds: float
+    processes: list[ProcessMemory]
+
+    def total(self, key: str, role: str | None = None) -> float:
+        return sum(float(getattr(p, key)) for p in self.processes if role is None or p.role == role)
+
+    def roles(self) -> dict[str, dict[str, float]]:
+        """Figures summed per process role (browser, renderer, gpu-process, ...)."""
+        found: dict[str, dict[str, float]] = {}
+        for process in self.processes:
+            role = found.setdefault(process.role, dict.fromkeys(("count", *MEMORY_KEYS), 0.0))
+            role["count"] += 1
+            for key in MEMORY_KEYS:
+                role[key] += float(getattr(process, key))
+        return found
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "transitions": self.transitions,
+            "seconds": round(self.seconds, 1),
+            "rss_mb": round(self.total("rss_mb"), 1),
+            "pss_mb": round(self.total("pss_mb"), 1),
+            "per_process": [
+                {
+                    "pid": p.pid,
+                    "role": p.role,
+                    **{key: round(float(getattr(p, key)), 1) for key in MEMORY_KEYS},
+                }
+                for p in self.processes
+            ],
+        }
+
+
+def process_tree(root: int) -> list[tuple[int, int]]:
+    """``root`` and all its descendants, as (pid, parent pid)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -181,23 +262,157 @@ def process_tree_memory(root: int) -> dict[str, float]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [root]
+    tree, todo = [], [(root, 0)]
     while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    rss = pss = 0
-    for pid in tree:
+        pid, parent = todo.pop()
+        tree.append((pid, parent))
+        todo.extend((child, pid) for child in children.get(pid, []))
+    return tree
+
+
+def process_tree_memory(root: int) -> list[ProcessMemory]:
+    """RSS, PSS and anonymous memory (MB) of ``root`` and each of its descendants
+    (Chromium's processes too), from /proc/PID/smaps_rollup."""
+    found = []
+    for pid, parent in process_tree(root):
+        figures = {"Rss:": 0, "Pss:": 0, "Anonymous:": 0}
         try:
             with open(f"/proc/{pid}/smaps_rollup") as stream:
                 for line in stream:
-                    if line.startswith("Rss:"):
-                        rss += int(line.split()[1])
-                    elif line.startswith("Pss:"):
-                        pss += int(line.split()[1])
+                    parts = line.split()
+                    if parts and parts[0] in figures:
+                        figures[parts[0]] += int(parts[1])
         except OSError:
-            continue
-    return {"processes": len(tree), "rss_mb": rss / 1024, "pss_mb": pss / 1024}
+            continue  # it ended meanwhile
+        found.append(
+            ProcessMemory(
+                pid,
+                _process_role(pid, parent, root),
+                figures["Rss:"] / 1024,
+                figures["Pss:"] / 1024,
+                figures["Anonymous:"] / 1024,
+            )
+        )
+    return found
+
+
+def slope_per_1000(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares slope of (transitions, MB) points, in MB per 1000 transitions."""
+    if len(points) < 3:
+        return None
+    xs = [float(x) for x, _ in points]
+    ys = [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread == 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread * 1000
+
+
+def robust_figures(samples: list[MemorySample], point: int, window: int) -> dict[str, object]:
+    """The median of the samples within ``window`` transitions of ``point``: one sample can
+    catch a spike (a view renewal, a Chromium garbage collection) and mislead."""
+    near_point = [s for s in samples if abs(s.transitions - point) <= window]
+    roles = sorted({role for s in near_point for role in s.roles()})
+    return {
+        "samples_at": [s.transitions for s in near_point],
+        "rss_mb": statistics.median(s.total("rss_mb") for s in near_point),
+        "pss_mb": statistics.median(s.total("pss_mb") for s in near_point),
+        "processes": statistics.median(len(s.processes) for s in near_point),
+        "roles": {
+            role: {
+                key: statistics.median(s.roles().get(role, {}).get(key, 0.0) for s in near_point)
+                for key in ("count", *MEMORY_KEYS)
+            }
+            for role in roles
+        },
+    }
+
+
+def trend(samples: list[MemorySample], role: str | None, key: str) -> float | None:
+    return slope_per_1000([(s.transitions, s.total(key, role)) for s in samples])
+
+
+def memory_over_transitions(
+    transitions: Transitions, total: int, every: int, window: int
+) -> dict[str, object]:
+    """Run ``total`` transitions, sampling the process tree's memory every ``every`` of them
+    once the event loop has settled (half a second, a Python ``gc.collect()``, a short wait).
+    Figures at 100 and at ``total`` are medians over a window (see ``robust_figures``); the
+    trend is the least-squares slope over the second half of the run."""
+    from tests.renderer.pixels import process_for
+
+    samples: list[MemorySample] = []
+    offset = transitions.done  # earlier benchmarks' transitions are not counted here
+    started = time.monotonic()
+    while transitions.done - offset < total:
+        transitions.run(min(every, total - (transitions.done - offset)), dwell=0.005)
+        process_for(0.5)
+        gc.collect()
+        process_for(0.2)
+        sample = MemorySample(
+            transitions.done - offset, time.monotonic() - started, process_tree_memory(os.getpid())
+        )
+        samples.append(sample)
+        summary = ", ".join(
+            f"{role} x{figures['count']:.0f} {figures['pss_mb']:.0f}"
+            for role, figures in sorted(sample.roles().items())
+        )
+        print(
+            f"after {sample.transitions} transitions: RSS {sample.total('rss_mb'):.0f} MB, "
+            f"PSS {sample.total('pss_mb'):.0f} MB ({summary}) ({sample.seconds:.0f} s)",
+            flush=True,
+        )
+
+    first_point = min(100, total)
+    first = robust_figures(samples, first_point, window)
+    last = robust_figures(samples, total, window)
+    memory: dict[str, object] = {
+        "sample_every": every,
+        "window": window,
+        "method": "median of the samples within `window` transitions of the point; "
+        "each sample after 0.5 s of event loop, gc.collect(), 0.2 s more",
+        str(first_point): first,
+        str(total): last,
+        "growth_rss_mb": float(last["rss_mb"]) - float(first["rss_mb"]),  # type: ignore[arg-type]
+        "growth_pss_mb": float(last["pss_mb"]) - float(first["pss_mb"]),  # type: ignore[arg-type]
+    }
+    second_half = [s for s in samples if s.transitions >= total / 2]
+    roles = sorted({role for s in second_half for role in s.roles()})
+    memory["trend_second_half"] = {
+        "from_transition": total // 2,
+        "rss_mb_per_1000": trend(second_half, None, "rss_mb"),
+        "pss_mb_per_1000": trend(second_half, None, "pss_mb"),
+        "pss_mb_per_1000_by_role": {role: trend(second_half, role, "pss_mb") for role in roles},
+    }
+    memory["samples"] = [s.as_json() for s in samples]
+    return memory
+
+
+def print_memory(memory: dict[str, object], total: int) -> None:
+    first, last = memory[str(min(100, total))], memory[str(total)]
+    for point, figures in ((min(100, total), first), (total, last)):
+        roles = ", ".join(
+            f"{role} {f['pss_mb']:.0f}"
+            for role, f in sorted(figures["roles"].items())  # type: ignore[index]
+        )
+        print(
+            f"memory at {point} (median of samples {figures['samples_at']}): "  # type: ignore[index]
+            f"RSS {figures['rss_mb']:.0f} MB, PSS {figures['pss_mb']:.0f} MB "  # type: ignore[index]
+            f"(PSS per role: {roles})"
+        )
+    slope = memory["trend_second_half"]
+    by_role = ", ".join(
+        f"{role} {value:+.1f}" if value is not None else f"{role} n/a"
+        for role, value in slope["pss_mb_per_1000_by_role"].items()  # type: ignore[index]
+    )
+    print(
+        f"memory growth 100 -> {total}: RSS {memory['growth_rss_mb']:+.1f} MB, "
+        f"PSS {memory['growth_pss_mb']:+.1f} MB; trend over the second half: "
+        f"RSS {slope['rss_mb_per_1000']:+.1f}, PSS {slope['pss_mb_per_1000']:+.1f} "  # type: ignore[index]
+        f"MB per 1000 transitions (PSS per role: {by_role})",
+        flush=True,
+    )
 
 
 def cold_start(size: tuple[int, int]) -> float:
@@ -257,8 +472,26 @@ def main() -> int:
     parser.add_argument("--blank-transitions", type=int, default=200)
     parser.add_argument("--switches", type=int, default=50)
     parser.add_argument("--size", default="1920x1080")
-    parser.add_argument("--output", default=str(ROOT / "bench-results" / "renderer.json"))
+    parser.add_argument(
+        "--output",
+        help="default bench-results/renderer.json (renderer-memory.json with --memory-only)",
+    )
     parser.add_argument("--cold-start-child", metavar="URL")
+    parser.add_argument(
+        "--sample-every", type=int, default=50, help="transitions per memory sample"
+    )
+    parser.add_argument(
+        "--window", type=int, default=100, help="memory figures: median of samples this near"
+    )
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="skip cold start, schedule-to-pixel and blank frames (faster memory experiments)",
+    )
+    parser.add_argument(
+        "--recycle-after", type=int, help="override RendererOptions.recycle_after_loads"
+    )
+    parser.add_argument("--crossfade-ms", type=int, default=0)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
     size = (width, height)
@@ -269,25 +502,64 @@ def main() -> int:
         "platform": os.environ.get("QT_QPA_PLATFORM"),
         "size": args.size,
         "cpus": os.cpu_count(),
+        "chromium_flags": os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""),
     }
-    cold = [cold_start(size) for _ in range(3)]
-    results["cold_start_s"] = {"runs": cold, "median": statistics.median(cold)}
-    print(f"cold start (process start to first content frame): {cold} s")
+    if not args.memory_only:
+        cold = [cold_start(size) for _ in range(3)]
+        results["cold_start_s"] = {"runs": cold, "median": statistics.median(cold)}
+        print(f"cold start (process start to first content frame): {cold} s")
 
     prepare_process()
     from PySide6.QtWidgets import QApplication
 
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.renderer.pixels import FrameSampler, process_for
+    from tests.renderer.pixels import process_for
 
     _app = QApplication(["bench-renderer"])  # kept alive for the whole run
     base, stop = serve_colour_pages()
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-"))
     images = write_images(workdir, size)
-    renderer = KioskRenderer(
-        RendererOptions(fullscreen=False, window_size=size, data_dir=workdir / "data")
+    options = RendererOptions(
+        fullscreen=False,
+        window_size=size,
+        data_dir=workdir / "data",
+        crossfade_ms=args.crossfade_ms,
     )
+    if args.recycle_after is not None:
+        options = dataclasses.replace(options, recycle_after_loads=args.recycle_after)
+    results["recycle_after_loads"] = options.recycle_after_loads
+    results["crossfade_ms"] = options.crossfade_ms
+    renderer = KioskRenderer(options)
     process_for(1.0)
+    transitions = Transitions(renderer, base, images)  # type: ignore[arg-type]
+    if not args.memory_only:
+        benchmark_latency_and_blank_frames(renderer, transitions, images, base, args, results)
+
+    memory = memory_over_transitions(transitions, args.transitions, args.sample_every, args.window)
+    print_memory(memory, args.transitions)
+    results["memory"] = memory
+    results["failed_items"] = len(transitions.reports.failed)
+    renderer.close()
+    stop()
+    default = "renderer-memory.json" if args.memory_only else "renderer.json"
+    output = Path(args.output or ROOT / "bench-results" / default)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {output}", flush=True)
+    # Leave without Python's final garbage collection of PySide objects, which can crash
+    # after Qt WebEngine has shut down; every result is written by now.
+    os._exit(0)
+
+
+def benchmark_latency_and_blank_frames(
+    renderer: KioskRenderer,
+    transitions: Transitions,
+    images: list[tuple[str, tuple[int, int, int]]],
+    base: str,
+    args: argparse.Namespace,
+    results: dict[str, object],
+) -> None:
+    from tests.renderer.pixels import FrameSampler
 
     # Grabbing the window is the probe's own cost, included in every latency below.
     started = time.monotonic()
@@ -312,7 +584,6 @@ def main() -> int:
         print(f"schedule-to-pixel {name}: p50 {p50:.0f} ms, p95 {p95:.0f} ms ({len(values)})")
     print(f"(includes the pixel probe: one window grab costs {grab_ms:.1f} ms)")
 
-    transitions = Transitions(renderer, base, images)  # type: ignore[arg-type]
     sampler = FrameSampler(renderer, PALETTE, interval_ms=2)
     sampler.start()
     transitions.run(args.blank_transitions)
@@ -330,44 +601,6 @@ def main() -> int:
         f"blank frames: {len(sampler.bad)} in {sampler.samples} samples over "
         f"{args.blank_transitions} transitions ({blank:.3f} per transition)"
     )
-
-    memory: dict[str, object] = {}
-    checkpoints = sorted({100, 500, 1000, args.transitions} & set(range(1, args.transitions + 1)))
-    offset = transitions.done  # the blank-frame transitions already ran
-    started = time.monotonic()
-    for checkpoint in checkpoints:
-        transitions.run(checkpoint - (transitions.done - offset), dwell=0.005)
-        process_for(0.5)
-        figures = process_tree_memory(os.getpid())
-        memory[str(checkpoint)] = figures
-        print(
-            f"after {checkpoint} transitions: RSS {figures['rss_mb']:.0f} MB, "
-            f"PSS {figures['pss_mb']:.0f} MB, {figures['processes']} processes "
-            f"({time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-    if "100" in memory and str(args.transitions) in memory:
-        first, last = memory["100"], memory[str(args.transitions)]
-        growth = last["rss_mb"] - first["rss_mb"]  # type: ignore[index]
-        growth_pss = last["pss_mb"] - first["pss_mb"]  # type: ignore[index]
-        memory["growth_rss_mb"] = growth
-        memory["growth_pss_mb"] = growth_pss
-        print(
-            f"memory growth 100 -> {args.transitions}: "
-            f"RSS {growth:+.1f} MB, PSS {growth_pss:+.1f} MB"
-        )
-    results["memory"] = memory
-    results["failed_items"] = len(transitions.reports.failed)
-
-    renderer.close()
-    stop()
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {output}", flush=True)
-    # Leave without Python's final garbage collection of PySide objects, which can crash
-    # after Qt WebEngine has shut down; every result is written by now.
-    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -373,3 +373,44 @@ def test_views_are_recycled_not_recreated(
     # over 10 items, not one per item.
     renewals = sum(slot.renewals for slot in renderer.slots)
     assert 2 <= renewals <= 5
+
+
+def test_blank_view_can_collect_its_render_process_garbage(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    # Without gc() on the blank page a render process keeps every old document (about 1 MB
+    # per load, measured by tests/bench/bench_renderer.py) until its view is renewed.
+    from PySide6.QtWebEngineCore import QWebEngineScript
+
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    for colour in ("red", "blue"):
+        show_and_wait(renderer, reports, item(http_server.colour(colour)))
+    assert wait_until(
+        lambda: any(
+            slot.state is SlotState.BLANK and slot.view is not renderer._front
+            for slot in renderer.slots
+        ),
+        5,
+    )
+    blank = next(slot for slot in renderer.slots if slot.view is not renderer._front)
+    answers: list[object] = []
+    blank.page.runJavaScript(
+        "typeof gc", QWebEngineScript.ScriptWorldId.ApplicationWorld, answers.append
+    )
+    assert wait_until(lambda: bool(answers), 5)
+    assert answers == ["function"]
+
+
+def test_js_flags_of_our_own_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from player.renderer.options import JS_FLAGS, add_chromium_flags
+
+    monkeypatch.setenv("QTWEBENGINE_CHROMIUM_FLAGS", "--disable-gpu")
+    add_chromium_flags()
+    assert JS_FLAGS in os.environ["QTWEBENGINE_CHROMIUM_FLAGS"].split()
+    # Chromium keeps only the last --js-flags: a deployment's own is not overridden.
+    monkeypatch.setenv("QTWEBENGINE_CHROMIUM_FLAGS", "--js-flags=--max-old-space-size=256")
+    add_chromium_flags()
+    flags = os.environ["QTWEBENGINE_CHROMIUM_FLAGS"].split()
+    assert [f for f in flags if f.startswith("--js-flags=")] == [
+        "--js-flags=--max-old-space-size=256"
+    ]
