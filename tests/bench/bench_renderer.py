@@ -8,6 +8,12 @@ Prints the figures and writes them to ``bench-results/renderer.json``. Targets (
 page p95 < 300 ms, cached image p95 < 150 ms, 0 blank frames per transition, resident memory
 growth (process tree) < 30 MB between transition 100 and 2000, cold start < 3 s.
 
+Memory is sampled every ``--sample-every`` transitions (RSS, PSS and anonymous memory of every
+process of the tree, by role); the figures at 100 and 2000 are medians of the samples near
+them, and the trend is fitted over the second half. PSS splits pages shared with other
+processes, so run nothing else that maps the same libraries (a second benchmark) meanwhile.
+``--memory-only`` runs just that part.
+
 The functions take a renderer and are reusable (the end-to-end POST /schedule benchmark
 measures from the HTTP request instead of from ``show``).
 """
@@ -219,6 +225,9 @@ class MemorySample:
     transitions: int
     seconds: float
     processes: list[ProcessMemory]
+    # Python's own share of the browser process: memory blocks allocated, objects tracked.
+    python_blocks: int = 0
+    python_objects: int = 0
 
     def total(self, key: str, role: str | None = None) -> float:
         return sum(float(getattr(p, key)) for p in self.processes if role is None or p.role == role)
@@ -237,6 +246,8 @@ class MemorySample:
         return {
             "transitions": self.transitions,
             "seconds": round(self.seconds, 1),
+            "python_blocks": self.python_blocks,
+            "python_objects": self.python_objects,
             "rss_mb": round(self.total("rss_mb"), 1),
             "pss_mb": round(self.total("pss_mb"), 1),
             "per_process": [
@@ -351,7 +362,11 @@ def memory_over_transitions(
         gc.collect()
         process_for(0.2)
         sample = MemorySample(
-            transitions.done - offset, time.monotonic() - started, process_tree_memory(os.getpid())
+            transitions.done - offset,
+            time.monotonic() - started,
+            process_tree_memory(os.getpid()),
+            sys.getallocatedblocks(),
+            len(gc.get_objects()),
         )
         samples.append(sample)
         summary = ", ".join(
@@ -360,7 +375,8 @@ def memory_over_transitions(
         )
         print(
             f"after {sample.transitions} transitions: RSS {sample.total('rss_mb'):.0f} MB, "
-            f"PSS {sample.total('pss_mb'):.0f} MB ({summary}) ({sample.seconds:.0f} s)",
+            f"PSS {sample.total('pss_mb'):.0f} MB ({summary}; python: {sample.python_blocks} "
+            f"blocks, {sample.python_objects} objects) ({sample.seconds:.0f} s)",
             flush=True,
         )
 
