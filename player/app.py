@@ -328,7 +328,9 @@ class _QtDisplay:
         service.screen = self.screen
         engine = service.engine
         engine.set_renderer(self.renderer)
-        self.renderer.set_listener(_Listener(engine))
+        # Renderer reports go straight to the engine: it is thread-safe and wakes the driver.
+        listener: RendererListener = engine  # (checked: the engine is a whole listener)
+        self.renderer.set_listener(listener)
         self.driver = EngineDriver(engine)
         engine.set_wake(self.driver.wake_up)
         self.signals = SignalWatcher(self.app.quit)
@@ -380,22 +382,6 @@ class _QtDisplay:
         close = getattr(self.renderer, "close", None)
         if callable(close):
             close()
-
-
-class _Listener:
-    """Renderer reports go straight to the engine (it is thread-safe and wakes the driver)."""
-
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
-
-    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
-        self._engine.item_shown(token, at, natural_duration)
-
-    def item_failed(self, token: int, reason: str) -> None:
-        self._engine.item_failed(token, reason)
-
-    def item_ended(self, token: int) -> None:
-        self._engine.item_ended(token)
 
 
 @cache

@@ -253,3 +253,17 @@ def test_taken_port_exits_1(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert "cannot listen" in result.stderr
+
+
+def test_a_finished_request_gives_way_to_the_idle_page_on_screen(
+    start: Callable[..., tuple[DisplayProcess, str]], content: ContentServer
+) -> None:
+    """The idle record comes from the renderer's report that the idle page is painted."""
+    _display, url = start()
+    item = {"content-item": content.url + "/page", "preferred-duration": "1 s"}
+    assert requests.post(url + "/schedule", json=item, timeout=5).status_code == 202
+    shown = wait_playback(url, lambda r: r["content-item"] == item["content-item"])
+    idle = wait_playback(url, lambda r: r["origin"] == "idle" and r["sequence"] > shown["sequence"])
+    assert idle["content-item"] is None
+    assert idle["started"] >= shown["started"]
+    assert requests.get(url + "/x/health", timeout=5).json()["engine"]["idle"] is True
