@@ -185,7 +185,7 @@ class WebSlot(QObject):
     # -- loading --------------------------------------------------------------------------
 
     def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
-        holds_older = self.state is not SlotState.BLANK
+        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
         self.generation += 1
         self.item = item
         self.kind = kind
@@ -225,7 +225,7 @@ class WebSlot(QObject):
 
     def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
         """A page of our own (the idle page)."""
-        holds_older = self.state is not SlotState.BLANK
+        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
         self.generation += 1
         self.item = item
         self.kind = Kind.PAGE
@@ -267,10 +267,6 @@ class WebSlot(QObject):
     def _loading_changed(self, info: QWebEngineLoadingInfo) -> None:
         status = info.status()
         if status == QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus:
-            return
-        if self._blanking and info.url().toString() != "about:blank":
-            # The end of a load the blanking replaced (a page still loading when the next
-            # item was asked for): it is not the next item's.
             return
         if self._blanking and info.url().toString() == "about:blank":
             self._blanking = False
