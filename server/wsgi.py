@@ -7,6 +7,7 @@ which tests use; ``server.port`` tells the one bound.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -77,13 +78,22 @@ class WsgiServer:
         if self._thread is None or not self._thread.is_alive():
             self._close_everything()
             return
-        self._server.trigger.pull_trigger(self._close_everything)
+        try:
+            self._server.trigger.pull_trigger(self._close_everything)
+        except OSError as error:
+            # The wake-up pipe is gone (seen once in a long test run: EBADF); close from here.
+            log.warning(
+                "%s: cannot wake the server loop (%s); closing from this thread", self.name, error
+            )
+            self._close_everything()
         self._thread.join(timeout=5)
 
     def _close_everything(self) -> None:
         server = self._server
         for dispatcher in list(server._map.values()):
             if dispatcher is not server and dispatcher is not server.trigger:
-                dispatcher.close()
-        server.close()  # the listener and the trigger; the loop ends with an empty map
+                with contextlib.suppress(OSError):
+                    dispatcher.close()
+        with contextlib.suppress(OSError):
+            server.close()  # the listener and the trigger; the loop ends with an empty map
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)
