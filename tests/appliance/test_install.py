@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require_tools
+
 from .conftest import REPO
 
 INSTALL = REPO / "packaging/install.sh"
@@ -32,8 +34,8 @@ def install_into(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return run("bash", INSTALL, "--root", root, "--skip", "packages,venv", *options)
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
 def test_scripts_are_shellcheck_clean() -> None:
+    require_tools("shellcheck")
     result = run("shellcheck", "--shell=bash", *SCRIPTS)
     assert result.returncode == 0, result.stdout
 

@@ -3,9 +3,7 @@ the Pi firmware faked (they cannot run here), and xset for real against an Xvfb.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import time as systime
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from player.power import (
     default_methods,
     parse_power_config,
 )
+from tests.tools import require_tools, xvfb
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -293,33 +292,9 @@ def test_scheduler_thread_starts_and_stops_promptly() -> None:
 
 @pytest.fixture(scope="module")
 def xvfb_display() -> Iterator[str]:
-    if shutil.which("Xvfb") is None or shutil.which("xset") is None:
-        pytest.skip("Xvfb or xset not installed (packaging/dev.sh installs them)")
-    read, write = os.pipe()
-    process = subprocess.Popen(
-        [
-            "Xvfb",
-            "-displayfd",
-            str(write),
-            "-screen",
-            "0",
-            "320x240x24",
-            "-nolisten",
-            "tcp",
-            "-noreset",
-        ],
-        pass_fds=(write,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        number = pipe.readline().strip()
-    try:
-        yield f":{number}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    require_tools("xset")
+    with xvfb(320, 240) as display:
+        yield display
 
 
 def test_xset_against_a_real_x_server(xvfb_display: str) -> None:
@@ -337,8 +312,7 @@ def test_xset_against_a_real_x_server(xvfb_display: str) -> None:
 
 
 def test_xset_without_a_server_fails_within_its_timeout() -> None:
-    if shutil.which("xset") is None:
-        pytest.skip("xset not installed")
+    require_tools("xset")
     started = systime.monotonic()
     result = XsetDpms(run_command, shutil.which, ":254").set_power(False)
     assert not result.ok and "cannot reach the X server" in result.describe()

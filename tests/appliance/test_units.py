@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require_tools
+
 from .conftest import REPO
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("systemd-analyze") is None or shutil.which("systemctl") is None,
-    reason="systemd not installed (packaging/dev.sh installs it)",
-)
+
+@pytest.fixture(autouse=True)
+def _systemd_tools() -> None:
+    require_tools("systemd-analyze", "systemctl")
+
 
 UNITS = {
     "pdn-display.service": 5.0,

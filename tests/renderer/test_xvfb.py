@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.renderer.conftest import COLOURS, LoopbackServer
+from tests.tools import require_tools
+from tests.tools import xvfb as start_xvfb
 
 pytestmark = [pytest.mark.qt, pytest.mark.xvfb]
 
@@ -23,31 +24,9 @@ WIDTH, HEIGHT = 640, 400
 
 @pytest.fixture(scope="module")
 def xvfb() -> Iterator[str]:
-    if shutil.which("Xvfb") is None or shutil.which("import") is None:
-        pytest.skip("needs Xvfb and ImageMagick's import")
-    read, write = os.pipe()
-    server = subprocess.Popen(
-        [
-            "Xvfb",
-            "-displayfd",
-            str(write),
-            "-screen",
-            "0",
-            f"{WIDTH}x{HEIGHT}x24",
-            "-nolisten",
-            "tcp",
-        ],
-        pass_fds=(write,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write)
-    with os.fdopen(read) as stream:
-        number = stream.readline().strip()
-    assert number, "Xvfb did not start"
-    yield f":{number}"
-    server.terminate()
-    server.wait(10)
+    require_tools("import")  # ImageMagick reads the whole X screen back
+    with start_xvfb(WIDTH, HEIGHT) as display:
+        yield display
 
 
 class Kiosk:

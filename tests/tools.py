@@ -1,0 +1,48 @@
+"""Helpers for tests that need programs from the system (Xvfb, xset, systemd-analyze ...).
+
+`bash packaging/dev.sh test` installs every one of them, so in CI (CI set) a missing program
+is a broken set-up and fails the test; on a developer's machine it skips, naming what to run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+
+def require_tools(*names: str) -> None:
+    missing = [name for name in names if shutil.which(name) is None]
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not installed (bash packaging/dev.sh setup installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@contextmanager
+def xvfb(width: int, height: int) -> Iterator[str]:
+    """A real X server of its own on a free display number; yields the DISPLAY value."""
+    require_tools("Xvfb")
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
+         "-nolisten", "tcp", "-noreset"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(write)
+    with os.fdopen(read) as stream:
+        number = stream.readline().strip()
+    try:
+        assert number, "Xvfb did not start"
+        yield f":{number}"
+    finally:
+        server.terminate()
+        server.wait(10)
