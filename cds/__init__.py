@@ -2,10 +2,14 @@
 
 - :mod:`cds.parser`: ``parse(data) -> Document``, hardened, errors as :class:`cds.errors.CdsError`
   carrying :class:`cds.errors.Problem` (line, element, message), validated against the RELAX NG
-  grammar in ``cds/schema/cds.rng``.
+  grammar in ``cds/schema/cds.rng``; built on :mod:`cds.guard` (hostile input),
+  :mod:`cds.walk` and :mod:`cds.read_constraints` (XML to model), :mod:`cds.relaxng` (the schema
+  check) and :mod:`cds.elements` (naming elements, keeping unknown ones).
 - :mod:`cds.model`: the typed model (ContentSet, ContentItem, Constraints, RequiredFile, ...).
 - :mod:`cds.serialise`: ``to_xml(document_or_set) -> bytes``, round-trips with ``parse``.
-- :mod:`cds.evaluate`: :class:`~cds.evaluate.Playlist`, what plays when, and why.
+- :mod:`cds.playlist`: :class:`~cds.playlist.Playlist`, what plays when, and why.
+- :mod:`cds.windows`: time, day-of-week and date windows: open now, and when they next change.
+- :mod:`cds.timezone`: the system's time zone name, one answer for the whole player.
 - :mod:`cds.durations`: durations as people write them.
 - :mod:`cds.cli`: ``pdn cds check`` and ``pdn cds explain``.
 """
@@ -22,9 +26,9 @@ _EXPORTS: dict[str, str] = {
     "Problem": "cds.errors",
     "parse": "cds.parser",
     "to_xml": "cds.serialise",
-    "Playlist": "cds.evaluate",
-    "Selection": "cds.evaluate",
-    "Verdict": "cds.evaluate",
+    "Playlist": "cds.playlist",
+    "Selection": "cds.playlist",
+    "Verdict": "cds.playlist",
     "Document": "cds.model",
     "ContentSet": "cds.model",
     "ContentItem": "cds.model",

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cds.errors import CdsError, Problem
-from cds.evaluate import Playlist, describe_duration, system_timezone
 from cds.model import DAY_NAMES, PRIORITY_NAMES, Constraints, ContentItem, Document
 from cds.parser import parse
+from cds.playlist import Playlist, describe_duration
+from cds.timezone import system_timezone_name
 
 __all__ = ["add_parser", "main"]
 
@@ -181,7 +182,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def _zone(name: str | None) -> datetime.tzinfo:
     if name is None:
-        return system_timezone()
+        return _zone(system_timezone_name())
     if name.upper() in ("UTC", "Z"):
         return datetime.UTC
     try:

@@ -54,8 +54,9 @@ DAY_NAMES: tuple[str, ...] = (
     "saturday",
     "sunday",
 )
-#: Hash types a ``requires-file`` may list, with the length of their hex digest.
-HASH_TYPES: dict[str, int] = {"md5": 32, "sha1": 40, "sha256": 64}
+#: Hash types a ``requires-file`` may list, with the length of their hex digest. Ordered
+#: strongest first: the content cache names a file by the first of them it lists.
+HASH_TYPES: dict[str, int] = {"sha256": 64, "sha1": 40, "md5": 32}
 
 
 @dataclass

@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import shutil
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,9 +36,20 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
+from cds.model import HASH_TYPES  # strongest first: the first one listed names the file
+from server.db import Migrations, connect, migrate, transaction
+
 log = logging.getLogger("pdn.cache")
 
-HASH_TYPES = ("sha256", "sha1", "md5")  # strongest first: the first one listed names the file
+# MIGRATIONS[n] takes the index from user_version n to n + 1. Indexes made before the schema
+# was versioned have the files table and user_version 0: hence IF NOT EXISTS.
+MIGRATIONS: Migrations = (
+    (
+        "CREATE TABLE IF NOT EXISTS files (key TEXT PRIMARY KEY, name TEXT NOT NULL,"
+        " size INTEGER NOT NULL, added REAL NOT NULL, last_used REAL NOT NULL,"
+        " source TEXT NOT NULL)",
+    ),
+)
 CHUNK = 256 * 1024
 DEFAULT_MAX_BYTES = 2 * 1024**3
 TOUCH_EVERY = 60.0  # seconds between writes of a file's last use to the index
@@ -181,15 +191,8 @@ class ContentCache:
         self._jobs: dict[str, _Job] = {}
         self._wanted: dict[str, FileSpec] = {}
         self._closed = False
-        self._db = sqlite3.connect(self.root / "index.sqlite3", check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS files (key TEXT PRIMARY KEY, name TEXT NOT NULL,"
-            " size INTEGER NOT NULL, added REAL NOT NULL, last_used REAL NOT NULL,"
-            " source TEXT NOT NULL)"
-        )
-        self._db.commit()
+        self._db = connect(self.root / "index.sqlite3", synchronous="FULL", busy_timeout=5.0)
+        migrate(self._db, MIGRATIONS)
         self._load_index()
         self._threads = [
             threading.Thread(target=self._work, name=f"cache-download-{n}", daemon=True)
@@ -234,7 +237,6 @@ class ContentCache:
             if now - entry.touched > TOUCH_EVERY:
                 entry.touched = now
                 self._db.execute("UPDATE files SET last_used=? WHERE key=?", (now, spec.key))
-                self._db.commit()
         if not path.exists():
             log.warning("cached file %s vanished from disk", path.name)
             self._drop(spec.key)
@@ -285,19 +287,19 @@ class ContentCache:
     def _load_index(self) -> None:
         rows = self._db.execute("SELECT key, name, size, last_used FROM files").fetchall()
         dropped = 0
-        for key, name, size, last_used in rows:
-            path = self.files_dir / name
-            try:
-                on_disk = path.stat().st_size
-            except OSError:
-                on_disk = -1
-            if on_disk != size:
-                dropped += 1
-                self._db.execute("DELETE FROM files WHERE key=?", (key,))
-                path.unlink(missing_ok=True)
-                continue
-            self._entries[key] = _Entry(name, size, last_used, last_used)
-        self._db.commit()
+        with transaction(self._db):
+            for key, name, size, last_used in rows:
+                path = self.files_dir / name
+                try:
+                    on_disk = path.stat().st_size
+                except OSError:
+                    on_disk = -1
+                if on_disk != size:
+                    dropped += 1
+                    self._db.execute("DELETE FROM files WHERE key=?", (key,))
+                    path.unlink(missing_ok=True)
+                    continue
+                self._entries[key] = _Entry(name, size, last_used, last_used)
         known = {entry.name for entry in self._entries.values()}
         strays = [p for p in self.files_dir.iterdir() if p.name not in known]
         for stray in strays:
@@ -315,7 +317,6 @@ class ContentCache:
         with self._lock:
             entry = self._entries.pop(key, None)
             self._db.execute("DELETE FROM files WHERE key=?", (key,))
-            self._db.commit()
         if entry is not None:
             (self.files_dir / entry.name).unlink(missing_ok=True)
 
@@ -526,7 +527,6 @@ class ContentCache:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (spec.key, name, size, now, now, source),
             )
-            self._db.commit()
             self._entries[spec.key] = _Entry(name, size, now, now)
         log.info("cached %s (%d bytes) from %s", spec.key, size, source)
         return target

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+from pathlib import Path
 from typing import Any
 
-from player.config import DEFAULT_HOST, DEFAULT_PORT
+from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
+from server.exitcodes import EPILOG, EXIT_OK, EXIT_USAGE
+
+log = logging.getLogger("pdn.display")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -20,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         epilog=(
             "Data directory default: $STATE_DIRECTORY when systemd sets it (StateDirectory=), "
-            "else ./data. Exit codes: 0 stopped cleanly, 1 could not start, 2 bad config."
+            f"else ./data. {EPILOG}"
         ),
     )
     parser.add_argument(
@@ -56,7 +62,47 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    from player.app import main
+def load(args: argparse.Namespace) -> DisplayConfig:
+    """The configuration from the file, the environment and the flags."""
+    return load_config(
+        Path(args.config) if args.config else None,
+        overrides={
+            "host": args.host,
+            "port": args.port,
+            "data_dir": args.data_dir,
+            "name": args.name,
+            "timezone": args.timezone,
+            "public_url": args.public_url,
+        },
+    )
 
-    return main(args)
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load(args)
+    except ConfigError as error:
+        if args.check_config:
+            print(f"pdn display: {error}", file=sys.stderr)
+        else:
+            log.error("%s", error)
+        return EXIT_USAGE
+    if args.check_config:
+        print_config(config)
+        return EXIT_OK
+    from player.app import run as run_display  # Qt: only when a display really starts
+
+    code: int = run_display(config, schedule_url=args.schedule, register_url=args.register)
+    return code
+
+
+def print_config(config: DisplayConfig) -> None:
+    """``pdn display --check-config``: the effective settings."""
+    print(f"configuration OK{f' ({config.source})' if config.source else ''}")
+    print(f"  name:            {config.name or '(none)'}")
+    print(f"  listen:          {config.host}:{config.port}")
+    print(f"  data dir:        {config.data_dir}")
+    print(f"  time zone:       {config.timezone}")
+    print(f"  location:        {config.location or '(none)'}")
+    print(f"  accept CDS:      {'yes' if config.accept_cds else 'no (single items only)'}")
+    print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
+    print(f"  API token:       {'set' if config.api_token else 'none (open)'}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,12 +159,19 @@ class ClockSanity:
         return thread
 
 
-def clock_section(table: dict[str, object]) -> dict[str, object]:
-    """The ``[clock]`` section parser for the display's config (``player.config.SECTIONS``)."""
+@dataclass(frozen=True)
+class ClockConfig:
+    """``[clock]`` in the display's config."""
+
+    require_ntp: bool = False  # only NTP's word counts as a set clock, not a plausible date
+
+
+def parse_clock_config(table: Mapping[str, object]) -> ClockConfig:
+    """Validate a ``[clock]`` table; raises ValueError naming the bad key."""
     for key in table:
         if key.replace("-", "_") != "require_ntp":
             raise ValueError(f"clock.{key}: unknown setting (known: require-ntp)")
     require_ntp = table.get("require_ntp", table.get("require-ntp", False))
     if not isinstance(require_ntp, bool):
         raise ValueError("clock.require-ntp: must be true or false")
-    return {"require_ntp": require_ntp}
+    return ClockConfig(require_ntp=require_ntp)

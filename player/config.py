@@ -25,17 +25,16 @@ then command-line flags. Example (every key is optional)::
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
 
-Key names may use ``_`` or ``-``. An unknown key or a bad value is refused with a message that
-names it (:class:`ConfigError`); ``pdn display`` then exits with code 2.
+    [power]                             # daily screen on/off: player/power.py
+    [clock]                             # clock sanity: player/clocksanity.py
 
-Other parts of the display add their own sections by registering a parser in
-:data:`SECTIONS` (a function from the section's table to a cleaned dict, raising
-``ValueError("key: message")`` naming the key); the result lands in ``DisplayConfig.sections``.
+Key names may use ``_`` or ``-``. An unknown key or a bad value is refused with a message that
+names it (:class:`ConfigError`); ``pdn display`` then exits with code 2. Each section is a typed
+field of :class:`DisplayConfig`, parsed by the module that uses it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tomllib
 import zoneinfo
@@ -45,6 +44,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cds.timezone import system_timezone_name
+from player.clocksanity import ClockConfig, parse_clock_config
+from player.power import PowerConfig, parse_power_config
 from server.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
@@ -76,7 +78,8 @@ class DisplayConfig:
     public_url: str | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     screen: ScreenConfig = field(default_factory=ScreenConfig)
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
+    clock: ClockConfig = field(default_factory=ClockConfig)
     source: Path | None = None
 
     def tzinfo(self) -> zoneinfo.ZoneInfo:
@@ -88,22 +91,6 @@ class DisplayConfig:
             return True
         return origin_of(url) in self.allowed_origins
 
-
-# Sections other parts of the display own: name -> parser of the section's table.
-SECTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
-
-def _register_appliance_sections() -> None:
-    # [power] (daily screen on/off) and [clock] (clock sanity): see player/power.py and
-    # player/clocksanity.py. Both modules are Qt-free and cheap to import.
-    from player.clocksanity import clock_section
-    from player.power import power_section
-
-    SECTIONS.setdefault("power", power_section)
-    SECTIONS.setdefault("clock", clock_section)
-
-
-_register_appliance_sections()
 
 # [screen] keys read by the service's start wrapper (packaging/pdn-display-start).
 SCREEN_PLATFORMS = ("auto", "eglfs", "cage", "xcb", "wayland", "offscreen")
@@ -130,28 +117,6 @@ def origin_of(url: str) -> str:
     if port is None or (scheme, port) in (("http", 80), ("https", 443)):
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
-
-
-def system_timezone() -> str:
-    """The system's IANA time zone name (``TZ``, ``/etc/timezone``, ``/etc/localtime``), or UTC."""
-    candidates: list[str] = []
-    if os.environ.get("TZ"):
-        candidates.append(os.environ["TZ"].lstrip(":"))
-    with contextlib.suppress(OSError):
-        candidates.append(Path("/etc/timezone").read_text().strip())
-    try:
-        target = os.readlink("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    except OSError:
-        pass
-    for name in candidates:
-        try:
-            zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            continue
-        return name
-    return "UTC"
 
 
 def default_data_dir() -> Path:
@@ -272,6 +237,20 @@ def _no_unknown(prefix: str, table: dict[str, Any], known: set[str]) -> None:
             raise ConfigError(f"unknown key '{prefix}.{key}'")
 
 
+def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any]:
+    """A section owned by another module: its parser raises ValueError("key: message")."""
+
+    def check(key: str, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ConfigError(f"'{key}' must be a table")
+        try:
+            return parse(_norm(value))
+        except ValueError as error:
+            raise ConfigError(f"section '{key}': {error}") from None
+
+    return check
+
+
 _TOP: dict[str, Callable[[str, Any], Any]] = {
     "name": _string,
     "timezone": _timezone,
@@ -282,6 +261,8 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "data_dir": _string,
     "location": _location,
     "screen": _screen,
+    "power": _section(parse_power_config),
+    "clock": _section(parse_clock_config),
 }
 
 
@@ -332,7 +313,7 @@ def load_config(
 
 
 def _build(table: dict[str, Any]) -> DisplayConfig:
-    config = DisplayConfig(timezone=system_timezone(), data_dir=default_data_dir())
+    config = DisplayConfig(timezone=system_timezone_name(), data_dir=default_data_dir())
     for key, value in table.items():
         if key == "listen":
             if not isinstance(value, dict):
@@ -346,13 +327,6 @@ def _build(table: dict[str, Any]) -> DisplayConfig:
         elif key in _TOP:
             cleaned = _TOP[key](key, value)
             setattr(config, key, Path(cleaned) if key == "data_dir" else cleaned)
-        elif key in SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigError(f"'{key}' must be a table")
-            try:
-                config.sections[key] = SECTIONS[key](_norm(value))
-            except ValueError as error:
-                raise ConfigError(f"section '{key}': {error}") from None
         else:
             raise ConfigError(f"unknown key '{key}'")
     return config

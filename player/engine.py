@@ -1,7 +1,7 @@
 """The playlist engine: what the screen shows now and next. No Qt; the clock is injected.
 
 Inputs:
-- CDS schedules, evaluated by a :class:`Schedule` (``cds.evaluate.Playlist``): eligibility,
+- CDS schedules, evaluated by a :class:`Schedule` (``cds.playlist.Playlist``): eligibility,
   priorities, playback order, the next time eligibility can change.
 - Ad-hoc requests (Display ``POST /schedule``, JSON form): a first-come, first-served queue of
   up to :data:`QUEUE_LIMIT`, each shown for its duration. A request ranks as priority ``high``:
@@ -54,26 +54,11 @@ BACKOFF_FIRST = 5.0
 BACKOFF_CAP = 300.0
 
 
-class Selection(Protocol):
-    """What ``cds.evaluate.Playlist`` picks (its ``Selection``)."""
-
-    @property
-    def item(self) -> ContentItem: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def root_name(self) -> str | None: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def duration(self) -> float | None: ...
-
-
 Available = Callable[["ContentItem"], bool]
 
 
 class Schedule(Protocol):
-    """The part of ``cds.evaluate.Playlist`` the engine uses."""
+    """The part of ``cds.playlist.Playlist`` the engine uses."""
 
     def set_documents(self, documents: list[ContentSet]) -> None: ...
     def eligible(self, now: datetime, available: Available) -> list[Any]: ...
@@ -127,7 +112,7 @@ class _Play:
 
     item: PlayItem
     issued: datetime
-    key: str  # the Selection key, or "request:<id>"
+    key: str  # the schedule's key for the item (cds.playlist.Selection), or "request:<id>"
     request_id: int | None = None
     shown_at: datetime | None = None
     end_at: datetime | None = None
@@ -149,7 +134,7 @@ class _Upcoming:
     """The next item, chosen ahead of time so the renderer can prepare it."""
 
     play: _Play
-    selection: Any | None = None  # the Selection, for scheduled items
+    selection: Any | None = None  # the schedule's cds.playlist.Selection, for scheduled items
 
 
 @dataclass
@@ -198,19 +183,6 @@ class Engine:
         self._backoff: dict[str, _Backoff] = {}
         self._started = False
         self._load_queue()
-
-    # Wiring
-
-    def set_renderer(self, renderer: Renderer) -> None:
-        with self._lock:
-            self._renderer = renderer
-
-    def set_wake(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
-
-    def poke(self) -> None:
-        """Something the engine depends on changed (a file became ready): re-evaluate soon."""
-        self._wake()
 
     def _load_queue(self) -> None:
         """Rebuild the queue from the store; the request that was on screen keeps the time

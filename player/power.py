@@ -209,10 +209,11 @@ class CecClient:
 
 @dataclass
 class XsetDpms:
-    """DPMS on an X server (``xset``). Waking also turns DPMS and the screen saver off again, so
-    the X server does not blank the screen by itself while content plays. An X server without the
-    DPMS extension (a VM, Xvfb) gets the screen saver's black blanking instead. ``xset`` exits 0
-    even when it fails, so the outcome is read back with ``xset q``."""
+    """DPMS on an X server (``xset``), the one place the display calls it. Waking also turns
+    DPMS and the screen saver off again, so the X server does not blank the screen by itself
+    while content plays. An X server without the DPMS extension (a VM, Xvfb) gets the screen
+    saver's black blanking instead. ``xset`` exits 0 even when it fails, so the outcome is read
+    back with ``xset q``."""
 
     runner: CommandRunner
     which: Which
@@ -242,6 +243,20 @@ class XsetDpms:
         if not status.ok or match is None:
             return None
         return match[1] == "On"
+
+    def keep_awake(self) -> bool:
+        """Screen saver and DPMS off, so X never blanks the screen by itself while content
+        plays (the renderer asks for this at start). Best effort: False, logged, on failure."""
+        if not self.available():
+            logger.warning("xset is not installed: cannot turn the X screen saver and DPMS off")
+            return False
+        for step in (("s", "off"), ("s", "noblank"), ("-dpms",)):
+            result = self._xset(*step)
+            if not result.ok:
+                logger.warning("xset %s: %s", " ".join(step), result.describe()[:200])
+                return False
+        logger.info("X screen saver and DPMS turned off")
+        return True
 
     def set_power(self, on: bool) -> CommandResult:
         dpms = self.has_dpms()
@@ -341,6 +356,11 @@ class Backlight:
             except OSError as error:
                 errors.append(f"{control}: {error}")
         return CommandResult(1 if errors else 0, stderr="; ".join(errors))
+
+
+def x_screen_power(environ: Mapping[str, str] = os.environ) -> XsetDpms:
+    """The X server of this process's ``DISPLAY``, switched with ``xset``."""
+    return XsetDpms(run_command, shutil.which, environ.get("DISPLAY"))
 
 
 def default_methods(
@@ -465,20 +485,11 @@ def describe(schedule: PowerSchedule) -> str:
     return f"on {schedule.on:%H:%M}, off {schedule.off:%H:%M}, days {','.join(days)}"
 
 
-def power_section(table: Mapping[str, object]) -> dict[str, object]:
-    """The ``[power]`` section parser for the display's config (``player.config.SECTIONS``)."""
-    return {"config": parse_power_config(table)}
-
-
 def start_power_schedule(
-    sections: Mapping[str, Mapping[str, object]],
-    zone: tzinfo,
-    clock_ok: Callable[[], bool],
+    config: PowerConfig, zone: tzinfo, clock_ok: Callable[[], bool]
 ) -> PowerScheduler | None:
     """Start the ``[power]`` schedule of a loaded display config, if it has one."""
-    section = sections.get("power")
-    config = section.get("config") if section else None
-    if not isinstance(config, PowerConfig) or config.schedule is None:
+    if config.schedule is None:
         return None
     methods = default_methods(config.methods, cec_device=config.cec_device)
     power = ScreenPower(methods)

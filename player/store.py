@@ -14,7 +14,8 @@ SQLite settings, and why:
   (a request, a CDS, a reading, a playback change), so the fsync per commit costs nothing that
   matters.
 - The schema is versioned with ``PRAGMA user_version``; :data:`MIGRATIONS` upgrades old files
-  in place, one transaction per step, and a file from a newer version is refused.
+  in place (:func:`server.db.migrate`, one transaction), and a file from a newer version is
+  refused. Connections and transactions come from :mod:`server.db`.
 
 Thread-safety: one connection guarded by a lock; every public method is one transaction.
 """
@@ -22,7 +23,6 @@ Thread-safety: one connection guarded by a lock; every public method is one tran
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("pdn.store")
+from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
+from server.display.port import SensorMessage, UnknownSensorError
 
 DB_NAME = "display.db"
 
 # MIGRATIONS[n] takes a database from user_version n to n + 1.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+MIGRATIONS: Migrations = (
     (
         """CREATE TABLE cds_documents (
             name TEXT PRIMARY KEY,          -- root content-set name ('' when it has none)
@@ -73,10 +74,6 @@ class StoreError(Exception):
     """The database cannot be used (newer schema, unreadable file)."""
 
 
-class UnknownSensorError(Exception):
-    """A sensor's first message came without ``sensor-type``."""
-
-
 @dataclass
 class QueuedRequest:
     id: int
@@ -97,41 +94,14 @@ class SensorReading:
     updated: float
 
 
-def connect(path: Path, *, synchronous: str = "FULL") -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, with a busy wait."""
-    connection = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute(f"PRAGMA synchronous={synchronous}")
-    connection.execute("PRAGMA busy_timeout=10000")
-    return connection
-
-
-@contextmanager
-def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-    connection.execute("BEGIN IMMEDIATE")
+def _migrate(connection: sqlite3.Connection) -> None:
     try:
-        yield connection
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
-
-
-def migrate(connection: sqlite3.Connection) -> None:
-    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
+        migrate(connection, MIGRATIONS)
+    except SchemaTooNewError as error:
         raise StoreError(
-            f"the database has schema version {version}, newer than this pdn ({SCHEMA_VERSION});"
-            " upgrade pdn or use another --data-dir"
-        )
-    for step in range(version, SCHEMA_VERSION):
-        with transaction(connection):
-            for statement in MIGRATIONS[step]:
-                connection.execute(statement)
-            # PRAGMA does not take parameters; step is an int we control.
-            connection.execute(f"PRAGMA user_version={step + 1}")
-        log.info("database schema migrated to version %d", step + 1)
+            f"the database has schema version {error.found}, newer than this pdn"
+            f" ({SCHEMA_VERSION}); upgrade pdn or use another --data-dir"
+        ) from None
 
 
 class DisplayStore:
@@ -142,7 +112,7 @@ class DisplayStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._connection = connect(path)
-            migrate(self._connection)
+            _migrate(self._connection)
         except sqlite3.DatabaseError as error:
             raise StoreError(f"cannot open the database {path}: {error}") from None
         self._lock = threading.RLock()
@@ -211,17 +181,10 @@ class DisplayStore:
 
     # Sensors
 
-    def record_sensing(
-        self,
-        sensor_id: str,
-        sensor_type: str | None,
-        *,
-        data: Any = None,
-        has_data: bool,
-        data_source: str | None,
-        now: float,
-    ) -> SensorReading:
+    def record_sensing(self, message: SensorMessage, *, now: float) -> SensorReading:
         """Keep the latest reading; UnknownSensorError when a new sensor has no type."""
+        sensor_id, sensor_type = message.sensor_id, message.sensor_type
+        data, has_data, data_source = message.data, message.has_data, message.data_source
         data_text = json.dumps(data) if has_data else None
         with self.write() as connection:
             row = connection.execute(

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from server.exitcodes import EPILOG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from server.logs import setup_logging
 
 log = logging.getLogger("pdn.cli")
@@ -44,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Display Segment API), a scheduler, a content server or a sensor, check CDS "
             "schedules, and control displays remotely."
         ),
-        epilog="Run 'pdn COMMAND --help' for the options of each command.",
+        epilog=(
+            "Run 'pdn COMMAND --help' for the options of each command. "
+            f"{EPILOG} 'pdn ctl' and 'pdn cds' add codes of their own (see their --help)."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"pdn {package_version()}")
     verbosity = parser.add_mutually_exclusive_group()
@@ -92,11 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
-        return 0 if args.command is None else 2
+        return EXIT_OK if args.command is None else EXIT_USAGE
     try:
         code: int = func(args)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     return code
 
 

@@ -7,11 +7,12 @@
     pdn ctl watch DISPLAY_URL                                    print every playback change
 
 Exit codes (for scripts):
-    0  done (the display accepted the request)
-    1  refused: the display rejected the request or answered 4xx (the message says why)
-    2  usage: wrong arguments, an unreadable file, a bad duration
-    3  unreachable: no answer from the display or scheduler (connection refused, timed out)
-    4  unexpected answer: a 5xx or something that is not the Display Segment API
+      0  done (the display accepted the request)
+      1  refused: the display rejected the request or answered 4xx (the message says why)
+      2  usage: wrong arguments, an unreadable file, a bad duration
+      3  unreachable: no answer from the display or scheduler (connection refused, timed out)
+      4  unexpected answer: a 5xx or something that is not the Display Segment API
+    130  interrupted (Ctrl-C) before it was done
 Set PDN_API_TOKEN when the display requires a bearer token for changes.
 """
 
@@ -36,12 +37,15 @@ from urllib.parse import urlsplit
 import requests
 
 from cds.durations import parse_duration
+from server import exitcodes
+from server.net import local_address, url_host
 
 log = logging.getLogger("pdn.ctl")
 
-EXIT_OK = 0
+# 0, 2 and 130 as every pdn command has them (server.exitcodes); 1, 3 and 4 are ctl's own.
+EXIT_OK = exitcodes.EXIT_OK
 EXIT_REFUSED = 1
-EXIT_USAGE = 2
+EXIT_USAGE = exitcodes.EXIT_USAGE
 EXIT_UNREACHABLE = 3
 EXIT_UNEXPECTED = 4
 
@@ -338,8 +342,6 @@ def _listen_address(display: str, listen: str | None) -> tuple[str, int]:
         if not sep or not port.isdigit():
             raise CtlError(EXIT_USAGE, f"--listen wants HOST:PORT, not {listen!r}")
         return host.strip("[]") or "0.0.0.0", int(port)
-    from server.standalone import local_address_towards
-
     hostname = urlsplit(display).hostname or "127.0.0.1"
     if hostname in ("localhost", "127.0.0.1", "::1"):
         return "127.0.0.1", 0
@@ -349,10 +351,10 @@ def _listen_address(display: str, listen: str | None) -> tuple[str, int]:
         address = str(socket.getaddrinfo(hostname, None)[0][4][0])
     except OSError:
         raise CtlError(EXIT_UNREACHABLE, f"cannot resolve {hostname}") from None
-    local = local_address_towards(address)
+    local = local_address(address, or_hostname=False)
     if local is None:
         raise CtlError(EXIT_UNREACHABLE, f"no route to {hostname}")
-    return local.strip("[]"), 0
+    return local, 0
 
 
 def _make_receiver(updates: queue.Queue[bytes]) -> type[BaseHTTPRequestHandler]:
@@ -387,11 +389,10 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="watch-endpoint", daemon=True)
     thread.start()
-    bound_host = "[" + host + "]" if ":" in host else host
+    bound_host = url_host(host)
     if host in ("0.0.0.0", "::") and not args.callback_url:
-        from server.standalone import local_address_towards
-
-        bound_host = local_address_towards(urlsplit(display).hostname or "127.0.0.1") or host
+        local = local_address(urlsplit(display).hostname or "127.0.0.1", or_hostname=False)
+        bound_host = url_host(local) if local else host
     callback = args.callback_url or f"http://{bound_host}:{server.server_address[1]}/"
     stop = threading.Event()
 

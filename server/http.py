@@ -5,7 +5,11 @@ INTERFACE.md fixes these for all four segments:
 - a body is JSON when ``Content-Type`` says ``application/json`` or ``+json``, or when no
   ``Content-Type`` is sent and the body parses as JSON; ``text/xml``/``application/xml`` is XML;
 - JSON bodies over 1 MiB and XML bodies over 8 MiB get 413;
-- with an API token configured, state-changing requests need ``Authorization: Bearer``.
+- with an API token configured, state-changing requests need ``Authorization: Bearer``;
+- ``GET /x/openapi.json`` serves the segment's OpenAPI document.
+
+``server.validation`` stays free of Flask: its ``ValidationError`` is answered here, by the same
+handler as ``ApiError``.
 """
 
 from __future__ import annotations
@@ -14,10 +18,30 @@ import hmac
 import json
 import logging
 from collections.abc import Callable
+from importlib import resources
 from typing import Any, Literal
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
+
+from server.validation import ValidationError, invalid_field
+
+__all__ = [
+    "JSON_LIMIT",
+    "XML_LIMIT",
+    "ApiError",
+    "ValidationError",
+    "body_kind",
+    "create_base_app",
+    "install_error_handlers",
+    "invalid_field",
+    "json_bytes",
+    "json_response",
+    "read_json_body",
+    "read_json_object",
+    "read_xml_body",
+    "require_token",
+]
 
 log = logging.getLogger("pdn.http")
 
@@ -71,13 +95,14 @@ class ApiError(Exception):
         return body
 
 
-def invalid_field(field: str, message: str) -> ApiError:
-    return ApiError(400, "invalid-field", message, field=field)
+def json_bytes(body: Any) -> bytes:
+    """A JSON answer's bytes: compact, UTF-8 (not ASCII-escaped), ending in a newline."""
+    return (json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     response = current_app.response_class(
-        json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n",
+        json_bytes(body),
         status=status,
         mimetype="application/json",
     )
@@ -89,9 +114,11 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 def install_error_handlers(app: Flask) -> None:
     """Every error, including Flask's own 404/405 and unexpected exceptions, as JSON."""
 
-    @app.errorhandler(ApiError)
-    def _api_error(error: ApiError) -> Response:
+    def _client_error(error: ApiError | ValidationError) -> Response:
         return json_response(error.body(), error.status)
+
+    app.register_error_handler(ApiError, _client_error)
+    app.register_error_handler(ValidationError, _client_error)
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -201,8 +228,11 @@ def read_json_object(*, required: bool = True) -> dict[str, Any]:
     return value
 
 
-def require_token(app: Flask, token_getter: Callable[[], str | None]) -> None:
-    """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set."""
+def require_token(app: Flask, token_getter: Callable[[], str | None], *, service: str) -> None:
+    """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set.
+
+    ``service`` names the segment in the refusal: "This <service> needs ...".
+    """
 
     @app.before_request
     def _check_token() -> None:
@@ -217,16 +247,27 @@ def require_token(app: Flask, token_getter: Callable[[], str | None]) -> None:
             raise ApiError(
                 401,
                 "unauthorized",
-                "This display needs 'Authorization: Bearer <token>' for changes.",
+                f"This {service} needs 'Authorization: Bearer <token>' for changes.",
                 extra={},
             )
 
 
-def create_base_app(name: str) -> Flask:
-    """A Flask app with the shared conventions installed."""
+def create_base_app(name: str, *, openapi: str | None = None) -> Flask:
+    """A Flask app with the shared conventions installed.
+
+    ``openapi`` names the segment's OpenAPI document, ``server/openapi/<openapi>.json``, which
+    the app then serves at ``GET /x/openapi.json``.
+    """
     app = Flask(name)
     app.config["MAX_CONTENT_LENGTH"] = XML_LIMIT + 1
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.url_map.strict_slashes = False
     install_error_handlers(app)
+    if openapi is not None:
+        document = resources.files("server").joinpath(f"openapi/{openapi}.json")
+
+        @app.get("/x/openapi.json", endpoint="openapi")
+        def _openapi() -> Response:
+            return app.response_class(document.read_bytes(), mimetype="application/json")
+
     return app

@@ -69,5 +69,5 @@ def setup_logging(verbosity: int = 0) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Libraries that chatter at INFO about every request or connection.
-    for noisy in ("urllib3", "waitress.queue", "werkzeug"):
+    for noisy in ("urllib3", "httpx", "httpcore", "waitress.queue", "werkzeug"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

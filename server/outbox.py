@@ -36,7 +36,10 @@ capped at 5 min); when a subscriber has failed for 24 h the subscription and its
 dropped, with a warning in the log. Delivery runs on an asyncio loop in its own thread with one
 lane (task) per subscriber, so a slow or dead subscriber holds only its own lane: it never
 delays another subscriber, the API or the screen. At most ``max_connections`` POSTs are open at
-once (file descriptors are bounded).
+once (file descriptors are bounded). The POSTs go through one ``httpx.AsyncClient`` per delivery
+loop: connections to a subscriber are kept alive and reused, proxies come from the environment
+(``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against the system's
+store, and the client is closed when delivery stops.
 
 Durability: the tables live in the given SQLite file (WAL). Events are inserted with the
 caller's durability (the display commits with ``synchronous=FULL``). The delivery thread's own
@@ -48,7 +51,6 @@ but an event is never lost, and fan-out to hundreds of subscribers costs no fsyn
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import sqlite3
@@ -60,23 +62,27 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-from player.store import connect, transaction
+import httpx
+
+from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 
 log = logging.getLogger("pdn.outbox")
 
-SCHEMA_VERSION = 1
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS outbox_subscriptions (
+# The outbox's tables share the file of the segment they serve (display.db, scheduler.db...),
+# whose schema owns PRAGMA user_version: the outbox keeps its version in outbox_schema.
+# MIGRATIONS[n] takes the outbox tables from version n to n + 1.
+MIGRATIONS: Migrations = (
+    (
+        """CREATE TABLE IF NOT EXISTS outbox_subscriptions (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         topic TEXT NOT NULL,
         uri TEXT NOT NULL,
         created REAL NOT NULL,
         UNIQUE (topic, uri)
     )""",
-    """CREATE TABLE IF NOT EXISTS outbox_events (
+        """CREATE TABLE IF NOT EXISTS outbox_events (
         id INTEGER PRIMARY KEY AUTOINCREMENT,   -- publication order
         subscription_id INTEGER NOT NULL,
         event_id TEXT NOT NULL,                 -- X-PDN-Event-Id
@@ -89,14 +95,17 @@ _SCHEMA = (
         first_failure REAL,
         last_error TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
+        "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
+    ),
 )
+SCHEMA_VERSION = len(MIGRATIONS)
 
 TIMEOUT = 5.0
 FIRST_RETRY = 1.0
 MAX_BACKOFF = 300.0
 GIVE_UP_AFTER = 24 * 3600.0
 POLL_INTERVAL = 2.0
+MAX_ANSWER = 64 * 1024  # bytes of an answer's body read (and ignored) to keep the connection
 
 
 def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
@@ -105,17 +114,13 @@ def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKO
 
 
 def install_schema(connection: sqlite3.Connection) -> None:
-    """Create the outbox tables in a database (idempotent)."""
-    with transaction(connection):
-        for statement in _SCHEMA:
-            connection.execute(statement)
-        row = connection.execute("SELECT version FROM outbox_schema").fetchone()
-        if row is None:
-            connection.execute("INSERT INTO outbox_schema (version) VALUES (?)", (SCHEMA_VERSION,))
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"the outbox tables have version {row[0]}, newer than this pdn ({SCHEMA_VERSION})"
-            )
+    """Create or upgrade the outbox tables in a database (idempotent)."""
+    try:
+        migrate(connection, MIGRATIONS, version_table="outbox_schema")
+    except SchemaTooNewError as error:
+        raise RuntimeError(
+            f"the outbox tables have version {error.found}, newer than this pdn ({SCHEMA_VERSION})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -127,63 +132,57 @@ class Delivery:
     error: str | None
 
 
+def http_client(max_connections: int) -> httpx.AsyncClient:
+    """The delivery loop's HTTP client: connections kept alive and reused per subscriber host,
+    proxies from the environment (``HTTPS_PROXY``, ``NO_PROXY`` ...), certificates checked
+    against the system's store."""
+    return httpx.AsyncClient(
+        headers={"User-Agent": "pdn-outbox"},
+        verify=ssl.create_default_context(),
+        limits=httpx.Limits(max_connections=max_connections),
+        follow_redirects=False,
+        trust_env=True,
+    )
+
+
 async def post(
-    uri: str, body: bytes, headers: dict[str, str], *, timeout: float = TIMEOUT
+    client: httpx.AsyncClient,
+    uri: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float = TIMEOUT,
 ) -> Delivery:
-    """POST ``body`` to an http(s) URI; only the status line of the answer is read."""
+    """POST ``body`` to an http(s) URI; a subscriber-uri's ``user:password@`` is sent as
+    Basic authorisation. Only the status of the answer counts."""
     try:
-        status = await asyncio.wait_for(_exchange(uri, body, headers), timeout)
-    except TimeoutError:
+        status = await asyncio.wait_for(_exchange(client, uri, body, headers, timeout), timeout)
+    except (TimeoutError, httpx.TimeoutException):
         return Delivery(False, None, f"no answer within {timeout:g} s")
-    except (OSError, ValueError, asyncio.IncompleteReadError) as error:
+    except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as error:
         return Delivery(False, None, f"{type(error).__name__}: {error}")
     return Delivery(200 <= status < 300, status, None if 200 <= status < 300 else f"HTTP {status}")
 
 
-async def _exchange(uri: str, body: bytes, headers: dict[str, str]) -> int:
+async def _exchange(
+    client: httpx.AsyncClient, uri: str, body: bytes, headers: dict[str, str], timeout: float
+) -> int:
     parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ValueError(f"cannot POST to {uri!r}")
     if any(ch in uri for ch in "\r\n \t"):
         raise ValueError("a URI with white space cannot be sent")
-    port = parts.port or (443 if scheme == "https" else 80)
-    context = ssl.create_default_context() if scheme == "https" else None
-    host_header = parts.netloc.rpartition("@")[2]
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    lines = [
-        f"POST {target} HTTP/1.1",
-        f"Host: {host_header}",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-        "User-Agent: pdn-outbox",
-    ]
-    if parts.username is not None:
-        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        lines.append("Authorization: Basic " + base64.b64encode(credentials.encode()).decode())
-    lines.extend(f"{name}: {value}" for name, value in headers.items())
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    reader, writer = await asyncio.open_connection(
-        parts.hostname, port, ssl=context, server_hostname=parts.hostname if context else None
-    )
-    try:
-        writer.write(head + body)
-        await writer.drain()
-        while True:
-            status_line = await reader.readline()
-            pieces = status_line.split(None, 2)
-            if len(pieces) < 2 or not pieces[0].startswith(b"HTTP/") or not pieces[1].isdigit():
-                raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
-            status = int(pieces[1])
-            if status >= 200:
-                return status
-            # 1xx interim answer: skip its headers and read the real one.
-            while (await reader.readline()).strip():
-                pass
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
-            await asyncio.wait_for(writer.wait_closed(), 1.0)
+    async with client.stream(
+        "POST", uri, content=body, headers=headers, timeout=timeout
+    ) as response:
+        # A short answer is read so that the connection can be reused; a long one is not
+        # wanted (closing the response then closes its connection).
+        read = 0
+        async for chunk in response.aiter_raw():
+            read += len(chunk)
+            if read > MAX_ANSWER:
+                break
+        return response.status_code
 
 
 class Outbox:
@@ -332,6 +331,7 @@ class Outbox:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         connection = connect(self.db_path, synchronous="NORMAL")
+        client = http_client(self.max_connections)
         semaphore = asyncio.Semaphore(self.max_connections)
         lanes: dict[int, asyncio.Task[None]] = {}
         ready.set()
@@ -344,7 +344,7 @@ class Outbox:
                 ).fetchall():
                     if subscription_id not in lanes:
                         task = asyncio.create_task(
-                            self._lane(connection, semaphore, subscription_id)
+                            self._lane(connection, client, semaphore, subscription_id)
                         )
                         lanes[subscription_id] = task
                         task.add_done_callback(partial(_forget_lane, lanes, subscription_id))
@@ -354,12 +354,17 @@ class Outbox:
             for task in list(lanes.values()):
                 task.cancel()
             await asyncio.gather(*lanes.values(), return_exceptions=True)
+            await client.aclose()
             connection.close()
             self._loop = None
             log.info("%s: webhook delivery stopped", self.name)
 
     async def _lane(
-        self, connection: sqlite3.Connection, semaphore: asyncio.Semaphore, subscription_id: int
+        self,
+        connection: sqlite3.Connection,
+        client: httpx.AsyncClient,
+        semaphore: asyncio.Semaphore,
+        subscription_id: int,
     ) -> None:
         """Deliver one subscriber's events in order until none is left."""
         while not self._stopping:
@@ -401,7 +406,7 @@ class Outbox:
                 }
                 if self.bearer_token and "@" not in urlsplit(uri).netloc:
                     headers["Authorization"] = f"Bearer {self.bearer_token}"
-                result = await post(uri, bytes(body), headers, timeout=self.timeout)
+                result = await post(client, uri, bytes(body), headers, timeout=self.timeout)
             now = time.time()
             if result.ok:
                 connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))

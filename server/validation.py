@@ -1,10 +1,14 @@
 """A small schema layer: each endpoint declares its fields once, in one place.
 
     SUBSCRIBE = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
-    fields = SUBSCRIBE.validate(read_json_object())   # -> dict, or ApiError 400 naming the field
+    fields = SUBSCRIBE.validate(read_json_object())   # -> dict, or ValidationError naming the field
 
 Unknown fields are ignored (forward compatibility); wrong types and bad values are 400 with the
 field's name. Validators return the cleaned value (a parsed duration, a stripped URI).
+
+This module imports neither Flask nor ``server.http`` (the display reads its configuration with
+``check_uri`` and ``parse_coordinate`` from here): a refusal is a ``ValidationError``, which
+``server.http`` answers with the usual JSON error body.
 """
 
 from __future__ import annotations
@@ -16,11 +20,31 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cds.durations import parse_duration
-from server.http import ApiError, invalid_field
 
 HTTP = ("http", "https")
 
 Validator = Callable[[str, Any], Any]
+
+
+class ValidationError(Exception):
+    """A request value refused: the HTTP status, error code, message and field to answer with."""
+
+    def __init__(self, status: int, error: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.error, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+def invalid_field(field: str, message: str) -> ValidationError:
+    return ValidationError(400, "invalid-field", message, field=field)
 
 
 @dataclass(frozen=True)
@@ -36,7 +60,7 @@ class Schema:
 
     def validate(self, body: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(body, Mapping):
-            raise ApiError(400, "invalid-json", "The body must be a JSON object.")
+            raise ValidationError(400, "invalid-json", "The body must be a JSON object.")
         cleaned: dict[str, Any] = {}
         for field in self.fields:
             if field.name not in body or body[field.name] is None:

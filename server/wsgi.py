@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -17,16 +18,49 @@ from waitress.server import create_server
 log = logging.getLogger("pdn.wsgi")
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host`` (a name or an address) and ``port`` (0: any free one).
+
+    Binding before the app exists lets a process learn its own URL first (the display's idle
+    page and webhooks carry it) and fail fast on a taken port. Raises OSError."""
+    family, kind, proto, _name, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(1024)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 class WsgiServer:
     """One listening waitress server."""
 
-    def __init__(self, app: Any, host: str, port: int, *, threads: int = 8, name: str = "api"):
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+        threads: int = 8,
+        name: str = "api",
+    ):
+        """Listen on ``host``:``port``, or on ``sock`` when one was bound already (:func:`bind`).
+
+        The socket is always bound first, so a taken port raises OSError before waitress has
+        made any thread or pipe that would then leak."""
         self.name = name
-        # With one host and port waitress makes a single-socket server (effective_host/port).
+        if sock is None:
+            sock = bind(host, port)
+        # With one socket waitress makes a single-socket server (effective_host/port).
         self._server: Any = create_server(
             app,
-            host=host,
-            port=port,
+            sockets=[sock],
             threads=threads,
             ident="pdn",
             # Readers behind a slow link must not pin a worker thread forever.

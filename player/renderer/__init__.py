@@ -29,7 +29,7 @@ Context API for web content (injected into every page and frame at document crea
 ``set_context`` replaces ``window.pdn.sensors`` in pages already shown and in those to come.
 """
 
-from player.renderer.kiosk import KioskRenderer, keep_screen_awake
+from player.renderer.kiosk import KioskRenderer
 from player.renderer.options import RendererOptions, prepare_process
 
-__all__ = ["KioskRenderer", "RendererOptions", "keep_screen_awake", "prepare_process"]
+__all__ = ["KioskRenderer", "RendererOptions", "prepare_process"]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import shutil
-import subprocess
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEng
 from PySide6.QtWidgets import QApplication, QWidget
 
 from player.playitem import PlayItem, RendererListener
+from player.power import x_screen_power
 from player.renderer.content import (
     Kind,
     classify,
@@ -611,24 +610,7 @@ class KioskRenderer(QObject):
 def keep_screen_awake() -> None:
     """Screen saver and DPMS off on X (best effort); elsewhere it is not ours to change."""
     platform = QApplication.platformName()
-    if platform != "xcb":
-        if platform not in ("offscreen", "minimal"):
-            log.info(
-                "screen blanking on %s is left to the compositor or console settings", platform
-            )
-        return
-    xset = shutil.which("xset")
-    if xset is None:
-        log.warning("xset is not installed: cannot turn the X screen saver and DPMS off")
-        return
-    for args in (["s", "off"], ["s", "noblank"], ["-dpms"]):
-        try:
-            result = subprocess.run(
-                [xset, *args], capture_output=True, text=True, timeout=5, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            log.warning("xset %s failed: %s", " ".join(args), error)
-            return
-        if result.returncode != 0:
-            log.warning("xset %s: %s", " ".join(args), result.stderr.strip()[:200])
-    log.info("X screen saver and DPMS turned off")
+    if platform == "xcb":
+        x_screen_power().keep_awake()
+    elif platform not in ("offscreen", "minimal"):
+        log.info("screen blanking on %s is left to the compositor or console settings", platform)

@@ -85,9 +85,9 @@ class KioskPage(QWebEnginePage):
 
 
 class Callbacks:
-    """A plain-Python stand-in for a Qt signal carrying Python objects: calls stay in Python,
-    with no marshalling through Qt's meta-object system. (It was written when PySide6 6.12.0,
-    now excluded, dropped a reference to ``True`` on every signal emission under Python 3.11.)"""
+    """A plain-Python stand-in for a Qt signal carrying Python objects: a slot's events stay on
+    the GUI thread anyway, so the calls stay in Python, synchronous, with no marshalling through
+    Qt's meta-object system."""
 
     def __init__(self) -> None:
         self._receivers: list[Callable[..., None]] = []

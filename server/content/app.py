@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -35,7 +34,7 @@ from flask import Flask, Response, redirect, request, send_from_directory
 
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
-from server.standalone import local_address_towards
+from server.net import local_address, url_host
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
 log = logging.getLogger("pdn.content")
@@ -178,10 +177,8 @@ def advertised_base(
                 display_ip = socket.getaddrinfo(display_host, None)[0][4][0]
             except OSError:
                 display_ip = display_host
-            host = local_address_towards(str(display_ip)) or socket.gethostname()
-        elif ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"http://{host}:{listen_port()}"
+            host = local_address(str(display_ip))
+        return f"http://{url_host(host)}:{listen_port()}"
 
     return base
 
@@ -193,8 +190,8 @@ def create_app(
     *,
     token: str | None = None,
 ) -> Flask:
-    app = create_base_app("pdn.content")
-    install_token_check(app, lambda: token)
+    app = create_base_app("pdn.content", openapi="content")
+    install_token_check(app, lambda: token, service="content server")
 
     def app_folder(name: str) -> Path:
         folder = catalog.find(name)
@@ -206,11 +203,6 @@ def create_app(
                 f"available: {', '.join(catalog.names()) or 'none'}.",
             )
         return folder
-
-    @app.get("/x/openapi.json")
-    def openapi() -> Response:
-        document = resources.files("server").joinpath("openapi/content.json").read_bytes()
-        return app.response_class(document, mimetype="application/json")
 
     @app.get("/x/apps")
     def list_apps() -> Response:

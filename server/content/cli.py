@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
+from functools import partial
 from pathlib import Path
 
-from server.standalone import EXIT_START_FAILED, EXIT_USAGE, api_token, serve_until_stopped
+from server.exitcodes import EXIT_USAGE
+from server.standalone import add_segment_parser, run_service
 from server.validation import HTTP, check_uri
 
 log = logging.getLogger("pdn.content")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_segment_parser(
+        subparsers,
         "content",
+        port=8091,
+        run=run,
         help="run the Content Segment (applications that schedule themselves onto displays)",
         description=(
             "Run the Content Segment. Each folder DIR/<app>/ holding an index.html is an "
@@ -26,8 +30,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "one to displays that need it."
         ),
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8091, help="port to listen on (8091)")
     parser.add_argument(
         "--apps",
         type=Path,
@@ -45,18 +47,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "to each display)"
         ),
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from server.content.app import (
-        BUILTIN_APPS,
-        AppCatalog,
-        DisplayForwarder,
-        advertised_base,
-        create_app,
-    )
-    from server.wsgi import WsgiServer
+    from server.content.app import BUILTIN_APPS
+    from server.content.service import ContentService
 
     directories: list[Path] = []
     if args.apps is not None:
@@ -70,21 +65,12 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             log.error("--public-url %s", problem)
             return EXIT_USAGE
-    catalog = AppCatalog(directories)
-    forwarder = DisplayForwarder(token=os.environ.get("PDN_DISPLAY_TOKEN") or None)
-    bound: list[WsgiServer] = []
-    base_url_for = advertised_base(args.public_url, args.host, lambda: bound[0].port)
-    app = create_app(catalog, forwarder, base_url_for, token=api_token())
-    try:
-        server = WsgiServer(app, args.host, args.port, name="content")
-    except OSError as error:
-        log.error("cannot listen on %s:%s: %s", args.host, args.port, error)
-        return EXIT_START_FAILED
-    bound.append(server)
-    return serve_until_stopped(
-        server,
-        on_stop=[forwarder.close],
-        ready_message=(
-            f"content server ready at {server.url}: applications {', '.join(catalog.names())}"
+    return run_service(
+        args,
+        partial(ContentService, directories, public_url=args.public_url),
+        logger=log,
+        ready=lambda service: (
+            f"content server ready at {service.url}: "
+            f"applications {', '.join(service.catalog.names())}"
         ),
     )

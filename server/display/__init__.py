@@ -1,4 +1,6 @@
-"""The Display Segment's HTTP API (Flask), served by waitress inside ``pdn display``."""
+"""The Display Segment's HTTP face (Flask), served by waitress inside ``pdn display``.
+
+It knows a display only through :class:`server.display.port.DisplayPort`."""
 
 from __future__ import annotations
 
@@ -8,18 +10,18 @@ from typing import Any
 from flask import Flask
 
 from server.display.api import api
-from server.display.service import DisplayService
+from server.display.port import DisplayPort
 from server.http import create_base_app, require_token
 
-__all__ = ["DisplayService", "create_app"]
+__all__ = ["DisplayPort", "create_app"]
 
 
-def create_app(service: DisplayService) -> Flask:
+def create_app(display: DisplayPort) -> Flask:
     """The Display Segment app for one display."""
-    app = create_base_app("pdn.display")
-    app.extensions["pdn.display"] = service
-    # Read through the app, so the service can be swapped (tests reuse one server).
-    require_token(app, lambda: app.extensions["pdn.display"].config.api_token)
+    app = create_base_app("pdn.display", openapi="display")
+    app.extensions["pdn.display"] = display
+    # Read through the app, so the display can be swapped (tests reuse one server).
+    require_token(app, lambda: app.extensions["pdn.display"].api_token, service="display")
     app.register_blueprint(api)
     app.wsgi_app = PlaybackFastPath(app.wsgi_app, app)  # type: ignore[method-assign]
     return app

@@ -1,18 +1,18 @@
 """The Display Segment's HTTP endpoints (spec 4.1, INTERFACE.md) and its /x/ extensions.
 
-Each endpoint's input is declared once, in the schemas below; handlers only call the service.
+Each endpoint's input is declared once, in the schemas below; handlers only call the display
+(a :class:`server.display.port.DisplayPort`).
 """
 
 from __future__ import annotations
 
 import logging
-from importlib import resources
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
 from cds.errors import CdsError
-from server.display.service import DisplayService, UnknownSensorError
+from server.display.port import DisplayPort, SensorMessage, UnknownSensorError
 from server.http import (
     ApiError,
     body_kind,
@@ -52,14 +52,14 @@ def validate_sensing(body: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def service() -> DisplayService:
-    found: DisplayService = current_app.extensions["pdn.display"]
+def display() -> DisplayPort:
+    found: DisplayPort = current_app.extensions["pdn.display"]
     return found
 
 
 @api.get("/")
 def display_info() -> Response:
-    return json_response(service().info())
+    return json_response(display().info())
 
 
 @api.post("/schedule")
@@ -75,15 +75,15 @@ def schedule() -> Response:
             f" not {request.mimetype}; send Content-Type: application/json or text/xml.",
         )
     fields = SCHEDULE_ITEM.validate(read_json_object())
-    rejected = service().request_item(fields["content-item"], fields.get("preferred-duration"))
+    rejected = display().request_item(fields["content-item"], fields.get("preferred-duration"))
     if rejected is not None:
         return json_response({"request-status": "rejected", "reason": rejected.reason}, 202)
     return json_response({"request-status": "scheduling"}, 202)
 
 
 def _schedule_cds() -> Response:
-    display = service()
-    if not display.config.accept_cds:
+    target = display()
+    if not target.accepts_cds:
         raise ApiError(
             415,
             "unsupported-media-type",
@@ -91,7 +91,7 @@ def _schedule_cds() -> Response:
         )
     data = read_xml_body()
     try:
-        display.apply_cds(data)
+        target.apply_cds(data)
     except CdsError as error:
         first = error.problems[0]
         raise ApiError(
@@ -111,19 +111,21 @@ def _schedule_cds() -> Response:
 
 @api.get("/sensing")
 def list_sensors() -> Response:
-    return json_response(service().sensors())
+    return json_response(display().sensors())
 
 
 @api.post("/sensing")
 def post_sensing() -> Response:
     fields = validate_sensing(read_json_object())
     try:
-        service().record_sensing(
-            fields["sensor-id"],
-            fields.get("sensor-type"),
-            data=fields.get("data"),
-            has_data="data" in fields,
-            data_source=fields.get("data-source"),
+        display().record_sensing(
+            SensorMessage(
+                sensor_id=fields["sensor-id"],
+                sensor_type=fields.get("sensor-type"),
+                data=fields.get("data"),
+                has_data="data" in fields,
+                data_source=fields.get("data-source"),
+            )
         )
     except UnknownSensorError:
         raise invalid_field(
@@ -136,20 +138,20 @@ def post_sensing() -> Response:
 @api.get("/playback/")
 def playback() -> Response:
     # GET requests normally take the fast path in server.display.PlaybackFastPath.
-    return Response(service().playback_json(), mimetype="application/json")
+    return Response(display().playback_json(), mimetype="application/json")
 
 
 @api.post("/playback/subscribe/")
 def subscribe() -> Response:
     fields = SUBSCRIPTION.validate(read_json_object())
-    service().subscribe(fields["subscriber-uri"])
+    display().subscribe(fields["subscriber-uri"])
     return json_response({}, 201)
 
 
 @api.post("/playback/unsubscribe/")
 def unsubscribe() -> Response:
     fields = SUBSCRIPTION.validate(read_json_object())
-    if not service().unsubscribe(fields["subscriber-uri"]):
+    if not display().unsubscribe(fields["subscriber-uri"]):
         raise ApiError(
             404,
             "not-subscribed",
@@ -163,14 +165,14 @@ def unsubscribe() -> Response:
 
 @api.get("/x/health")
 def health() -> Response:
-    body = service().health()
+    body = display().health()
     return json_response(body, 200 if body["status"] == "ok" else 503)
 
 
 @api.get("/x/screenshot")
 def screenshot() -> Response:
     try:
-        png = service().screenshot()
+        png = display().screenshot()
     except TimeoutError:
         raise ApiError(503, "screen-busy", "The screen did not answer within 5 s.") from None
     except RuntimeError as error:
@@ -178,9 +180,3 @@ def screenshot() -> Response:
     response = Response(png, mimetype="image/png")
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-@api.get("/x/openapi.json")
-def openapi() -> Response:
-    document = resources.files("server").joinpath("openapi/display.json").read_bytes()
-    return Response(document, mimetype="application/json")

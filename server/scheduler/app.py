@@ -11,7 +11,6 @@ GET  /x/schedules                    extension: the schedules being served
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import resources
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -57,8 +56,8 @@ def create_app(
     on_register: Callable[[str], None] = lambda url: None,
     token: str | None = None,
 ) -> Flask:
-    app = create_base_app("pdn.scheduler")
-    require_token(app, lambda: token)
+    app = create_base_app("pdn.scheduler", openapi="scheduler")
+    require_token(app, lambda: token, service="scheduler")
 
     def known_schedule(schedule_id: str) -> None:
         if not is_schedule_id(schedule_id) or library.get(schedule_id) is None:
@@ -126,11 +125,6 @@ def create_app(
                 f"{fields['subscriber-uri']} is not subscribed to schedule '{schedule_id}'.",
             )
         return json_response({}, 200)
-
-    @app.get("/x/openapi.json")
-    def openapi() -> Response:
-        document = resources.files("server").joinpath("openapi/scheduler.json").read_bytes()
-        return app.response_class(document, mimetype="application/json")
 
     @app.get("/x/schedules")
     def list_schedules() -> Response:

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+from functools import partial
 from pathlib import Path
 
-from server.standalone import (
-    EXIT_START_FAILED,
-    EXIT_USAGE,
-    api_token,
-    default_data_dir,
-    serve_until_stopped,
-)
+from server.exitcodes import EXIT_USAGE
+from server.standalone import add_segment_parser, default_data_dir, run_service
 
 log = logging.getLogger("pdn.scheduler")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_segment_parser(
+        subparsers,
         "scheduler",
+        port=8090,
+        run=run,
         help="run the Scheduling and Management Segment (display registry, CDS schedules)",
         description=(
             "Run the Scheduling and Management Segment: a registry of displays (POST/GET "
@@ -30,14 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "'Authorization: Bearer <token>' on every POST, and PDN_DISPLAY_TOKEN to send one "
             "with the schedule updates it pushes to displays that need it."
         ),
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8090, help="port to listen on (8090)")
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="where the registry and subscriptions live (default ~/.local/state/pdn/scheduler)",
+        data_dir="where the registry and subscriptions live (default ~/.local/state/pdn/scheduler)",
     )
     parser.add_argument(
         "--schedules",
@@ -52,7 +44,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="how often to re-read each display's GET / for its name and sensors (300)",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,25 +57,12 @@ def run(args: argparse.Namespace) -> int:
         log.error("--refresh must be a positive number of seconds")
         return EXIT_USAGE
     data_dir: Path = args.data_dir or default_data_dir("scheduler")
-    try:
-        service = SchedulerService(
-            data_dir=data_dir,
-            schedules_dir=schedules_dir,
-            host=args.host,
-            port=args.port,
-            token=api_token(),
-            refresh_interval=args.refresh,
-        )
-    except OSError as error:
-        log.error(
-            "cannot start on %s:%s with data in %s: %s", args.host, args.port, data_dir, error
-        )
-        return EXIT_START_FAILED
-    service.start()
-    return serve_until_stopped(
-        service.server,
-        on_stop=[service.stop],
-        ready_message=(
+    return run_service(
+        args,
+        partial(SchedulerService, schedules_dir=schedules_dir, refresh_interval=args.refresh),
+        logger=log,
+        data_dir=data_dir,
+        ready=lambda service: (
             f"scheduler ready at {service.url}: {len(service.library.all())} schedules from "
             f"{schedules_dir}, data in {data_dir}"
         ),

@@ -14,13 +14,14 @@ What is stored:
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+from server.db import Migrations, connect, migrate
 
 __all__ = [
     "DisplayRecord",
@@ -87,28 +88,28 @@ class SchedulerStorage(Protocol):
     def close(self) -> None: ...
 
 
-_SCHEMA = [
-    # version 1
-    """
-    CREATE TABLE displays (
-        key TEXT PRIMARY KEY,
-        url TEXT NOT NULL,
-        location TEXT NOT NULL,
-        name TEXT,
-        sensors TEXT NOT NULL DEFAULT '[]',
-        registered REAL NOT NULL,
-        checked REAL,
-        seq INTEGER NOT NULL
-    );
-    CREATE TABLE schedules (
-        id TEXT PRIMARY KEY,
-        xml BLOB NOT NULL,
-        digest TEXT NOT NULL,
-        root_name TEXT,
-        updated REAL NOT NULL
-    );
-    """,
-]
+# MIGRATIONS[n] takes the file from user_version n to n + 1.
+MIGRATIONS: Migrations = (
+    (
+        """CREATE TABLE displays (
+            key TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            location TEXT NOT NULL,
+            name TEXT,
+            sensors TEXT NOT NULL DEFAULT '[]',
+            registered REAL NOT NULL,
+            checked REAL,
+            seq INTEGER NOT NULL
+        )""",
+        """CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            xml BLOB NOT NULL,
+            digest TEXT NOT NULL,
+            root_name TEXT,
+            updated REAL NOT NULL
+        )""",
+    ),
+)
 
 
 class SqliteStorage:
@@ -117,27 +118,9 @@ class SqliteStorage:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A registration answered 201 must survive a power cut.
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._migrate()
-
-    def _migrate(self) -> None:
-        with self._lock:
-            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
-            for number, script in enumerate(_SCHEMA[version:], start=version + 1):
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in script.split(";"):
-                        if statement.strip():
-                            self._db.execute(statement)
-                    self._db.execute(f"PRAGMA user_version={number}")
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
+        # A registration answered 201 must survive a power cut: synchronous=FULL.
+        self._db = connect(path, synchronous="FULL", busy_timeout=5.0)
+        migrate(self._db, MIGRATIONS)
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         with self._lock:

@@ -7,7 +7,6 @@ POST /unsubscribe
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Protocol
 
 from flask import Flask, Response
@@ -31,13 +30,8 @@ class Subscriptions(Protocol):
 def create_app(
     loop: SensorLoop, subscriptions: Subscriptions, *, token: str | None = None
 ) -> Flask:
-    app = create_base_app("pdn.sensor")
-    require_token(app, lambda: token)
-
-    @app.get("/x/openapi.json")
-    def openapi() -> Response:
-        document = resources.files("server").joinpath("openapi/sensor.json").read_bytes()
-        return app.response_class(document, mimetype="application/json")
+    app = create_base_app("pdn.sensor", openapi="sensor")
+    require_token(app, lambda: token, service="sensor")
 
     @app.get("/")
     def current() -> Response:

@@ -5,23 +5,22 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+from functools import partial
 from pathlib import Path
 
-from server.standalone import (
-    EXIT_START_FAILED,
-    EXIT_USAGE,
-    api_token,
-    default_data_dir,
-    serve_until_stopped,
-)
+from server.exitcodes import EXIT_USAGE
+from server.standalone import add_segment_parser, default_data_dir, run_service
 from server.validation import check_uri
 
 log = logging.getLogger("pdn.sensor")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_segment_parser(
+        subparsers,
         "sensor",
+        port=8092,
+        run=run,
         help="run a sensor of the Environment Segment (pushes readings to subscribers)",
         description=(
             "Run one sensor: it reads its source (a command's output, a file, or a fixed "
@@ -33,9 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "PDN_API_TOKEN requires a bearer token on POSTs; PDN_DISPLAY_TOKEN is sent with "
             "the readings pushed to displays that need one."
         ),
+        data_dir="where subscriptions and undelivered updates live "
+        "(default ~/.local/state/pdn/sensor-<id>)",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8092, help="port to listen on (8092)")
     parser.add_argument("--sensor-id", required=True, help="unique identifier of the sensor")
     parser.add_argument(
         "--sensor-type", required=True, help="what it measures, e.g. 'air temperature'"
@@ -71,14 +70,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="FACTOR",
         help="multiply numeric readings, e.g. 0.001 for a thermal zone's millidegrees",
     )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="where subscriptions and undelivered updates live "
-        "(default ~/.local/state/pdn/sensor-<id>)",
-    )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,28 +96,19 @@ def run(args: argparse.Namespace) -> int:
 
     safe_id = re.sub(r"[^A-Za-z0-9._-]+", "_", args.sensor_id)
     data_dir: Path = args.data_dir or default_data_dir(f"sensor-{safe_id}")
-    try:
-        service = SensorService(
+    return run_service(
+        args,
+        partial(
+            SensorService,
             source,
             sensor_id=args.sensor_id,
             sensor_type=args.sensor_type,
-            data_dir=data_dir,
-            host=args.host,
-            port=args.port,
             interval=args.interval,
             poll=args.poll,
-            token=api_token(),
-        )
-    except OSError as error:
-        log.error(
-            "cannot start on %s:%s with data in %s: %s", args.host, args.port, data_dir, error
-        )
-        return EXIT_START_FAILED
-    service.start()
-    return serve_until_stopped(
-        service.server,
-        on_stop=[service.stop],
-        ready_message=(
+        ),
+        logger=log,
+        data_dir=data_dir,
+        ready=lambda service: (
             f"sensor {args.sensor_id!r} ready at {service.url}, reading {source.describe()}"
         ),
     )

@@ -214,6 +214,7 @@ def test_example_config_is_valid_for_the_display(tmp_path: Path) -> None:
     """The installed default config loads, also with every commented key switched on."""
     import re
 
+    from player.clocksanity import ClockConfig
     from player.config import ConfigError, load_config
     from player.power import PowerConfig
 
@@ -224,9 +225,9 @@ def test_example_config_is_valid_for_the_display(tmp_path: Path) -> None:
     everything.write_text(re.sub(r"(?m)^#(\[?[a-z_-]+\]?( =|$))", r"\1", example.read_text()))
     full = load_config(everything, environ={})
     assert full.name == "Lobby screen"
-    power = full.sections["power"]["config"]
+    power = full.power
     assert isinstance(power, PowerConfig) and power.schedule is not None
-    assert full.sections["clock"] == {"require_ntp": False}
+    assert full.clock == ClockConfig(require_ntp=False)
     bad = tmp_path / "bad.toml"
     bad.write_text('[screen]\nplatform = "vnc"\n')
     with pytest.raises(ConfigError, match="platform"):

@@ -326,13 +326,11 @@ def test_start_power_schedule_from_a_loaded_config(tmp_path: Path) -> None:
     config_file = tmp_path / "pdn.toml"
     config_file.write_text('[power]\non = "00:00"\noff = "00:00"\nmethods = ["none"]\n')
     config = load_config(config_file, environ={})
-    scheduler = start_power_schedule(config.sections, BERLIN, lambda: True)
+    scheduler = start_power_schedule(config.power, BERLIN, lambda: True)
     assert scheduler is not None
     deadline = systime.monotonic() + 5
     while scheduler.applied is None and systime.monotonic() < deadline:
         systime.sleep(0.01)
     assert scheduler.applied is True  # on == off: on all day
     scheduler.stop()
-    assert (
-        start_power_schedule(load_config(None, environ={}).sections, BERLIN, lambda: True) is None
-    )
+    assert start_power_schedule(load_config(None, environ={}).power, BERLIN, lambda: True) is None

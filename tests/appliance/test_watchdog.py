@@ -21,22 +21,22 @@ from .conftest import REPO, NotifyListener
 # its GUI thread through the app's own GUI bridge (a queued Qt signal).
 DRIVER = """
 import sys, threading, time
-import player.app as app
+import player.qtloop as qtloop
 
-displays = []
-original_init = app._QtDisplay.__init__
+bridges = []
+original_init = qtloop.GuiBridge.__init__
 
 def capture(self, *args, **kwargs):
     original_init(self, *args, **kwargs)
-    displays.append(self)
+    bridges.append(self)
 
-app._QtDisplay.__init__ = capture
+qtloop.GuiBridge.__init__ = capture
 
 def commands():
     for line in sys.stdin:
         word, seconds = line.split()
-        if word == "block" and displays:
-            displays[0].bridge.post(lambda s=float(seconds): time.sleep(s))
+        if word == "block" and bridges:
+            bridges[0].post(lambda s=float(seconds): time.sleep(s))
 
 threading.Thread(target=commands, daemon=True).start()
 from server.cli import main

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from cds.errors import CdsError  # noqa: E402
-from cds.evaluate import Playlist  # noqa: E402
 from cds.model import ContentItem  # noqa: E402
 from cds.parser import parse  # noqa: E402
+from cds.playlist import Playlist  # noqa: E402
 from cds.serialise import to_xml  # noqa: E402
 from tests.cds.test_hostile import hostile_documents  # noqa: E402
 

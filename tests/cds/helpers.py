@@ -1,12 +1,15 @@
-"""Small builders for CDS documents in tests: readable XML, parsed with the real parser."""
+"""Small builders for CDS documents in tests: readable XML, parsed with the real parser, and
+the playlists that play them."""
 
 from __future__ import annotations
 
 import datetime
+import random
 from zoneinfo import ZoneInfo
 
 from cds.model import ContentItem, ContentSet
 from cds.parser import parse
+from cds.playlist import Playlist, Selection
 
 LONDON = ZoneInfo("Europe/London")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -86,3 +89,30 @@ def name_of(item_: ContentItem) -> str:
 
 def everything(_item: ContentItem) -> bool:
     return True
+
+
+def playlist(*docs: ContentSet, tz: datetime.tzinfo = LONDON, seed: int = 7) -> Playlist:
+    result = Playlist(tz, random.Random(seed))
+    result.set_documents(list(docs))
+    return result
+
+
+def names(selections: list[Selection]) -> list[str]:
+    return [name_of(s.item) for s in selections]
+
+
+def eligible_names(p: Playlist, when: datetime.datetime) -> list[str]:
+    return names(p.eligible(when, everything))
+
+
+def plays(p: Playlist, when: datetime.datetime, count: int) -> list[str]:
+    found: list[str] = []
+    for _ in range(count):
+        chosen = p.next(when, everything)
+        assert chosen is not None
+        found.append(name_of(chosen.item))
+    return found
+
+
+def is_eligible(constraint: str, when: datetime.datetime, tz: datetime.tzinfo = LONDON) -> bool:
+    return bool(playlist(doc("s", item("a", constraint)), tz=tz).eligible(when, everything))

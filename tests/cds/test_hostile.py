@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cds.errors import CdsError
-from cds.parser import MAX_BYTES, MAX_DEPTH, parse
+from cds.guard import MAX_BYTES, MAX_DEPTH
+from cds.parser import parse
 from cds.serialise import to_xml
 
 from .helpers import content_set, item

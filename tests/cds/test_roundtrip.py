@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
+from cds.elements import canonical_xml
 from cds.model import (
     HASH_TYPES,
     Constraints,
@@ -26,7 +27,8 @@ from cds.model import (
     Source,
     TimeWindow,
 )
-from cds.parser import canonical_xml, parse, schema
+from cds.parser import parse
+from cds.relaxng import schema
 from cds.serialise import to_xml
 
 DATA = Path(__file__).parent / "data"

@@ -1,6 +1,6 @@
 """Fixtures: the Display Segment in-process on a real waitress server, with a real store.
 
-The engine is driven by a plain thread here (the Qt driver of ``player.app`` is tested by the
+The engine is driven by a plain thread here (the Qt driver of ``player.qtloop`` is tested by the
 end-to-end tests of the real ``pdn display``); the renderer is a stand-in that paints every
 item at once, except URLs containing ``/fail``, which it reports as failed.
 """
@@ -19,12 +19,14 @@ import pytest
 import requests
 from flask import Flask
 
-from cds.evaluate import Playlist
+from cds.playlist import Playlist
 from player.config import DisplayConfig
+from player.display import Display as DisplayCore
 from player.engine import Engine
+from player.playback import PlaybackRecord
 from player.playitem import PlayItem, RendererListener
 from player.store import DisplayStore
-from server.display import DisplayService, create_app
+from server.display import create_app
 from server.outbox import Outbox
 from server.wsgi import WsgiServer
 
@@ -61,11 +63,10 @@ class InstantRenderer:
 class ThreadDriver:
     """Calls ``engine.tick`` when woken or due, on its own thread (the Qt driver's job)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, wake: threading.Event) -> None:
         self._engine = engine
-        self._event = threading.Event()
+        self._event = wake
         self._stop = False
-        engine.set_wake(self._event.set)
         self._thread = threading.Thread(target=self._run, name="engine-driver", daemon=True)
         self._thread.start()
 
@@ -89,7 +90,7 @@ class Display:
     """One display under test: its URL, parts, and small HTTP helpers."""
 
     url: str
-    service: DisplayService
+    service: DisplayCore
     store: DisplayStore
     outbox: Outbox
     renderer: InstantRenderer
@@ -126,7 +127,7 @@ class Display:
 @pytest.fixture(scope="session")
 def display_server() -> Iterator[tuple[Flask, WsgiServer]]:
     """One waitress server for the session; each test installs its own display into it."""
-    placeholder: Any = type("Placeholder", (), {"config": DisplayConfig()})()
+    placeholder: Any = type("Placeholder", (), {"api_token": None})()
     app = create_app(placeholder)
     server = WsgiServer(app, "127.0.0.1", 0, name="test-display").start()
     yield app, server
@@ -137,17 +138,25 @@ def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: Displa
     config.data_dir = data_dir
     store = DisplayStore(data_dir / "display.db")
     outbox = Outbox(store.path, name="display", first_retry=0.2, max_backoff=1.0)
-    service = DisplayService(
-        config=config,
-        store=store,
-        outbox=outbox,
-        schedule=Playlist(config.tzinfo()),
-        base_url=lambda: server.url,
+    playlist = Playlist(config.tzinfo())
+    playback = PlaybackRecord(
+        store=store, outbox=outbox, display_url=lambda: server.url, clock=lambda: datetime.now(UTC)
     )
     renderer = InstantRenderer()
-    renderer.set_listener(service.engine)
-    service.engine.set_renderer(renderer)
-    driver = ThreadDriver(service.engine)
+    wake = threading.Event()
+    engine = Engine(
+        clock=lambda: datetime.now(UTC),
+        schedule=playlist,
+        store=store,
+        renderer=renderer,
+        on_playback=playback.changed,
+        wake=wake.set,
+    )
+    renderer.set_listener(engine)
+    service = DisplayCore(
+        config=config, store=store, engine=engine, playlist=playlist, playback=playback
+    )
+    driver = ThreadDriver(engine, wake)
     outbox.start()
     app.extensions["pdn.display"] = service
     # The first tick shows what should show now (idle on a new display): wait for it, so

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cds.evaluate import Playlist
 from cds.parser import parse
-from player.app import CachedContent
+from cds.playlist import Playlist
+from player.cachedcontent import CachedContent
 from player.engine import Engine
 from player.store import DisplayStore
 from tests.display.test_engine import ManualRenderer
@@ -58,7 +58,7 @@ def test_files_play_from_the_cache_once_verified(tmp_path: Path, files: str) -> 
     good = hashlib.sha256(IMAGE).hexdigest()
     woken = threading.Event()
     cache = cache_module.ContentCache(tmp_path, on_ready=lambda spec, path: woken.set())
-    content = CachedContent(cache, cache_module.FileSpec)
+    content = CachedContent(cache)
     store = DisplayStore(tmp_path / "display.db")
     renderer = ManualRenderer()
     engine = Engine(
@@ -93,7 +93,7 @@ def test_a_file_failing_its_hash_never_plays_but_pages_play_live(
     tmp_path: Path, files: str
 ) -> None:
     cache = cache_module.ContentCache(tmp_path, retry_initial=60)
-    content = CachedContent(cache, cache_module.FileSpec)
+    content = CachedContent(cache)
     bad = "0" * 64
     document = parse(
         f'<content-set name="lobby">{item(files + "/a.png", "image/png", bad)}'

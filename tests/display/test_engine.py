@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cds.evaluate import Playlist
 from cds.parser import parse
+from cds.playlist import Playlist
 from player.engine import (
     DEFAULT_DURATION,
     LOAD_TIMEOUT,

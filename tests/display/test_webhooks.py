@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from player.store import connect, transaction
+from server.db import connect, transaction
 from server.outbox import Outbox, backoff
 from tests.display.conftest import Display
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -10,14 +14,25 @@ from flask import Flask, Response
 
 from server.http import (
     JSON_LIMIT,
+    ApiError,
     body_kind,
     create_base_app,
+    json_bytes,
     json_response,
     read_json_object,
     read_xml_body,
     require_token,
 )
-from server.validation import HTTP, Duration, Field, Location, Schema, Uri, parse_coordinate
+from server.validation import (
+    HTTP,
+    Duration,
+    Field,
+    Location,
+    Schema,
+    Uri,
+    ValidationError,
+    parse_coordinate,
+)
 from server.wsgi import WsgiServer
 
 SCHEMA = Schema(
@@ -29,7 +44,7 @@ SCHEMA = Schema(
 
 def make_app(token: str | None) -> Flask:
     app = create_base_app("test")
-    require_token(app, lambda: token)
+    require_token(app, lambda: token, service="widget")
 
     @app.post("/echo")
     def echo() -> Response:
@@ -151,6 +166,10 @@ def test_token_guards_changes_only(locked_url: str) -> None:
     )
     assert wrong.status_code == 401
     assert wrong.json()["error"] == "unauthorized"
+    assert wrong.json() == {
+        "error": "unauthorized",
+        "message": "This widget needs 'Authorization: Bearer <token>' for changes.",
+    }
     right = requests.post(
         locked_url + "/echo", data=body, timeout=5, headers={"Authorization": "Bearer s3cret"}
     )
@@ -199,3 +218,69 @@ def test_curl_style_form_label_is_judged_by_content(base_url: str) -> None:
     refused = post(base_url + "/echo", "subscriber-uri=http%3A%2F%2Fa", form)
     assert refused.status_code == 415
     assert refused.json()["error"] == "unsupported-media-type"
+
+
+def test_validation_does_not_import_flask() -> None:
+    """The display reads its configuration through server.validation: no Flask for that."""
+    code = (
+        "import sys, server.validation; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('flask', 'werkzeug') or m == 'server.http'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_validation_error_and_api_error_answer_the_same_body() -> None:
+    app = create_base_app("test")
+
+    @app.get("/validation")
+    def validation() -> Response:
+        raise ValidationError(400, "invalid-field", "'x' is wrong.", field="x")
+
+    @app.get("/api")
+    def api() -> Response:
+        raise ApiError(400, "invalid-field", "'x' is wrong.", field="x")
+
+    client = app.test_client()
+    by_validation = client.get("/validation")
+    by_api = client.get("/api")
+    assert by_validation.status_code == by_api.status_code == 400
+    assert by_validation.headers["Content-Type"] == by_api.headers["Content-Type"]
+    assert by_validation.data == by_api.data
+    assert (
+        by_validation.data == b'{"error":"invalid-field","message":"\'x\' is wrong.","field":"x"}\n'
+    )
+
+
+def test_json_bytes_is_what_json_response_sends() -> None:
+    app = create_base_app("test")
+    body = {"text": "Grüße ☃", "n": [1, 2.5, None], "ok": True}
+
+    @app.get("/")
+    def index() -> Response:
+        return json_response(body)
+
+    answer = app.test_client().get("/")
+    assert answer.data == json_bytes(body)
+    assert json_bytes(body).endswith(b"\n")
+    assert "Grüße ☃".encode() in json_bytes(body)
+    assert json.loads(json_bytes(body)) == body
+
+
+def test_openapi_document_is_served_when_named() -> None:
+    app = create_base_app("test", openapi="sensor")
+    served = app.test_client().get("/x/openapi.json")
+    assert served.status_code == 200
+    assert served.headers["Content-Type"] == "application/json"
+    assert served.json is not None
+    assert served.json["openapi"].startswith("3.1")
+    plain = create_base_app("test").test_client().get("/x/openapi.json")
+    assert plain.status_code == 404

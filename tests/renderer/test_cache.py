@@ -242,3 +242,10 @@ def test_file_spec_from_the_cds_model() -> None:
         FileSpec(sources=("http://x/",), hashes=(("md5", "xyz"),))
     with pytest.raises(ValueError, match="source"):
         FileSpec(sources=())
+
+
+def test_the_strongest_listed_hash_names_the_file() -> None:
+    hashes = (("md5", "aa"), ("sha256", "cc"), ("sha1", "bb"))
+    assert FileSpec(sources=("http://x/",), hashes=hashes).key == "sha256-cc"
+    assert FileSpec(sources=("http://x/",), hashes=hashes[:1] + hashes[2:]).key == "sha1-bb"
+    assert FileSpec(sources=("http://x/",), hashes=hashes[:1]).key == "md5-aa"

@@ -13,7 +13,8 @@ import requests
 
 from cds.errors import CdsError
 from cds.parser import parse
-from player.follower import RemoteSetFetcher, ScheduleFollower
+from player.follower import ScheduleFollower
+from player.remotesets import RemoteSetFetcher
 from server.scheduler.service import SchedulerService
 from tests.segments.conftest import HttpPeer, wait_until
 from tests.segments.test_scheduler import LOBBY, LOBBY_V2, start, write
@@ -22,7 +23,7 @@ LOCATION = {"latitude": "N 54 00.624", "longitude": "W 2 47.298"}
 
 
 class Applied:
-    """Stands in for DisplayService.apply_cds: validates like it, records what it got."""
+    """Stands in for Display.apply_cds: validates like it, records what it got."""
 
     def __init__(self) -> None:
         self.documents: list[bytes] = []

@@ -1,10 +1,9 @@
-"""What plays, in which order, for how long, and when that answer next changes (CDS.md).
+"""What plays, in which order, for how long (CDS.md): the :class:`Playlist`.
 
 :class:`Playlist` is the player engine's view of its CDS documents. It has no clock of its
-own: every question takes ``now`` (an aware datetime), and windows are read on the wall clock
-of the display's time zone, so DST days behave as a person reading a wall clock expects: a
-window that starts at 02:30 on a spring-forward day (when 02:30 never happens) opens at the
-jump, and a 01:30 window on a fall-back day is open during both 01:30s.
+own: every question takes ``now`` (an aware datetime), and the windows are read on the wall
+clock of the display's time zone by :mod:`cds.windows`, which also says when the answer next
+changes.
 
 Rules, in short:
 
@@ -28,44 +27,35 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
-import os
 import random
 import threading
-import zoneinfo
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Literal
 
 from cds.durations import format_duration
 from cds.model import (
-    DAY_NAMES,
     DEFAULT_PRIORITY,
     PRIORITY_NAMES,
     Constraints,
     ContentItem,
     ContentSet,
-    DateWindow,
-    DayWindow,
     Document,
     PlaybackOrder,
-    TimeWindow,
 )
+from cds.windows import constraints_hold, has_windows, next_window_change, wall_clock, why_closed
 
 __all__ = [
     "Playlist",
     "RemoteSet",
     "Selection",
     "Verdict",
-    "constraints_hold",
-    "next_window_change",
-    "system_timezone",
+    "describe_duration",
 ]
 
 log = logging.getLogger("pdn.cds")
 
 Available = Callable[[ContentItem], bool]
-_UTC = datetime.UTC
 # Remote documents may name further remote sets; this many levels is plenty, and stops a loop.
 MAX_REMOTE_DEPTH = 8
 
@@ -119,220 +109,6 @@ class RemoteSet:
     #: seconds between fetches as the document asks (None: the player's default, 1 hour)
     refresh: float | None
     resolved: bool
-
-
-def system_timezone() -> datetime.tzinfo:
-    """The machine's configured IANA zone ($TZ, /etc/timezone, /etc/localtime), else UTC."""
-    candidates: list[str] = []
-    if os.environ.get("TZ"):
-        candidates.append(os.environ["TZ"].lstrip(":"))
-    try:
-        with open("/etc/timezone", encoding="utf-8") as handle:
-            candidates.append(handle.read().strip())
-    except OSError:
-        pass
-    try:
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    except OSError:
-        pass
-    for name in candidates:
-        try:
-            return zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            continue
-    return datetime.UTC
-
-
-# ----------------------------------------------------------------------------- windows
-
-
-def _local(now: datetime.datetime, tz: datetime.tzinfo) -> datetime.datetime:
-    if now.tzinfo is None or now.utcoffset() is None:
-        now = now.replace(tzinfo=tz)  # a naive time is read as the display's wall clock
-    return now.astimezone(tz)
-
-
-def _times_hold(windows: Sequence[TimeWindow], local: datetime.datetime) -> bool:
-    moment = local.time()
-    return not windows or any(window.contains(moment) for window in windows)
-
-
-def _days_hold(windows: Sequence[DayWindow], local: datetime.datetime) -> bool:
-    weekday = local.weekday()
-    return not windows or any(window.contains(weekday) for window in windows)
-
-
-def _dates_hold(windows: Sequence[DateWindow], local: datetime.datetime) -> bool:
-    day = local.date()
-    return not windows or any(window.contains(day) for window in windows)
-
-
-def constraints_hold(constraints: Constraints, local: datetime.datetime) -> bool:
-    """Whether the time, day-of-week and date windows of ``constraints`` are open at the
-    wall-clock time ``local`` (already in the display's time zone)."""
-    return (
-        _times_hold(constraints.times, local)
-        and _days_hold(constraints.days, local)
-        and _dates_hold(constraints.dates, local)
-    )
-
-
-def _instant(
-    day: datetime.date, moment: datetime.time, tz: datetime.tzinfo, fold: int
-) -> datetime.datetime | None:
-    """When the wall clock of ``tz`` shows ``moment`` on ``day`` (None past year 1 or 9999)."""
-    try:
-        local = datetime.datetime.combine(day, moment, tzinfo=tz).replace(fold=fold)
-        return local.astimezone(_UTC)
-    except (OverflowError, ValueError):
-        return None
-
-
-def _days_after(day: datetime.date, days: int) -> datetime.date | None:
-    try:
-        return day + datetime.timedelta(days=days)
-    except OverflowError:
-        return None
-
-
-def _transitions(
-    tz: datetime.tzinfo, start: datetime.datetime, end: datetime.datetime
-) -> list[datetime.datetime]:
-    """Instants in [start, end] where the zone's UTC offset changes (DST), to the second."""
-    found: list[datetime.datetime] = []
-    step = datetime.timedelta(hours=1)
-    here = start
-    offset = start.astimezone(tz).utcoffset()
-    while here < end:
-        there = min(here + step, end)
-        there_offset = there.astimezone(tz).utcoffset()
-        if there_offset != offset:
-            low, high = here, there  # offset(low) == offset, offset(high) differs
-            while high - low > datetime.timedelta(seconds=1):
-                middle = low + (high - low) / 2
-                middle = middle.replace(microsecond=0)
-                if middle <= low:
-                    break
-                if middle.astimezone(tz).utcoffset() == offset:
-                    low = middle
-                else:
-                    high = middle
-            found.append(high)
-            offset = there_offset
-        here = there
-    return found
-
-
-def _first_change(
-    candidates: Iterable[datetime.datetime | None],
-    now: datetime.datetime,
-    holds: Callable[[datetime.datetime], bool],
-    tz: datetime.tzinfo,
-) -> datetime.datetime | None:
-    state = holds(now.astimezone(tz))
-    for candidate in sorted({c for c in candidates if c is not None and c > now}):
-        if holds(candidate.astimezone(tz)) != state:
-            return candidate
-    return None
-
-
-def next_window_change(
-    constraints: Iterable[Constraints], now: datetime.datetime, tz: datetime.tzinfo
-) -> datetime.datetime | None:
-    """The first instant after ``now`` at which any time, day-of-week or date window among
-    ``constraints`` opens or closes (in ``tz``); None if none ever will."""
-    try:
-        return _next_window_change(constraints, now, tz)
-    except OverflowError:  # "now" within hours of year 1 or 9999
-        return None
-
-
-def _next_window_change(
-    constraints: Iterable[Constraints], now: datetime.datetime, tz: datetime.tzinfo
-) -> datetime.datetime | None:
-    now = _local(now, tz).astimezone(_UTC)
-    today = now.astimezone(tz).date()
-    try:
-        transitions = _transitions(
-            tz, now - datetime.timedelta(hours=1), now + datetime.timedelta(days=9)
-        )
-    except OverflowError:  # within days of year 1 or 9999: no clock change worth knowing
-        transitions = []
-    best: datetime.datetime | None = None
-    seen: set[tuple[str, tuple[object, ...]]] = set()
-    days_around = {offset: _days_after(today, offset) for offset in range(-1, 9)}
-    midnights = [
-        _instant(day, datetime.time(0), tz, 0)
-        for offset, day in days_around.items()
-        if offset >= 1 and day is not None
-    ]
-
-    def consider(change: datetime.datetime | None) -> None:
-        nonlocal best
-        if change is not None and (best is None or change < best):
-            best = change
-
-    for item in constraints:
-        if item.times:
-            times = tuple(item.times)
-            key: tuple[str, tuple[object, ...]] = ("time", tuple((w.start, w.end) for w in times))
-            if key not in seen:
-                seen.add(key)
-                bounds = {moment for w in times for moment in (w.start, w.end)}
-                candidates = [
-                    _instant(day, moment, tz, fold)
-                    for offset, day in days_around.items()
-                    if offset < 3 and day is not None
-                    for moment in bounds
-                    for fold in (0, 1)
-                ]
-                consider(
-                    _first_change(
-                        [*candidates, *transitions],
-                        now,
-                        partial(_times_hold, times),
-                        tz,
-                    )
-                )
-        if item.days:
-            days = tuple(item.days)
-            key = ("day", tuple((w.start, w.end) for w in days))
-            if key not in seen:
-                seen.add(key)
-                consider(
-                    _first_change(
-                        [*midnights, *transitions],
-                        now,
-                        partial(_days_hold, days),
-                        tz,
-                    )
-                )
-        if item.dates:
-            dates = tuple(item.dates)
-            key = ("date", tuple((w.start, w.end) for w in dates))
-            if key not in seen:
-                seen.add(key)
-                edges = [
-                    _instant(day, datetime.time(0), tz, 0)
-                    for w in dates
-                    for day in (w.start, _days_after(w.end, 1))
-                    if day is not None
-                ]
-                consider(
-                    _first_change(
-                        [*edges, *transitions],
-                        now,
-                        partial(_dates_hold, dates),
-                        tz,
-                    )
-                )
-    # UTC: a local time in a repeated (fall-back) hour never compares equal to other zones.
-    return best
-
-
-# ----------------------------------------------------------------------------- the tree
 
 
 @dataclass(eq=False)
@@ -582,7 +358,7 @@ class Playlist:
         self, now: datetime.datetime, available: Available
     ) -> tuple[list[_ItemNode], int | None]:
         """Items that may play now (constraints and availability), and the top level."""
-        local = _local(now, self.tz)
+        local = wall_clock(now, self.tz)
         cache: dict[int, bool] = {}
         trusted = self._clock_is_trusted()
 
@@ -590,7 +366,7 @@ class Playlist:
             known = cache.get(id(constraints))
             if known is None:
                 known = cache[id(constraints)] = (
-                    trusted or not _windowed(constraints)
+                    trusted or not has_windows(constraints)
                 ) and constraints_hold(constraints, local)
             return known
 
@@ -748,7 +524,7 @@ class Playlist:
     def explain(self, now: datetime.datetime, available: Available) -> list[Verdict]:
         """For every item (and unfetched remote set): does it play now, and if not, why."""
         with self._lock:
-            local = _local(now, self.tz)
+            local = wall_clock(now, self.tz)
             zone = getattr(self.tz, "key", None) or str(self.tz)
             eligible, top = self._assess(now, available)
             eligible_keys = {node.key for node in eligible}
@@ -758,8 +534,8 @@ class Playlist:
             for node in self._items:
                 reasons: list[str] = []
                 for constraints, label in node.chain:
-                    reasons.extend(_closed(constraints, label, local, zone))
-                    if not trusted and _windowed(constraints):
+                    reasons.extend(why_closed(constraints, label, local, zone))
+                    if not trusted and has_windows(constraints):
                         reasons.append(
                             f"the clock is not set yet, so the time windows of {label} "
                             "wait until it is (NTP or a plausible date)"
@@ -804,10 +580,6 @@ class Playlist:
             return verdicts
 
 
-def _windowed(constraints: Constraints) -> bool:
-    return bool(constraints.times or constraints.days or constraints.dates)
-
-
 def _safely(available: Available, item: ContentItem) -> bool:
     """The caller's availability answer; a failing check counts as "not available"."""
     try:
@@ -826,23 +598,6 @@ def _selection(node: _ItemNode) -> Selection:
         priority=node.priority,
         duration=node.duration,
     )
-
-
-def _closed(constraints: Constraints, label: str, local: datetime.datetime, zone: str) -> list[str]:
-    reasons: list[str] = []
-    if not _times_hold(constraints.times, local):
-        windows = " or ".join(str(w) for w in constraints.times)
-        reasons.append(
-            f"time window {windows} ({label}) is closed at {local.strftime('%H:%M')} {zone}"
-        )
-    if not _days_hold(constraints.days, local):
-        windows = " or ".join(str(w) for w in constraints.days)
-        today = DAY_NAMES[local.weekday()]
-        reasons.append(f"day-of-week {windows} ({label}) does not include {today}")
-    if not _dates_hold(constraints.dates, local):
-        windows = " or ".join(str(w) for w in constraints.dates)
-        reasons.append(f"date {windows} ({label}) does not include {local.date().isoformat()}")
-    return reasons
 
 
 def describe_duration(seconds: float | None) -> str:

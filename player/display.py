@@ -1,42 +1,38 @@
-"""The Display Segment's behaviour, without HTTP and without Qt.
+"""One display's behaviour behind its API, without HTTP and without Qt.
 
-:class:`DisplayService` ties the durable store, the playlist engine and the webhook outbox
-together; the Flask blueprint (``server.display.api``) validates requests and calls it, and
-``player.app`` adds the Qt side (renderer, GUI thread). Other parts of the display use it
-directly too: the schedule follower calls :meth:`DisplayService.apply_cds` with each CDS it
-receives.
+:class:`Display` is what ``server.display``'s HTTP face calls (it implements
+:class:`server.display.port.DisplayPort`): it keeps CDS documents and hands them to the engine,
+queues single items, keeps sensor readings and hands them to web content, and answers health
+and screenshots. The schedule follower and the remote-set fetcher call :meth:`Display.apply_cds`
+and :meth:`Display.set_remote` too, the same code path as ``POST /schedule``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from cds.model import ContentSet
 from cds.parser import parse
+from cds.playlist import Playlist
 from player.config import DisplayConfig
-from player.engine import Available, Engine, Playback, Schedule
-from player.store import DisplayStore, SensorReading, UnknownSensorError
-from server.outbox import Outbox
-
-if TYPE_CHECKING:
-    from cds.model import ContentItem, ContentSet
+from player.engine import Engine
+from player.playback import PlaybackRecord
+from player.store import DisplayStore, SensorReading
+from server.display.port import Rejected, SensorMessage
 
 log = logging.getLogger("pdn.display")
 
-PLAYBACK_TOPIC = "playback"
-
-__all__ = ["PLAYBACK_TOPIC", "DisplayService", "Rejected", "ScreenAccess", "UnknownSensorError"]
+MIN_FREE_DISK = 50 * 1024 * 1024  # below this the display reports itself degraded
 
 
 class ScreenAccess(Protocol):
-    """What the API may ask of the screen; implemented on the GUI side (``player.app``)."""
+    """What the display may ask of the screen; implemented on the GUI side (``player.screen``)."""
 
     def grab_png(self, timeout: float) -> bytes:
         """A PNG of what the screen shows; raises TimeoutError or RuntimeError."""
@@ -48,78 +44,62 @@ class ScreenAccess(Protocol):
         """Hand the latest sensor readings to web content (thread-safe, returns at once)."""
 
 
-@dataclass(frozen=True)
-class Rejected:
-    """A request understood but refused by the display's policy."""
+class ContentFiles(Protocol):
+    """The content cache as the display sees it (``player.cachedcontent``)."""
 
-    reason: str
+    def documents_changed(self, documents: list[ContentSet]) -> None:
+        """The schedule changed: these documents' files are the ones wanted now."""
 
-
-def encode_json(body: Any) -> bytes:
-    """JSON exactly as ``server.http.json_response`` writes it."""
-    return (json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    def status(self) -> dict[str, Any]:
+        """Files, bytes and downloads, for health."""
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class DisplayService:
-    """One display: its state, its engine and its webhooks."""
+class Display:
+    """One display: its CDS documents, requests, sensors, playback record and health."""
 
     def __init__(
         self,
         *,
         config: DisplayConfig,
         store: DisplayStore,
-        outbox: Outbox,
-        schedule: Schedule,
-        base_url: Callable[[], str],
+        engine: Engine,
+        playlist: Playlist,
+        playback: PlaybackRecord,
+        screen: ScreenAccess | None = None,
+        content: ContentFiles | None = None,
         clock: Callable[[], datetime] = utc_now,
-        available: Available | None = None,
-        locate: Callable[[ContentItem], str] | None = None,
-        on_documents: Callable[[list[ContentSet]], None] | None = None,
     ) -> None:
         self.config = config
-        self.store = store
-        self.outbox = outbox
-        self.clock = clock
-        self.base_url = base_url
-        self.screen: ScreenAccess | None = None
-        self.cache_status: Callable[[], dict[str, Any]] | None = None
-        self._on_documents = on_documents
-        self._lock = threading.Lock()
+        self.engine = engine
+        self._store = store
+        self._playlist = playlist
+        self._playback = playback
+        self._screen = screen
+        self._content = content
+        self._clock = clock
         self._cds_lock = threading.Lock()
         self._documents: dict[str, ContentSet] = {}
         self._remote: dict[str, ContentSet] = {}
-        self._schedule = schedule
         self._last_cds: float | None = None
         self._started = time.monotonic()
-        sequence, record = store.playback()
-        self._record_json: bytes | None = None
-        self._record: dict[str, Any] = record or {
-            "content-item": None,
-            "content-type": None,
-            "origin": "idle",
-            "set": None,
-            "started": clock().isoformat(),
-            "duration": None,
-            "sequence": sequence,
-        }
-        self.engine = Engine(
-            clock=clock,
-            schedule=schedule,
-            store=store,
-            available=available,
-            locate=locate,
-            on_playback=self._playback_changed,
-        )
         self._restore_documents()
+
+    @property
+    def api_token(self) -> str | None:
+        return self.config.api_token
+
+    @property
+    def accepts_cds(self) -> bool:
+        return self.config.accept_cds
 
     # CDS schedules
 
     def _restore_documents(self) -> None:
-        for name, xml, received in self.store.cds_documents():
+        for name, xml, received in self._store.cds_documents():
             try:
                 self._documents[name] = parse(xml).root
             except Exception as error:  # a stored document that no longer parses: keep going
@@ -142,15 +122,15 @@ class DisplayService:
             log.warning("CDS: %s", warning)
         root = document.root
         name = root.name or ""
-        now = self.clock().timestamp()
+        now = self._clock().timestamp()
         with self._cds_lock:
             if root.type == "inline" and not root.children:
-                existed = self.store.delete_cds(name)
+                existed = self._store.delete_cds(name)
                 self._documents.pop(name, None)
                 outcome = "removed" if existed else "unchanged"
             else:
                 outcome = "replaced" if name in self._documents else "added"
-                self.store.put_cds(name, data, now)
+                self._store.put_cds(name, data, now)
                 self._documents.pop(name, None)
                 self._documents[name] = root
             self._last_cds = now
@@ -162,10 +142,7 @@ class DisplayService:
         """Plug in (None: take out) the fetched CDS of a remote content-set, by the remote
         set's key or source URI (``Playlist.set_remote``); its files join the cache's list."""
         with self._cds_lock:
-            set_remote = getattr(self._schedule, "set_remote", None)
-            if set_remote is None:
-                raise RuntimeError("this schedule has no remote sets")
-            set_remote(key, content)
+            self._playlist.set_remote(key, content)
             if content is None:
                 self._remote.pop(key, None)
             else:
@@ -175,9 +152,9 @@ class DisplayService:
     def _documents_changed(self) -> None:
         documents = list(self._documents.values())
         self.engine.set_documents(documents)
-        if self._on_documents is not None:
+        if self._content is not None:
             try:
-                self._on_documents(documents + list(self._remote.values()))
+                self._content.documents_changed(documents + list(self._remote.values()))
             except Exception:
                 log.exception("the content cache could not take the new schedule")
 
@@ -200,68 +177,34 @@ class DisplayService:
 
     # Sensors
 
-    def record_sensing(
-        self,
-        sensor_id: str,
-        sensor_type: str | None,
-        *,
-        data: Any = None,
-        has_data: bool,
-        data_source: str | None,
-    ) -> None:
+    def record_sensing(self, message: SensorMessage) -> None:
         """Keep a reading; raises UnknownSensorError when a new sensor names no type."""
-        self.store.record_sensing(
-            sensor_id,
-            sensor_type,
-            data=data,
-            has_data=has_data,
-            data_source=data_source,
-            now=self.clock().timestamp(),
-        )
-        screen = self.screen
-        if screen is not None:
-            screen.set_context(self.context())
+        self._store.record_sensing(message, now=self._clock().timestamp())
+        if self._screen is not None:
+            self._screen.set_context(self.context())
 
     def sensors(self) -> list[dict[str, str]]:
         return [
-            {"sensor-id": s.sensor_id, "sensor-type": s.sensor_type} for s in self.store.sensors()
+            {"sensor-id": s.sensor_id, "sensor-type": s.sensor_type} for s in self._store.sensors()
         ]
 
     def context(self) -> dict[str, Any]:
         """The latest reading of every sensor, keyed by sensor-id, for web content."""
-        return {s.sensor_id: _reading(s) for s in self.store.sensors()}
+        return {s.sensor_id: _reading(s) for s in self._store.sensors()}
 
     # Playback
 
     def playback(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._record)
+        return self._playback.current()
 
     def playback_json(self) -> bytes:
-        """The record as the API sends it, encoded once per change (GET /playback/ is polled)."""
-        with self._lock:
-            if self._record_json is None:
-                self._record_json = encode_json(self._record)
-            return self._record_json
-
-    def _playback_changed(self, playback: Playback) -> None:
-        """Commit the new record and one webhook event per subscriber, together."""
-
-        def publish(connection: Any, record: dict[str, Any]) -> None:
-            body = json.dumps({**record, "display": self.base_url()}).encode()
-            self.outbox.publish(PLAYBACK_TOPIC, body, "application/json", connection=connection)
-
-        record = self.store.save_playback(playback.fields(), publish)
-        with self._lock:
-            self._record = record
-            self._record_json = None
-        self.outbox.notify()
+        return self._playback.encoded()
 
     def subscribe(self, uri: str) -> bool:
-        return self.outbox.subscribe(PLAYBACK_TOPIC, uri)
+        return self._playback.subscribe(uri)
 
     def unsubscribe(self, uri: str) -> bool:
-        return self.outbox.unsubscribe(PLAYBACK_TOPIC, uri)
+        return self._playback.unsubscribe(uri)
 
     # Display info and health
 
@@ -275,12 +218,12 @@ class DisplayService:
         return body
 
     def health(self) -> dict[str, Any]:
-        now = self.clock()
+        now = self._clock()
         status = self.engine.status()
-        screen = self.screen.status() if self.screen is not None else {"alive": False}
-        disk = shutil.disk_usage(self.store.path.parent)
-        cache = self.cache_status() if self.cache_status is not None else None
-        healthy = bool(screen.get("alive")) and disk.free > 50 * 1024 * 1024
+        screen = self._screen.status() if self._screen is not None else {"alive": False}
+        disk = shutil.disk_usage(self._store.path.parent)
+        cache = self._content.status() if self._content is not None else None
+        healthy = bool(screen.get("alive")) and disk.free > MIN_FREE_DISK
         return {
             "status": "ok" if healthy else "degraded",
             "time": now.isoformat(),
@@ -303,14 +246,14 @@ class DisplayService:
                 else round(now.timestamp() - self._last_cds, 3),
             },
             "cache": cache,
-            "disk": {"path": str(self.store.path.parent), "free": disk.free, "total": disk.total},
-            "webhooks": self.outbox.stats(),
+            "disk": {"path": str(self._store.path.parent), "free": disk.free, "total": disk.total},
+            "webhooks": self._playback.delivery_stats(),
         }
 
     def screenshot(self, timeout: float = 5.0) -> bytes:
-        if self.screen is None:
+        if self._screen is None:
             raise RuntimeError("this display has no screen attached")
-        return self.screen.grab_png(timeout)
+        return self._screen.grab_png(timeout)
 
 
 def _iso(timestamp: float | None) -> str | None:

@@ -1,0 +1,69 @@
+"""Which scheduled items may play, and what the renderer loads (CDS.md, "Files").
+
+An item whose file has hashes, or is not a web page (an image, a video), plays only from the
+content cache (``player.cache``), once downloaded and verified; the renderer then loads the
+local copy. A web page without hashes is loaded live (the renderer's failure report and the
+engine's back-off cover it being unreachable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cds.model import ContentItem, ContentSet
+from player.cache import ContentCache, FileSpec
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+class CachedContent:
+    """The content cache as the engine (``available``, ``locate``) and the display see it."""
+
+    def __init__(self, cache: ContentCache) -> None:
+        self.cache = cache
+
+    @staticmethod
+    def needs_cache(item: ContentItem) -> bool:
+        if not item.files:
+            return False
+        if item.files[0].hashes:
+            return True
+        media = (item.content_type or "").split(";")[0].strip().lower()
+        return bool(media) and media not in HTML_TYPES
+
+    @staticmethod
+    def _spec(item: ContentItem) -> FileSpec:
+        return FileSpec.from_required_file(item.files[0], item.size)
+
+    def available(self, item: ContentItem) -> bool:
+        return not self.needs_cache(item) or self.cache.is_ready(self._spec(item))
+
+    def locate(self, item: ContentItem) -> str:
+        if self.needs_cache(item):
+            path = self.cache.path_for(self._spec(item))
+            if path is not None:
+                return Path(path).as_uri()
+        return item.url
+
+    def documents_changed(self, documents: list[ContentSet]) -> None:
+        specs = [
+            self._spec(item)
+            for document in documents
+            for item in document.walk_items()
+            if self.needs_cache(item)
+        ]
+        self.cache.wanted(specs)
+
+    def status(self) -> dict[str, Any]:
+        stats = self.cache.stats()
+        return {
+            "files": stats.files,
+            "bytes": stats.bytes,
+            "max-bytes": stats.max_bytes,
+            "queued": stats.queued,
+            "failing": len(stats.failing),
+        }
+
+    def close(self) -> None:
+        self.cache.close()

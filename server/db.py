@@ -1,0 +1,146 @@
+"""The one way pdn opens SQLite: connection settings, explicit transactions, schema migrations.
+
+Every store uses it: the display's state (``player.store``), the content cache's index
+(``player.cache``), the scheduler's storage (``server.scheduler.storage``) and the webhook
+outbox (``server.outbox``), which shares the file of the segment it serves.
+
+Settings, and why:
+- WAL: readers never wait for the writer, and a crash never corrupts the file.
+- ``synchronous``: ``FULL`` (the default) puts every commit on disk before the caller goes
+  on, for state an answer or a published record depends on; ``NORMAL`` may forget the last
+  commits after a power cut (never corrupts), for bookkeeping that can be redone.
+- A busy wait instead of an immediate ``database is locked`` when another connection writes.
+- Autocommit (``isolation_level=None``): a lone statement commits by itself; several go in
+  :func:`transaction` (``BEGIN IMMEDIATE``, so a writer takes the lock before it reads).
+- ``check_same_thread=False``: the stores guard their connection with their own lock.
+
+Migrations: a schema is an ordered list of steps, each a list of SQL statements; step *n*
+takes the schema from version *n* to *n + 1*. :func:`migrate` applies the steps a file lacks
+in one transaction and records the new version; a file from a newer pdn is refused
+(:class:`SchemaTooNewError`). The version is ``PRAGMA user_version``, or, for a schema that
+shares its file with another one (the outbox's tables live in the display's and the
+scheduler's files), a one-row table of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "Migrations",
+    "SchemaTooNewError",
+    "connect",
+    "migrate",
+    "schema_version",
+    "transaction",
+]
+
+log = logging.getLogger("pdn.db")
+
+#: ``MIGRATIONS[n]`` holds the statements that take a schema from version n to n + 1.
+Migrations = Sequence[Sequence[str]]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+class SchemaTooNewError(sqlite3.DatabaseError):
+    """The file's schema is newer than the migrations this pdn knows."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(f"schema version {found} is newer than this pdn's ({supported})")
+        self.found = found
+        self.supported = supported
+
+
+def connect(
+    path: Path | str, *, synchronous: Synchronous = "FULL", busy_timeout: float = 10.0
+) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, with a busy wait of
+    ``busy_timeout`` seconds, usable from any thread (guard it with a lock)."""
+    # PRAGMA does not take parameters; the values are checked here.
+    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        raise ValueError(f"unknown synchronous level {synchronous!r}")
+    connection = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={synchronous}")
+        connection.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def schema_version(connection: sqlite3.Connection, version_table: str | None = None) -> int:
+    """The schema version recorded in the file (0 when none is)."""
+    if version_table is None:
+        return int(connection.execute("PRAGMA user_version").fetchone()[0])
+    _check_name(version_table)
+    exists = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (version_table,)
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = connection.execute(f"SELECT MAX(version) FROM {version_table}").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def migrate(
+    connection: sqlite3.Connection,
+    migrations: Migrations,
+    *,
+    version_table: str | None = None,
+) -> int:
+    """Bring the schema to ``len(migrations)``; returns the version the file had before.
+
+    The missing steps run in one transaction, with the new version, so a crash leaves the
+    old schema or the new one. The version is ``PRAGMA user_version``, or with
+    ``version_table`` the single row ``version`` of that table (created when missing), for a
+    schema that shares its file with another. SchemaTooNewError for a file from a newer pdn.
+    """
+    target = len(migrations)
+    with transaction(connection):
+        # Read inside the write lock: two processes opening a new file migrate it once.
+        found = schema_version(connection, version_table)
+        if found > target:
+            raise SchemaTooNewError(found, target)
+        if found == target:
+            return found
+        for step in migrations[found:]:
+            for statement in step:
+                connection.execute(statement)
+        if version_table is None:
+            # PRAGMA does not take parameters; target is an int.
+            connection.execute(f"PRAGMA user_version={target}")
+        else:
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER NOT NULL)"
+            )
+            connection.execute(f"DELETE FROM {version_table}")
+            connection.execute(f"INSERT INTO {version_table} (version) VALUES (?)", (target,))
+    log.info("database schema migrated from version %d to %d", found, target)
+    return found
+
+
+def _check_name(name: str) -> None:
+    if not name.isidentifier():
+        raise ValueError(f"not a table name: {name!r}")

@@ -1,0 +1,36 @@
+"""This machine's address as a peer sees it (what to advertise when listening on every address)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Literal, overload
+
+#: TEST-NET-1 (RFC 5737): never routed, so connecting to it only looks up the default route.
+DEFAULT_ROUTE_PROBE = "192.0.2.1"
+
+
+@overload
+def local_address(towards: str | None = None, *, or_hostname: Literal[True] = True) -> str: ...
+@overload
+def local_address(towards: str | None = None, *, or_hostname: Literal[False]) -> str | None: ...
+def local_address(towards: str | None = None, *, or_hostname: bool = True) -> str | None:
+    """This machine's address on the route to ``towards`` (default: the default route).
+
+    What a peer can use to reach us back, when we listen on every address. A UDP socket is
+    connected (no packet is sent) and asked for its own address; an IPv6 address comes without
+    brackets (``url_host`` adds them). Without such a route: the host name, or None when
+    ``or_hostname`` is false.
+    """
+    host = towards or DEFAULT_ROUTE_PROBE
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return socket.gethostname() if or_hostname else None
+
+
+def url_host(host: str) -> str:
+    """``host`` as it stands in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,311 @@
+"""server.db, the one SQLite helper: settings, transactions, migrations, and the files that
+pdn 0.1.0 wrote (before the helper) opening with their data."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from player.cache import ContentCache, FileSpec
+from player.store import DisplayStore, SensorReading
+from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
+from server.outbox import Outbox
+from server.scheduler.storage import SqliteStorage
+
+# What pdn 0.1.0 wrote, statement for statement (its own code, before server.db existed).
+
+OLD_DISPLAY_SCHEMA = (
+    """CREATE TABLE cds_documents (
+        name TEXT PRIMARY KEY, xml BLOB NOT NULL, received REAL NOT NULL)""",
+    """CREATE TABLE interrupts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, duration REAL NOT NULL,
+        remaining REAL NOT NULL, received REAL NOT NULL, shown_at REAL)""",
+    """CREATE TABLE sensors (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, sensor_id TEXT NOT NULL UNIQUE,
+        sensor_type TEXT NOT NULL, data TEXT, data_source TEXT, updated REAL NOT NULL)""",
+    """CREATE TABLE playback (
+        id INTEGER PRIMARY KEY CHECK (id = 1), sequence INTEGER NOT NULL, record TEXT NOT NULL)""",
+    "PRAGMA user_version=1",
+)
+OLD_OUTBOX_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS outbox_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS outbox_subscriptions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, uri TEXT NOT NULL,
+        created REAL NOT NULL, UNIQUE (topic, uri))""",
+    """CREATE TABLE IF NOT EXISTS outbox_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, subscription_id INTEGER NOT NULL,
+        event_id TEXT NOT NULL, topic TEXT NOT NULL, body BLOB NOT NULL,
+        content_type TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt REAL NOT NULL, first_failure REAL, last_error TEXT)""",
+    "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
+    "INSERT INTO outbox_schema (version) VALUES (1)",
+)
+OLD_SCHEDULER_SCHEMA = (
+    """CREATE TABLE displays (
+        key TEXT PRIMARY KEY, url TEXT NOT NULL, location TEXT NOT NULL, name TEXT,
+        sensors TEXT NOT NULL DEFAULT '[]', registered REAL NOT NULL, checked REAL,
+        seq INTEGER NOT NULL)""",
+    """CREATE TABLE schedules (
+        id TEXT PRIMARY KEY, xml BLOB NOT NULL, digest TEXT NOT NULL, root_name TEXT,
+        updated REAL NOT NULL)""",
+    "PRAGMA user_version=1",
+)
+# The cache's index had no version (user_version 0).
+OLD_CACHE_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS files (key TEXT PRIMARY KEY, name TEXT NOT NULL,"
+    " size INTEGER NOT NULL, added REAL NOT NULL, last_used REAL NOT NULL,"
+    " source TEXT NOT NULL)",
+)
+
+
+def old_file(
+    path: Path, *statements: str, rows: tuple[tuple[str, tuple[object, ...]], ...]
+) -> None:
+    """A file as the old code left it: its own connection, WAL, committed and closed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA journal_mode=WAL")
+    for statement in statements:
+        connection.execute(statement)
+    for sql, params in rows:
+        connection.execute(sql, params)
+    connection.commit()
+    connection.close()
+
+
+def read(path: Path, sql: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(path)
+    try:
+        return list(connection.execute(sql).fetchall())
+    finally:
+        connection.close()
+
+
+# The helper
+
+
+def test_connect_settings(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "a.db", synchronous="NORMAL", busy_timeout=2.5)
+    try:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        assert connection.execute("PRAGMA busy_timeout").fetchone()[0] == 2500
+        assert connection.isolation_level is None  # autocommit: a lone statement commits
+        connection.execute("CREATE TABLE t (x)")
+        connection.execute("INSERT INTO t VALUES (1)")
+        assert not connection.in_transaction
+        assert read(tmp_path / "a.db", "SELECT x FROM t") == [(1,)]
+        # Usable from another thread (the stores guard it with their own lock).
+        seen: list[object] = []
+        thread = threading.Thread(
+            target=lambda: seen.append(connection.execute("SELECT x FROM t").fetchone()[0])
+        )
+        thread.start()
+        thread.join()
+        assert seen == [1]
+    finally:
+        connection.close()
+    full = connect(tmp_path / "b.db")
+    try:
+        assert full.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL, the default
+        assert full.execute("PRAGMA busy_timeout").fetchone()[0] == 10000
+    finally:
+        full.close()
+    with pytest.raises(ValueError):
+        connect(tmp_path / "c.db", synchronous="SOMETIMES")  # type: ignore[arg-type]
+
+
+def test_transaction_commits_or_rolls_back(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "a.db")
+    try:
+        connection.execute("CREATE TABLE t (x)")
+        with transaction(connection):
+            connection.execute("INSERT INTO t VALUES (1)")
+            assert connection.in_transaction
+        with pytest.raises(RuntimeError), transaction(connection):
+            connection.execute("INSERT INTO t VALUES (2)")
+            raise RuntimeError("the change failed")
+        assert not connection.in_transaction
+        assert read(tmp_path / "a.db", "SELECT x FROM t") == [(1,)]
+    finally:
+        connection.close()
+
+
+COUNTED = (
+    ("CREATE TABLE runs (step INTEGER)", "INSERT INTO runs VALUES (1)"),
+    ("INSERT INTO runs VALUES (2)",),
+)
+
+
+def test_migrations_are_applied_once_in_order(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "a.db")
+    try:
+        assert migrate(connection, COUNTED[:1]) == 0
+        assert migrate(connection, COUNTED[:1]) == 1  # nothing left to do
+        assert migrate(connection, COUNTED) == 1  # only the new step runs
+        assert migrate(connection, COUNTED) == 2
+        assert connection.execute("SELECT step FROM runs").fetchall() == [(1,), (2,)]
+        assert schema_version(connection) == 2
+        with pytest.raises(SchemaTooNewError) as raised:
+            migrate(connection, COUNTED[:1])  # an older pdn
+        assert (raised.value.found, raised.value.supported) == (2, 1)
+    finally:
+        connection.close()
+    # A second connection (a restart) finds the file up to date.
+    again = connect(tmp_path / "a.db")
+    try:
+        assert migrate(again, COUNTED) == 2
+        assert again.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+    finally:
+        again.close()
+
+
+def test_a_failing_step_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "a.db")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            migrate(connection, (*COUNTED, ("INSERT INTO nowhere VALUES (3)",)))
+        assert schema_version(connection) == 0
+        assert connection.execute("SELECT name FROM sqlite_master").fetchall() == []
+    finally:
+        connection.close()
+
+
+def test_a_version_table_leaves_user_version_to_the_file_owner(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "a.db")
+    try:
+        migrate(connection, COUNTED)
+        extra = (("CREATE TABLE extra (x)",),)
+        assert migrate(connection, extra, version_table="extra_schema") == 0
+        assert migrate(connection, extra, version_table="extra_schema") == 1
+        assert schema_version(connection) == 2
+        assert schema_version(connection, "extra_schema") == 1
+        assert connection.execute("SELECT version FROM extra_schema").fetchall() == [(1,)]
+        with pytest.raises(ValueError):
+            schema_version(connection, "extra; DROP TABLE runs")
+    finally:
+        connection.close()
+
+
+# Files written by pdn 0.1.0 open with their data
+
+
+def test_an_old_display_file_keeps_its_state_and_events(tmp_path: Path) -> None:
+    path = tmp_path / "display.db"
+    old_file(
+        path,
+        *OLD_DISPLAY_SCHEMA,
+        *OLD_OUTBOX_SCHEMA,
+        rows=(
+            ("INSERT INTO cds_documents VALUES (?, ?, ?)", ("lobby", b"<content-set/>", 1.0)),
+            (
+                "INSERT INTO interrupts (url, duration, remaining, received) VALUES (?, ?, ?, ?)",
+                ("http://example.org/i", 60.0, 30.0, 2.0),
+            ),
+            (
+                "INSERT INTO sensors (sensor_id, sensor_type, data, updated) VALUES (?, ?, ?, ?)",
+                ("door", "presence", "true", 3.0),
+            ),
+            ("INSERT INTO playback VALUES (1, 7, ?)", ('{"sequence": 7}',)),
+            (
+                "INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)",
+                ("playback", "http://127.0.0.1:9/hook", 4.0),
+            ),
+            (
+                "INSERT INTO outbox_events (subscription_id, event_id, topic, body, content_type,"
+                " created, next_attempt) VALUES (1, 'e1', 'playback', x'7b7d', 'application/json',"
+                " 5.0, 5.0)",
+                (),
+            ),
+        ),
+    )
+    for _ in range(2):  # twice: the second opening finds nothing to migrate
+        store = DisplayStore(path)
+        outbox = Outbox(path, name="test")  # not started: nothing is sent
+        try:
+            assert store.cds_documents() == [("lobby", b"<content-set/>", 1.0)]
+            assert [(r.url, r.remaining) for r in store.queued_requests()] == [
+                ("http://example.org/i", 30.0)
+            ]
+            assert store.sensors() == [
+                SensorReading("door", "presence", True, True, None, 3.0),
+            ]
+            assert store.playback() == (7, {"sequence": 7})
+            assert outbox.subscribers("playback") == ["http://127.0.0.1:9/hook"]
+            assert outbox.stats()["pending-events"] == 1
+        finally:
+            store.close()
+            outbox.stop()
+    assert read(path, "PRAGMA user_version") == [(1,)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+
+
+def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) -> None:
+    path = tmp_path / "display.db"
+    DisplayStore(path).close()
+    Outbox(path, name="test").stop()
+    Outbox(path, name="test").stop()
+    assert read(path, "PRAGMA user_version") == [(1,)]
+    # The old outbox read this one row: it must be there, once.
+    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+
+
+def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) -> None:
+    path = tmp_path / "scheduler.db"
+    old_file(
+        path,
+        *OLD_SCHEDULER_SCHEMA,
+        rows=(
+            (
+                "INSERT INTO displays (key, url, location, registered, seq) VALUES (?, ?, ?, ?, ?)",
+                ("http://d1:8080", "http://d1:8080/", '{"room": "lobby"}', 1.0, 1),
+            ),
+            (
+                "INSERT INTO schedules VALUES (?, ?, ?, ?, ?)",
+                ("lobby", b"<content-set/>", "ab", "lobby", 2.0),
+            ),
+        ),
+    )
+    for _ in range(2):
+        storage = SqliteStorage(path)
+        try:
+            assert [(d.url, d.location) for d in storage.displays()] == [
+                ("http://d1:8080/", {"room": "lobby"})
+            ]
+            schedule = storage.schedule("lobby")
+            assert schedule is not None and schedule.xml == b"<content-set/>"
+        finally:
+            storage.close()
+    assert read(path, "PRAGMA user_version") == [(1,)]
+
+
+def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:
+    body = b"verified bytes"
+    digest = hashlib.sha256(body).hexdigest()
+    name = f"sha256-{digest}.png"
+    (tmp_path / "cache" / "files").mkdir(parents=True)
+    (tmp_path / "cache" / "files" / name).write_bytes(body)
+    old_file(
+        tmp_path / "cache" / "index.sqlite3",
+        *OLD_CACHE_SCHEMA,
+        rows=(
+            (
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)",
+                (f"sha256-{digest}", name, len(body), 1.0, 1.0, "http://127.0.0.1:9/a.png"),
+            ),
+        ),
+    )
+    # No network: the file is served from the old index.
+    spec = FileSpec(sources=("http://127.0.0.1:9/a.png",), hashes=(("sha256", digest),))
+    for _ in range(2):
+        cache = ContentCache(tmp_path, workers=1)
+        try:
+            path = cache.path_for(spec)
+            assert path is not None and path.read_bytes() == body
+        finally:
+            cache.close()
+    assert read(tmp_path / "cache" / "index.sqlite3", "PRAGMA user_version") == [(1,)]
