@@ -6,7 +6,8 @@
 #   bash packaging/dev.sh setup                           set up only
 #
 # Safe to run again: system packages are installed only when missing, the virtual
-# environment (.venv) is rebuilt only when pyproject.toml changed.
+# environment (.venv) is rebuilt only when pyproject.toml or constraints.txt changed. Python
+# packages come at the exact versions of constraints.txt (the lock file; packaging/lock.sh).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,14 +15,15 @@ venv="$root/.venv"
 python=${PYTHON:-python3}
 
 # Libraries Qt WebEngine loads at run time, Xvfb for a virtual screen when none is
-# attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick).
+# attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick, xset).
+# packaging/fresh-root.sh proves this list complete: both jobs, in a bare Debian root.
 system_packages=(
     libnss3 libxkbcommon0 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-image0
     libxcb-keysyms1 libxcb-randr0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0
     libxcb-xkb1 libxcomposite1 libxdamage1 libxrandr2 libxtst6 libxshmfence1 libxkbfile1
     libasound2 libpulse0 libdbus-1-3 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
-    fonts-dejavu-core xvfb x11-utils xauth imagemagick shellcheck systemd procps
-    python3-venv
+    fonts-dejavu-core xvfb x11-utils x11-xserver-utils xauth imagemagick shellcheck systemd
+    procps python3-venv
 )
 
 log() { printf 'pdn-dev: %s\n' "$*" >&2; }
@@ -44,15 +46,15 @@ install_system_packages() {
 }
 
 install_venv() {
-    local stamp="$venv/.pdn-stamp" want
-    want=$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)
+    local stamp="$venv/.pdn-stamp" want constraints="$root/constraints.txt"
+    want=$(cat "$root/pyproject.toml" "$constraints" | sha256sum | cut -d' ' -f1)
     if [ -x "$venv/bin/pdn" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
         return 0
     fi
     log "creating the virtual environment in $venv"
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e "${root}[test]"
+    "$venv/bin/python" -m pip install -q -c "$constraints" --upgrade pip
+    "$venv/bin/python" -m pip install -q -c "$constraints" -e "${root}[display,test]"
     echo "$want" >"$stamp"
 }
 

@@ -5,10 +5,13 @@
 #   sudo packaging/install.sh [options]
 #
 # What it does (each step is a function below; it is safe to run again, e.g. to upgrade):
-#   packages  the system libraries Qt WebEngine needs, plus cage and seatd for platform cage,
-#             and v4l-utils (cec-ctl) for HDMI-CEC screen power
+#   packages  for a display: the system libraries Qt WebEngine needs, plus cage and seatd for
+#             platform cage, and v4l-utils (cec-ctl) for HDMI-CEC screen power; other roles
+#             need only Python's venv and CA certificates
 #   user      a 'pdn' system user (home /var/lib/pdn) in the groups a screen needs
-#   venv      the project and a PySide6 this machine can run, in /opt/pdn/venv
+#   venv      the project in /opt/pdn/venv, at the versions of constraints.txt (the lock file);
+#             for a display with its 'display' extra and a PySide6 this machine can run; the
+#             scheduler, content and sensor roles need no Qt and get none
 #   files     the start wrapper, the README and the systemd units
 #   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet
 #   dirs      /var/lib/pdn and its sub-directories, owned by pdn
@@ -21,7 +24,9 @@
 #                       systemctl --root)
 #   --no-start          install and enable, but do not start anything now
 #   --platform NAME     eglfs, cage, xcb, wayland, offscreen or auto, written into a new config
-#   --services LIST     comma-separated units to enable: display,scheduler,content (default display)
+#   --services LIST     comma-separated roles of this machine: display,scheduler,content,sensor
+#                       (default display); each enables its unit (sensor: the pdn-sensor@NAME
+#                       template is installed, enable one per sensor); only display pulls Qt
 #   --wheel FILE        install this wheel instead of the checkout the script is in
 #   --python PATH       the Python to build the venv with (3.11 to 3.13; default: the newest found)
 #   --skip STEPS        comma-separated steps to leave out (e.g. packages,venv)
@@ -36,6 +41,10 @@ STATE_DIR=/var/lib/pdn
 UNIT_DIR=/etc/systemd/system
 PDN_USER=pdn
 SCREEN_GROUPS=(video render input tty audio)
+# The PySide6 range of pyproject.toml's display extra; constraints.txt locks a version in it.
+PYSIDE6_RANGE="PySide6>=6.8.0,<6.12"
+# Raspberry Pi OS Bookworm (aarch64, glibc 2.36): the newest PySide6 with manylinux_2_31 wheels.
+PYSIDE6_BOOKWORM_AARCH64=6.8.0.2
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source_dir=$(cd "$script_dir/.." && pwd)
@@ -95,8 +104,8 @@ parse_args() {
     local service
     for service in ${SERVICES//,/ }; do
         case "$service" in
-            display | scheduler | content) ;;
-            *) die "--services: unknown service '$service' (display, scheduler, content)" ;;
+            display | scheduler | content | sensor) ;;
+            *) die "--services: unknown service '$service' (display, scheduler, content, sensor)" ;;
         esac
     done
     if [ -n "$WHEEL" ] && [ ! -f "$WHEEL" ]; then die "--wheel: no such file $WHEEL"; fi
@@ -136,12 +145,12 @@ pyside6_requirement() {
     case "$arch" in
         aarch64 | arm64)
             if version_at_least "$glibc" 2.39; then
-                echo "PySide6>=6.8.0,<6.12"
+                echo "$PYSIDE6_RANGE"
             else
                 echo "PySide6>=6.8.0,<6.8.1"
             fi
             ;;
-        x86_64 | amd64) echo "PySide6>=6.8.0,<6.12" ;;
+        x86_64 | amd64) echo "$PYSIDE6_RANGE" ;;
         *)
             echo "no PySide6 wheels on PyPI for $arch (64-bit ARM or x86 needed; on a Pi, install the 64-bit OS)" >&2
             return 1
@@ -194,10 +203,15 @@ systemd_running() { [ -d /run/systemd/system ]; }
 
 # --- Steps --------------------------------------------------------------------------------
 
-# Libraries Qt WebEngine (PyPI's PySide6) loads, fonts, and what the platform needs.
+# Libraries Qt WebEngine (PyPI's PySide6) loads, fonts, and what the platform needs; for a
+# machine without the display role, only what a venv and HTTPS need.
 # "a|b": the first that this release has (Trixie renamed some for 64-bit time).
 system_packages() {
     local platform=$1
+    if ! wants_service display; then
+        printf '%s\n' python3-venv ca-certificates
+        return 0
+    fi
     local packages=(
         python3-venv ca-certificates fonts-dejavu-core fontconfig
         libnss3 libnspr4 libxkbcommon0 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
@@ -286,31 +300,65 @@ create_user() {
     done
 }
 
+# The lock file for this machine: constraints.txt as it is, or, where the machine needs an older
+# PySide6 than the one locked (Raspberry Pi OS Bookworm), with Qt's lines pinned to that one.
+# Prints the path of the file to use.
+constraints_for() {
+    local requirement=$1 lock="$source_dir/constraints.txt" adjusted
+    [ -f "$lock" ] || die "no $lock: the lock file belongs next to pyproject.toml"
+    if [ -z "$requirement" ] || [ "$requirement" = "$PYSIDE6_RANGE" ]; then
+        echo "$lock"
+        return 0
+    fi
+    adjusted=$(mktemp)
+    grep -viE '^(pyside6|pyside6-addons|pyside6-essentials|shiboken6)==' "$lock" >"$adjusted"
+    printf '%s\n' "pyside6==$PYSIDE6_BOOKWORM_AARCH64" "pyside6-addons==$PYSIDE6_BOOKWORM_AARCH64" \
+        "pyside6-essentials==$PYSIDE6_BOOKWORM_AARCH64" "shiboken6==$PYSIDE6_BOOKWORM_AARCH64" \
+        >>"$adjusted"
+    echo "$adjusted"
+}
+
 install_venv() {
-    local venv="$ROOT$PREFIX/venv" python requirement glibc arch source
+    local venv="$ROOT$PREFIX/venv" python requirement="" glibc arch source constraints target
+    local display=0
+    wants_service display && display=1
     arch=$(machine_arch)
     glibc=$(glibc_version)
-    requirement=$(pyside6_requirement "$arch" "$glibc") || die "cannot install PySide6 here"
+    if [ "$display" = 1 ]; then
+        requirement=$(pyside6_requirement "$arch" "$glibc") || die "cannot install PySide6 here"
+    fi
     python=$(choose_python) || die "no Python 3.11 to 3.13 found (on Debian: apt-get install python3)"
     source=${WHEEL:-$source_dir}
-    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); PySide6: $requirement"
+    constraints=$(constraints_for "$requirement")
+    # The display role takes the 'display' extra (PySide6); the other roles need no Qt.
+    target=$source
+    if [ "$display" = 1 ]; then target="${source}[display]"; fi
+    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); ${requirement:+PySide6: $requirement; }installing $target with $(basename "$constraints")"
     if [ ! -x "$venv/bin/python" ] \
         || [ "$(readlink -f "$venv/bin/python")" != "$(readlink -f "$python")" ]; then
         # --clear: a venv built on another Python (an older install) is rebuilt, not patched.
         "$python" -m venv --clear "$venv" || die "cannot create $venv (apt-get install python3-venv)"
         did "created the virtual environment $PREFIX/venv with $python"
     fi
-    "$venv/bin/python" -m pip install -q --upgrade pip
+    # Every version comes from the lock file: a box installed today gets what one installed last
+    # month got (no --upgrade to whatever is newest). pip itself is locked too.
+    "$venv/bin/python" -m pip install -q -c "$constraints" "pip" \
+        || die "pip could not install the locked pip"
     # Uninstall first: the same version number from a newer checkout must still replace it.
     "$venv/bin/python" -m pip uninstall -q -y pdn-display >/dev/null 2>&1 || true
-    "$venv/bin/python" -m pip install -q --upgrade "$source" "$requirement" \
-        || die "pip could not install $source with $requirement"
-    check_webengine "$venv"
+    "$venv/bin/python" -m pip install -q -c "$constraints" "$target" ${requirement:+"$requirement"} \
+        || die "pip could not install $target${requirement:+ with $requirement} (constraints: $constraints)"
+    if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
+    if [ "$display" = 1 ]; then check_webengine "$venv"; fi
     mkdir -p "$ROOT$PREFIX/bin"
     ln -sfn ../venv/bin/pdn "$ROOT$PREFIX/bin/pdn"
     mkdir -p "$ROOT/usr/local/bin"
     ln -sfn "$PREFIX/bin/pdn" "$ROOT/usr/local/bin/pdn"
-    did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
+    if [ "$display" = 1 ]; then
+        did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
+    else
+        did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) (no Qt: not a display) into $PREFIX/venv"
+    fi
 }
 
 # The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine, for
@@ -406,6 +454,10 @@ enable_units() {
     local units=() platform
     mapfile -t units < <(units_to_enable)
     platform=$(configured_platform)
+    if wants_service sensor; then
+        say "sensors: one unit per sensor, e.g. systemctl enable --now pdn-sensor@door (its settings in $CONFIG_DIR/sensor-door.env)"
+    fi
+    if [ ${#units[@]} -eq 0 ]; then return 0; fi
     if [ -n "$ROOT" ]; then
         systemctl --root="$ROOT" enable "${units[@]}" >/dev/null 2>&1 \
             || die "systemctl --root=$ROOT enable ${units[*]} failed"
@@ -440,6 +492,7 @@ check_desktop() {
 start_units() {
     local units=() unit
     mapfile -t units < <(units_to_enable)
+    if [ ${#units[@]} -eq 0 ]; then return 0; fi
     if [ "$START" = 0 ]; then
         say "not started (--no-start); they start at the next boot, or: systemctl start ${units[*]}"
         return 0

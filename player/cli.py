@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
+import shlex
 import sys
+from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 from typing import Any
 
 from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
-from server.exitcodes import EPILOG, EXIT_OK, EXIT_USAGE
+from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
 
 log = logging.getLogger("pdn.display")
 
@@ -89,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if args.check_config:
         print_config(config)
         return EXIT_OK
+    if importlib.util.find_spec("PySide6") is None:
+        print(
+            "pdn display: the screen needs Qt (PySide6), which this installation lacks: it was "
+            "installed without the 'display' extra. Install it with:\n"
+            f"  {install_display_command()}",
+            file=sys.stderr,
+        )
+        return EXIT_START_FAILED
     from player.app import run as run_display  # Qt: only when a display really starts
 
     code: int = run_display(config, schedule_url=args.schedule, register_url=args.register)
@@ -106,3 +117,27 @@ def print_config(config: DisplayConfig) -> None:
     print(f"  accept CDS:      {'yes' if config.accept_cds else 'no (single items only)'}")
     print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
     print(f"  API token:       {'set' if config.api_token else 'none (open)'}")
+
+
+# A checkout (an editable install, or running from the source tree) has the lock file here.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def install_display_command() -> str:
+    """The one command that adds the 'display' extra to the Python running ``pdn``: from the
+    checkout with its lock file when there is one, else the extra's own requirements."""
+    python = shlex.quote(sys.executable)
+    constraints = _CHECKOUT / "constraints.txt"
+    if constraints.is_file() and (_CHECKOUT / "pyproject.toml").is_file():
+        target = shlex.quote(f"{_CHECKOUT}[display]")
+        return f"{python} -m pip install -c {shlex.quote(str(constraints))} -e {target}"
+    try:
+        declared = requires("pdn-display") or []
+    except PackageNotFoundError:
+        declared = []
+    wanted = [
+        entry.split(";")[0].strip()
+        for entry in declared
+        if "extra" in entry and "display" in entry.split(";", 1)[-1]
+    ] or ["PySide6"]
+    return f"{python} -m pip install " + " ".join(shlex.quote(entry) for entry in wanted)

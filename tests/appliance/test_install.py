@@ -16,7 +16,14 @@ from .conftest import REPO
 INSTALL = REPO / "packaging/install.sh"
 UNINSTALL = REPO / "packaging/uninstall.sh"
 START = REPO / "packaging/pdn-display-start"
-SCRIPTS = [INSTALL, UNINSTALL, START]
+SCRIPTS = [
+    INSTALL,
+    UNINSTALL,
+    START,
+    REPO / "packaging/dev.sh",
+    REPO / "packaging/fresh-root.sh",
+    REPO / "packaging/lock.sh",
+]
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
