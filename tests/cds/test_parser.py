@@ -202,6 +202,34 @@ def test_remote_set() -> None:
     assert remote.requires_file.sources == [Source("https://news.example/cds.xml", 120.0)]
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1 week", 604800.0), ("2 wks", 1209600.0), ("3 days", 259200.0), ("1 hr 30 mins", 5400.0)],
+)
+def test_durations_in_every_unit_wherever_the_grammar_has_one(text: str, seconds: float) -> None:
+    """A CDS from a deployed Yarely system writes its refresh in weeks: both places a CDS has a
+    duration (a remote set's <uri refresh> and <preferred-duration>) read every unit."""
+    root = parse(
+        f'<content-set name="top"><content-set name="news" type="remote"><requires-file>'
+        f'<sources><uri refresh="{text}">https://news.example/cds.xml</uri></sources>'
+        "</requires-file></content-set></content-set>"
+    ).root
+    remote = root.children[0]
+    assert isinstance(remote, ContentSet) and remote.requires_file is not None
+    assert remote.requires_file.sources == [Source("https://news.example/cds.xml", seconds)]
+    constrained = constraints_of(f"<preferred-duration>{text}</preferred-duration>")
+    assert constrained.constraints.preferred_duration == seconds
+
+
+def test_a_duration_in_an_unknown_unit_names_it_with_its_line() -> None:
+    problem = only_problem(
+        content_set(
+            "s", item("a"), constraints=("<preferred-duration>2 fortnights</preferred-duration>",)
+        )
+    )
+    assert "fortnights" in problem.message and "weeks" in problem.message
+
+
 def test_type_defaults() -> None:
     remote = parse(
         "<content-set><requires-file><sources><uri>file:///srv/a.xml</uri></sources>"
