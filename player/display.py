@@ -200,6 +200,9 @@ class Display:
     def playback_json(self) -> bytes:
         return self._playback.encoded()
 
+    def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
+        return self._playback.updates_after(after, timeout)
+
     def subscribe(self, uri: str) -> bool:
         return self._playback.subscribe(uri)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from server.http import json_bytes
 from server.outbox import Outbox
 
 PLAYBACK_TOPIC = "playback"
+RECENT = 64  # records kept in memory for event-stream clients resuming (Last-Event-ID)
 
 
 class PlaybackRecord:
@@ -38,6 +40,8 @@ class PlaybackRecord:
         self._outbox = outbox
         self._display_url = display_url
         self._lock = threading.Lock()
+        self._changes = threading.Condition(self._lock)
+        self._recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT)
         sequence, record = store.playback()
         self._encoded: bytes | None = None
         self._record: dict[str, Any] = record or {
@@ -72,7 +76,25 @@ class PlaybackRecord:
         with self._lock:
             self._record = record
             self._encoded = None
+            self._recent.append((int(record["sequence"]), json_bytes(record)))
+            self._changes.notify_all()
         self._outbox.notify()
+
+    def updates_after(self, sequence: int | None, timeout: float) -> list[tuple[int, bytes]]:
+        """Records newer than ``sequence`` as ``(sequence, encoded)``, oldest first, waiting up
+        to ``timeout`` seconds for one ([] when none came). ``None``, a sequence this display
+        never reached, or one older than the records kept: the current record alone."""
+        with self._changes:
+            current = int(self._record.get("sequence") or 0)
+            if (
+                sequence is None
+                or sequence > current
+                or (sequence < current and not any(s == sequence + 1 for s, _ in self._recent))
+            ):
+                return [(current, json_bytes(self._record))]
+            if sequence == current:
+                self._changes.wait(timeout)
+            return [(s, body) for s, body in self._recent if s > sequence]
 
     def subscribe(self, uri: str) -> bool:
         return self._outbox.subscribe(PLAYBACK_TOPIC, uri)

@@ -5,15 +5,19 @@
     pdn ctl playing DISPLAY_URL                                  what is on screen
     pdn ctl displays SCHEDULER_URL [--full]                      the scheduler's registry
     pdn ctl watch DISPLAY_URL                                    print every playback change
+    pdn ctl health DISPLAY_URL [--json]                          is it working, and why not
+    pdn ctl screenshot DISPLAY_URL FILE.png                      what the screen shows
+    pdn ctl sensing DISPLAY_URL [--json]                         the sensors it knows
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
-      1  refused: the display rejected the request or answered 4xx (the message says why)
+      1  refused: the display rejected the request or answered 4xx (the message says why);
+         for health: the display reports itself degraded
       2  usage: wrong arguments, an unreadable file, a bad duration
       3  unreachable: no answer from the display or scheduler (connection refused, timed out)
       4  unexpected answer: a 5xx or something that is not the Display Segment API
     130  interrupted (Ctrl-C) before it was done
-Set PDN_API_TOKEN when the display requires a bearer token for changes.
+Set PDN_API_TOKEN when the display requires a bearer token (for changes, or for reads too).
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import signal
 import sys
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -38,7 +42,6 @@ import requests
 
 from cds.durations import parse_duration
 from server import exitcodes
-from server.net import local_address, url_host
 
 log = logging.getLogger("pdn.ctl")
 
@@ -108,25 +111,35 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "watch",
         help="print every playback change as it happens, until Ctrl-C",
         description=(
-            "Starts a temporary HTTP endpoint on this machine, subscribes it to the display's "
-            "playback updates, prints each change, and unsubscribes on Ctrl-C or SIGTERM. The "
-            "display must be able to reach this machine: by default the endpoint listens on "
-            "this machine's address on the route to the display."
+            "Follows the display's event stream (GET /x/playback/events): prints what plays "
+            "now, then each change. Only this machine connects (it works across NAT and "
+            "VPNs); a lost connection is resumed where it stopped (Last-Event-ID)."
         ),
     )
     watch.add_argument("display", metavar="DISPLAY_URL")
-    watch.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="where the endpoint listens (default: the address facing the display, any port)",
-    )
-    watch.add_argument(
-        "--callback-url",
-        metavar="URL",
-        help="the endpoint's URL as the display must call it (behind NAT or a proxy)",
-    )
     watch.add_argument("--json", action="store_true", help="print each update as one JSON line")
     watch.set_defaults(ctl_func=cmd_watch)
+
+    health = commands.add_parser(
+        "health",
+        help="is the display working: renderer, schedule, downloads and why they fail, disk",
+        description="GET /x/health. Exit code 0 when healthy, 1 when degraded.",
+    )
+    health.add_argument("display", metavar="DISPLAY_URL")
+    health.add_argument("--json", action="store_true", help="print the health report as JSON")
+    health.set_defaults(ctl_func=cmd_health)
+
+    screenshot = commands.add_parser(
+        "screenshot", help="save a PNG of what the screen shows (GET /x/screenshot)"
+    )
+    screenshot.add_argument("display", metavar="DISPLAY_URL")
+    screenshot.add_argument("file", metavar="FILE", help="where to write the PNG ('-': stdout)")
+    screenshot.set_defaults(ctl_func=cmd_screenshot)
+
+    sensing = commands.add_parser("sensing", help="the sensors a display knows (GET /sensing)")
+    sensing.add_argument("display", metavar="DISPLAY_URL")
+    sensing.add_argument("--json", action="store_true", help="print the list as JSON")
+    sensing.set_defaults(ctl_func=cmd_sensing)
 
     parser.set_defaults(func=run)
 
@@ -150,25 +163,32 @@ def _base(url: str, what: str) -> str:
     return url.rstrip("/")
 
 
-def _headers(*, change: bool, content_type: str | None = None) -> dict[str, str]:
-    headers = {"Accept": "application/json"}
+def _headers(
+    *, content_type: str | None = None, accept: str = "application/json"
+) -> dict[str, str]:
+    headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type
     token = os.environ.get("PDN_API_TOKEN", "").strip()
-    if change and token:
+    if token:  # changes need it; reads too, on a display that protects them
         headers["Authorization"] = f"Bearer {token}"
     return headers
 
 
 def _call(
-    method: str, url: str, *, body: bytes | None = None, content_type: str | None = None
+    method: str,
+    url: str,
+    *,
+    body: bytes | None = None,
+    content_type: str | None = None,
+    accept: str = "application/json",
 ) -> requests.Response:
     try:
         return requests.request(
             method,
             url,
             data=body,
-            headers=_headers(change=method != "GET", content_type=content_type),
+            headers=_headers(content_type=content_type, accept=accept),
             timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
             allow_redirects=False,
         )
@@ -333,135 +353,152 @@ def cmd_displays(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- watch -----------------------------------------------------------------------------------
+# -- watch: the display's event stream -------------------------------------------------------
+
+STREAM_READ_TIMEOUT = 45.0  # three missed heartbeats (the display sends one every 15 s)
+RECONNECT_MAX = 30.0
 
 
-def _listen_address(display: str, listen: str | None) -> tuple[str, int]:
-    if listen:
-        host, sep, port = listen.rpartition(":")
-        if not sep or not port.isdigit():
-            raise CtlError(EXIT_USAGE, f"--listen wants HOST:PORT, not {listen!r}")
-        return host.strip("[]") or "0.0.0.0", int(port)
-    hostname = urlsplit(display).hostname or "127.0.0.1"
-    if hostname in ("localhost", "127.0.0.1", "::1"):
-        return "127.0.0.1", 0
-    try:
-        import socket
+@dataclass(frozen=True)
+class ServerEvent:
+    """One server-sent event (``data`` lines joined by newlines)."""
 
-        address = str(socket.getaddrinfo(hostname, None)[0][4][0])
-    except OSError:
-        raise CtlError(EXIT_UNREACHABLE, f"cannot resolve {hostname}") from None
-    local = local_address(address, or_hostname=False)
-    if local is None:
-        raise CtlError(EXIT_UNREACHABLE, f"no route to {hostname}")
-    return local, 0
+    id: str | None
+    event: str
+    data: str
 
 
-def _make_receiver(updates: queue.Queue[bytes]) -> type[BaseHTTPRequestHandler]:
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(min(length, 1 << 20))
-            event_id = self.headers.get("X-PDN-Event-Id") or ""
-            updates.put(json.dumps({"id": event_id}).encode() + b"\n" + body)
-            reply = b"{}\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
+def read_events(chunks: Iterable[bytes]) -> Iterator[ServerEvent | None]:
+    """Server-sent events from a byte stream, as the HTML standard parses them; ``None`` for
+    each comment (a heartbeat), so a reader can tell the stream is alive."""
+    buffer = b""
+    event_id: str | None = None
+    kind = ""
+    data: list[str] = []
+    for chunk in chunks:
+        buffer += chunk
+        while True:
+            cut = min((i for i in (buffer.find(b"\n"), buffer.find(b"\r")) if i >= 0), default=-1)
+            if cut < 0:
+                break
+            raw = buffer[:cut]
+            skip = 2 if buffer[cut : cut + 2] == b"\r\n" else 1
+            buffer = buffer[cut + skip :]
+            line = raw.decode("utf-8", "replace")
+            if not line:
+                if data:
+                    yield ServerEvent(event_id, kind or "message", "\n".join(data))
+                kind, data = "", []
+                continue
+            if line.startswith(":"):
+                yield None
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                kind = value
+            elif name == "id" and "\0" not in value:
+                event_id = value
 
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("watch endpoint: " + format, *args)
 
-    return Receiver
+class _StopError(Exception):
+    """SIGTERM or Ctrl-C: stop watching."""
 
 
 def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     display = _base(args.display, "DISPLAY_URL")
-    host, port = _listen_address(display, args.listen)
-    updates: queue.Queue[bytes] = queue.Queue()
-    try:
-        server = ThreadingHTTPServer((host, port), _make_receiver(updates))
-    except OSError as error:
-        raise CtlError(EXIT_USAGE, f"cannot listen on {host}:{port}: {error.strerror}") from None
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="watch-endpoint", daemon=True)
-    thread.start()
-    bound_host = url_host(host)
-    if host in ("0.0.0.0", "::") and not args.callback_url:
-        local = local_address(urlsplit(display).hostname or "127.0.0.1", or_hostname=False)
-        bound_host = url_host(local) if local else host
-    callback = args.callback_url or f"http://{bound_host}:{server.server_address[1]}/"
-    stop = threading.Event()
+    url = f"{display}/x/playback/events"
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        raise _StopError
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    subscribed = False
+    last_id: str | None = None
+    last_sequence: int | None = None
+    connected_once = False
+    delay = 1.0
     try:
-        subscription = json.dumps({"subscriber-uri": callback}).encode()
-        _check(
-            _call(
-                "POST",
-                f"{display}/playback/subscribe/",
-                body=subscription,
-                content_type="application/json",
-            )
-        )
-        subscribed = True
-        record = _check(_call("GET", f"{display}/playback/"))
-        print(f"watching {display} (updates to {callback}); Ctrl-C to stop", file=sys.stderr)
-        if isinstance(record, dict):
-            _print_update(record, out, as_json=args.json)
-        seen: set[str] = set()
-        last_sequence = record.get("sequence") if isinstance(record, dict) else None
-        while not stop.is_set():
+        while True:
+            headers = _headers(accept="text/event-stream")
+            if last_id is not None:
+                headers["Last-Event-ID"] = last_id
             try:
-                raw = updates.get(timeout=0.25)
-            except queue.Empty:
-                continue
-            header, _, body = raw.partition(b"\n")
-            event_id = json.loads(header)["id"]
-            if event_id and event_id in seen:
-                continue  # a retry of something already printed
-            seen.add(event_id)
-            try:
-                update = json.loads(body)
-            except ValueError:
-                continue
-            if not isinstance(update, dict):
-                continue
-            sequence = update.get("sequence")
-            if (
-                isinstance(sequence, int)
-                and isinstance(last_sequence, int)
-                and sequence <= last_sequence
-            ):
-                continue
-            last_sequence = sequence
-            _print_update(update, out, as_json=args.json)
+                with requests.get(
+                    url,
+                    headers=headers,
+                    stream=True,
+                    timeout=(CONNECT_TIMEOUT, STREAM_READ_TIMEOUT),
+                    allow_redirects=False,
+                ) as response:
+                    if response.status_code != 200 or not response.headers.get(
+                        "Content-Type", ""
+                    ).startswith("text/event-stream"):
+                        if response.status_code == 404:
+                            raise CtlError(
+                                EXIT_UNEXPECTED,
+                                f"{display} has no event stream (GET /x/playback/events: 404);"
+                                " is it a pdn display of this version?",
+                            )
+                        if response.status_code != 503 or not connected_once:
+                            _check(response)
+                            raise CtlError(
+                                EXIT_UNEXPECTED, f"{url} did not answer with an event stream"
+                            )
+                        raise requests.ConnectionError(_check_message(response))
+                    if not connected_once:
+                        print(f"watching {display}; Ctrl-C to stop", file=sys.stderr)
+                    elif delay > 1.0:
+                        print("reconnected", file=sys.stderr)
+                    connected_once = True
+                    delay = 1.0
+                    for event in read_events(response.iter_content(chunk_size=None)):
+                        if event is None or event.event != "playback":
+                            continue
+                        last_id = event.id if event.id is not None else last_id
+                        try:
+                            record = json.loads(event.data)
+                        except ValueError:
+                            continue
+                        if not isinstance(record, dict):
+                            continue
+                        sequence = record.get("sequence")
+                        if isinstance(sequence, int):
+                            if sequence == last_sequence:
+                                continue  # printed already
+                            last_sequence = sequence
+                        _print_update(record, out, as_json=args.json)
+            except requests.RequestException as error:
+                if not connected_once:
+                    raise CtlError(
+                        EXIT_UNREACHABLE,
+                        f"cannot reach {url}: {_reason(error)}. Is it running, and is the "
+                        "address right?",
+                    ) from None
+                print(
+                    f"pdn ctl: lost {display} ({_reason(error)}); retrying in {delay:g} s",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"pdn ctl: {display} closed the stream; reconnecting", file=sys.stderr)
+            time.sleep(delay)
+            delay = min(RECONNECT_MAX, delay * 2)
+    except _StopError:
+        print("stopped", file=sys.stderr)
+        return EXIT_OK
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if subscribed:
-            try:
-                _check(
-                    _call(
-                        "POST",
-                        f"{display}/playback/unsubscribe/",
-                        body=subscription,
-                        content_type="application/json",
-                    )
-                )
-                print("unsubscribed", file=sys.stderr)
-            except CtlError as error:
-                print(f"pdn ctl: could not unsubscribe: {error.message}", file=sys.stderr)
-        server.shutdown()
-        server.server_close()
-    return EXIT_OK
+
+
+def _check_message(response: requests.Response) -> str:
+    try:
+        _check(response)
+    except CtlError as error:
+        return error.message
+    return f"{response.status_code}"
 
 
 def _print_update(record: dict[str, Any], out: TextIO, *, as_json: bool) -> None:
@@ -469,3 +506,122 @@ def _print_update(record: dict[str, Any], out: TextIO, *, as_json: bool) -> None
         print(json.dumps(record, ensure_ascii=False), file=out, flush=True)
     else:
         print(describe_playback(record), file=out, flush=True)
+
+
+# -- health, screenshot, sensing ---------------------------------------------------------------
+
+
+def _size(count: Any) -> str:
+    if not isinstance(count, int | float):
+        return "?"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def describe_health(report: dict[str, Any]) -> list[str]:
+    """The health report as lines a person reads."""
+    lines = [f"status: {report.get('status', '?')}  (up {report.get('uptime', '?')} s)"]
+    renderer = report.get("renderer") or {}
+    lines.append(
+        "renderer: "
+        + ("alive" if renderer.get("alive") else "NOT ANSWERING")
+        + (f", last frame {renderer['last-frame']}" if renderer.get("last-frame") else "")
+    )
+    if isinstance(report.get("playback"), dict):
+        lines.append("playing: " + describe_playback(report["playback"]))
+    schedule = report.get("schedule") or {}
+    sets = ", ".join(repr(s) for s in schedule.get("sets") or []) or "none"
+    lines.append(f"schedule: {sets}; last received {schedule.get('last-received') or 'never'}")
+    cache = report.get("cache")
+    if isinstance(cache, dict):
+        line = (
+            f"cache: {cache.get('files', '?')} files, {_size(cache.get('bytes'))}"
+            f" of {_size(cache.get('max-bytes'))}"
+        )
+        wanted, ready = cache.get("wanted"), cache.get("ready")
+        if isinstance(wanted, int) and isinstance(ready, int) and wanted:
+            line += f"; {ready} of {wanted} needed files ready"
+        lines.append(line)
+        for entry in cache.get("downloads") or []:
+            if not isinstance(entry, dict) or entry.get("state") == "ready":
+                continue
+            progress = ""
+            if entry.get("received"):
+                total = entry.get("total")
+                progress = f" {_size(entry['received'])}" + (f" of {_size(total)}" if total else "")
+            error = f": {entry['error']}" if entry.get("error") else ""
+            lines.append(f"  {entry.get('state')}{progress}  {entry.get('url')}{error}")
+    disk = report.get("disk") or {}
+    if disk:
+        lines.append(f"disk: {_size(disk.get('free'))} free of {_size(disk.get('total'))}")
+    webhooks = report.get("webhooks")
+    if isinstance(webhooks, dict) and webhooks:
+        lines.append("webhooks: " + ", ".join(f"{k} {v}" for k, v in webhooks.items()))
+    return lines
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    response = _call("GET", f"{display}/x/health")
+    if response.status_code not in (200, 503):
+        _check(response)
+    report = _json(response)
+    if not isinstance(report, dict) or report.get("status") not in ("ok", "degraded"):
+        if response.status_code == 503:
+            _check(response)
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {report!r}")
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(describe_health(report)))
+    return EXIT_OK if report["status"] == "ok" else EXIT_REFUSED
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def cmd_screenshot(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    response = _call("GET", f"{display}/x/screenshot", accept="image/png")
+    if response.status_code >= 400:
+        _check(response)
+    png = response.content
+    if not png.startswith(PNG_MAGIC):
+        raise CtlError(EXIT_UNEXPECTED, f"{display}/x/screenshot did not answer with a PNG")
+    if args.file == "-":
+        sys.stdout.buffer.write(png)
+        sys.stdout.buffer.flush()
+        return EXIT_OK
+    target = Path(args.file)
+    try:
+        with tempfile.NamedTemporaryFile(
+            dir=target.parent, prefix=f".{target.name}.", delete=False
+        ) as handle:
+            handle.write(png)
+        os.replace(handle.name, target)
+    except OSError as error:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(handle.name)
+        raise CtlError(EXIT_USAGE, f"cannot write {target}: {error.strerror or error}") from None
+    print(f"saved {target} ({len(png)} bytes)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_sensing(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    sensors = _check(_call("GET", f"{display}/sensing"))
+    if not isinstance(sensors, list):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {sensors!r}")
+    if args.json:
+        print(json.dumps(sensors, indent=2, ensure_ascii=False))
+    elif not sensors:
+        print("no sensors known")
+    else:
+        for sensor in sensors:
+            if isinstance(sensor, dict):
+                print(f"{sensor.get('sensor-id')}  ({sensor.get('sensor-type', '?')})")
+    return EXIT_OK

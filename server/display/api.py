@@ -7,6 +7,8 @@ Each endpoint's input is declared once, in the schemas below; handlers only call
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -24,6 +26,12 @@ from server.http import (
 from server.validation import HTTP, Anything, Duration, Field, Schema, String, Uri
 
 log = logging.getLogger("pdn.display.api")
+
+# Each open event stream holds one of waitress's worker threads (8 in server.wsgi) for as long
+# as it is open; at most this many are served at once, so requests always find a thread.
+MAX_EVENT_STREAMS = 3
+HEARTBEAT = 15.0  # seconds between comments on a quiet stream (app.config["PDN_SSE_HEARTBEAT"])
+_streams_lock = threading.Lock()
 
 api = Blueprint("display", __name__)
 
@@ -180,3 +188,93 @@ def screenshot() -> Response:
     response = Response(png, mimetype="image/png")
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@api.get("/x/playback/events")
+def playback_events() -> Response:
+    """Server-sent events: the current record, then each change (``id:`` = its sequence).
+
+    A client that reconnects with ``Last-Event-ID`` gets the records it missed (the last few
+    dozen are kept), else the current one; a comment every ``HEARTBEAT`` seconds keeps proxies
+    from closing a quiet stream and tells the server that a client has gone."""
+    after = _last_event_id()
+    slots = _stream_slots()
+    if not slots.acquire(blocking=False):
+        raise ApiError(
+            503,
+            "too-many-streams",
+            f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
+            " try again later, or poll GET /playback/.",
+            extra={},
+        )
+    heartbeat = float(current_app.config.get("PDN_SSE_HEARTBEAT", HEARTBEAT))
+    body = EventStream(display(), after, heartbeat, slots.release)
+    response = Response(body, mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+    return response
+
+
+def _last_event_id() -> int | None:
+    given = request.headers.get("Last-Event-ID") or request.args.get("last-event-id")
+    if given is None or not given.strip():
+        return None
+    try:
+        value = int(given.strip())
+    except ValueError:
+        raise ApiError(
+            400,
+            "invalid-field",
+            f"Last-Event-ID must be a playback sequence number, not {given!r}.",
+            field="Last-Event-ID",
+        ) from None
+    return value if value >= 0 else None
+
+
+def _stream_slots() -> threading.BoundedSemaphore:
+    with _streams_lock:
+        slots: threading.BoundedSemaphore = current_app.extensions.setdefault(
+            "pdn.event-streams", threading.BoundedSemaphore(MAX_EVENT_STREAMS)
+        )
+        return slots
+
+
+class EventStream:
+    """The body of one event stream: an iterator whose ``close`` (always called by the WSGI
+    server, even when the client left before the first byte) gives its slot back."""
+
+    def __init__(
+        self, port: DisplayPort, after: int | None, heartbeat: float, release: Any
+    ) -> None:
+        self._port = port
+        self._after = after
+        self._heartbeat = heartbeat
+        self._release = release
+        self._closed = False
+        self._events = self._generate()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._events)
+
+    def _generate(self) -> Generator[bytes]:
+        yield f"retry: 3000\n: playback events; heartbeat every {self._heartbeat:g} s\n\n".encode()
+        after = self._after
+        while not self._closed:
+            updates = self._port.playback_updates(after, self._heartbeat)
+            if not updates:
+                yield b": heartbeat\n\n"
+                continue
+            chunk = b""
+            for sequence, record in updates:
+                chunk += b"id: %d\nevent: playback\ndata: %s\n\n" % (sequence, record.strip())
+                after = sequence
+            yield chunk
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._events.close()
+            self._release()

@@ -43,6 +43,10 @@ class DisplayPort(Protocol):
         """The bearer token changes need, or None when the API is open."""
 
     @property
+    def protect_reads(self) -> bool:
+        """True when reads (screenshot, health, everything) need the token too."""
+
+    @property
     def accepts_cds(self) -> bool:
         """False: single items only; a CDS is refused with 415."""
 
@@ -63,6 +67,11 @@ class DisplayPort(Protocol):
 
     def playback_json(self) -> bytes:
         """The playback record, encoded as ``GET /playback/`` sends it."""
+
+    def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
+        """Playback records newer than sequence ``after``, as ``(sequence, encoded record)``,
+        oldest first; waits up to ``timeout`` seconds for one and returns [] if none came.
+        ``after=None`` (or a sequence too old to replay): the current record alone, at once."""
 
     def subscribe(self, uri: str) -> bool:
         """Subscribe ``uri`` to playback updates (idempotent)."""

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,38 +110,3 @@ def test_displays(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
     assert "Lobby" in out
     assert "t1 (air temperature)" in out
     assert peer.received("/displays", method="GET")[0].path == "/displays?url-only=false"
-
-
-def test_watch_prints_changes_and_unsubscribes_on_sigterm(peer: HttpPeer, tmp_path: Path) -> None:
-    peer.route("GET", "/playback/", 200, PLAYING)
-    peer.route("POST", "/playback/subscribe/", 201, {})
-    peer.route("POST", "/playback/unsubscribe/", 200, {})
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "pdn"), "ctl", "watch", peer.url, "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PDN_API_TOKEN": "t0ken"},
-    )
-    try:
-        subscribe = peer.wait_for(1, "/playback/subscribe/", timeout=10)[0]
-        assert subscribe.headers["Authorization"] == "Bearer t0ken"
-        callback = subscribe.json()["subscriber-uri"]
-        assert process.stdout is not None
-        assert json.loads(process.stdout.readline()) == PLAYING
-        import requests
-
-        update = {**PLAYING, "content-item": "http://example.org/b.html", "sequence": 8}
-        for _ in range(2):  # the same event twice (a retry) prints once
-            requests.post(callback, json=update, headers={"X-PDN-Event-Id": "e8"}, timeout=5)
-        assert json.loads(process.stdout.readline())["sequence"] == 8
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == EXIT_OK
-        assert peer.received("/playback/unsubscribe/")[0].json() == {"subscriber-uri": callback}
-        assert process.stdout.read() == b""
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
