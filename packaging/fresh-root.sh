@@ -24,7 +24,9 @@
 #   -h, --help       this text
 #
 # Needs: root, debootstrap (installed with apt-get when missing), Debian's package archive and
-# PyPI reachable. Takes a few GB in DIR while it runs.
+# PyPI reachable. Takes a few GB in DIR while it runs. Of this machine, only its network settings
+# go into the roots (resolver, local CA certificates, /etc/pip.conf), as a fresh machine of the
+# same kind has them.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -131,12 +133,25 @@ build_base() {
     say "debootstrap $SUITE (minbase) into $base"
     local start
     start=$(now)
-    debootstrap --variant=minbase "$SUITE" "$base" >"$LOGS/debootstrap.log" 2>&1 \
+    # ca-certificates: to carry this machine's own certificate authorities (below).
+    debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$base" \
+        >"$LOGS/debootstrap.log" 2>&1 \
         || { tail -20 "$LOGS/debootstrap.log" >&2; die "debootstrap failed (log: $LOGS/debootstrap.log)"; }
     # What an installed Debian has and debootstrap leaves out.
     printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$base/etc/hosts"
     echo pdn-fresh-root >"$base/etc/hostname"
+    # The network settings of the machine this runs on, which a fresh machine of its kind has
+    # and which are none of the project's business: its resolver, the certificate authorities
+    # its HTTPS egress needs (/usr/local/share/ca-certificates) and pip's setting to trust them
+    # (/etc/pip.conf). Nothing else of the machine goes in.
     cp /etc/resolv.conf "$base/etc/resolv.conf"
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        cp /usr/local/share/ca-certificates/*.crt "$base/usr/local/share/ca-certificates/"
+        chroot "$base" update-ca-certificates >/dev/null 2>&1 \
+            || die "update-ca-certificates failed in $base"
+        say "carried this machine's CA certificates: $(cd /usr/local/share/ca-certificates && echo ./*.crt)"
+    fi
+    if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$base/etc/pip.conf"; fi
     say "base root built in $(elapsed "$start" "$(now)")"
 }
 
