@@ -9,6 +9,7 @@ then command-line flags. Example (every key is optional)::
     accept_cds = true                   # false: single items (JSON) only, a CDS gets 415
     allowed_origins = ["https://signage.example.org"]   # empty/absent: any http(s) origin
     api_token = "change-me"             # state-changing requests need it as a Bearer token
+    protect_reads = false               # true: reads (screenshot, health...) need it too
     public_url = "http://10.0.0.5:8080" # how others reach this display (webhook payloads)
     data_dir = "/var/lib/pdn"
 
@@ -81,6 +82,7 @@ class DisplayConfig:
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
     source: Path | None = None
+    protect_reads: bool = False
 
     def tzinfo(self) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(self.timezone)
@@ -319,6 +321,7 @@ def _build(table: dict[str, Any]) -> DisplayConfig:
             if not isinstance(value, dict):
                 raise ConfigError("'listen' must be a table with host and port")
             listen = _norm(value)
+    "protect_reads": _bool,
             _no_unknown("listen", listen, {"host", "port"})
             if "host" in listen:
                 config.host = _string("listen.host", listen["host"])

@@ -24,6 +24,7 @@ from player.config import DisplayConfig
 from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.store import DisplayStore, SensorReading
+from server.db import last_disk_full
 from server.display.port import Rejected, SensorMessage
 
 log = logging.getLogger("pdn.display")
@@ -91,6 +92,10 @@ class Display:
     @property
     def api_token(self) -> str | None:
         return self.config.api_token
+
+    @property
+    def protect_reads(self) -> bool:
+        return self.config.protect_reads
 
     @property
     def accepts_cds(self) -> bool:
@@ -226,7 +231,16 @@ class Display:
         screen = self._screen.status() if self._screen is not None else {"alive": False}
         disk = shutil.disk_usage(self._store.path.parent)
         cache = self._content.status() if self._content is not None else None
-        healthy = bool(screen.get("alive")) and disk.free > MIN_FREE_DISK
+        storage = self._playback.storage()
+        full = last_disk_full()
+        storage["last-disk-full"] = (
+            None if full is None else {"time": _iso(full[0]), "error": full[1]}
+        )
+        healthy = (
+            bool(screen.get("alive"))
+            and disk.free > MIN_FREE_DISK
+            and bool(storage["record-stored"])
+        )
         return {
             "status": "ok" if healthy else "degraded",
             "time": now.isoformat(),
@@ -250,6 +264,7 @@ class Display:
             },
             "cache": cache,
             "disk": {"path": str(self._store.path.parent), "free": disk.free, "total": disk.total},
+            "storage": storage,
             "webhooks": self._playback.delivery_stats(),
         }
 

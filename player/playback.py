@@ -4,11 +4,15 @@ The engine calls :meth:`PlaybackRecord.changed` each time the renderer confirms 
 the idle page) painted. The record and one webhook event per subscriber are committed in one
 SQLite transaction (``player.store``, ``server.outbox``), so a power cut never leaves a record
 that subscribers were not told about, or an event for a record that was not kept.
+
+On a full disk the record is kept in memory and stored and sent when space returns, with a
+jump in ``sequence`` subscribers can see (``PlaybackRecord._save``); health says why.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections import deque
@@ -18,10 +22,13 @@ from typing import Any
 
 from player.engine import Playback
 from player.store import DisplayStore
+from server.db import disk_full, note_disk_full
 from server.http import json_bytes
 from server.outbox import Outbox
 
 PLAYBACK_TOPIC = "playback"
+Publish = Callable[[sqlite3.Connection, dict[str, Any]], None]
+log = logging.getLogger("pdn.playback")
 RECENT = 64  # records kept in memory for event-stream clients resuming (Last-Event-ID)
 
 
@@ -40,6 +47,12 @@ class PlaybackRecord:
         self._outbox = outbox
         self._display_url = display_url
         self._lock = threading.Lock()
+        # Disk full: the record is kept in memory (self._unsaved says why) and retried.
+        self._save_lock = threading.Lock()
+        self._unsaved: str | None = None
+        self._publish: Publish | None = None
+        self._retry: threading.Timer | None = None
+        self.retry_interval = 5.0
         self._changes = threading.Condition(self._lock)
         self._recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT)
         sequence, record = store.playback()
@@ -72,7 +85,7 @@ class PlaybackRecord:
             body = json.dumps({**record, "display": self._display_url()}).encode()
             self._outbox.publish(PLAYBACK_TOPIC, body, "application/json", connection=connection)
 
-        record = self._store.save_playback(playback.fields(), publish)
+        record = self._save(playback.fields(), publish)
         with self._lock:
             self._record = record
             self._encoded = None
@@ -95,6 +108,61 @@ class PlaybackRecord:
             if sequence == current:
                 self._changes.wait(timeout)
             return [(s, body) for s, body in self._recent if s > sequence]
+
+    def _save(self, fields: dict[str, Any], publish: Publish) -> dict[str, Any]:
+        """Store the record and queue its webhooks; on a full disk, keep it in memory only.
+
+        The record then still tells the truth (``GET /playback/``, the next ``sequence``), and
+        a retry every few seconds stores the *current* record and sends it when space returns:
+        subscribers get it with a jump in ``sequence`` (the records shown meanwhile were never
+        sent), a gap they can see.
+        """
+        self._publish = publish
+        with self._save_lock:
+            with self._lock:
+                after = int(self._record.get("sequence") or 0) + 1
+            try:
+                record = self._store.save_playback(fields, publish, sequence=after)
+            except Exception as error:
+                full = disk_full(error)
+                if full is None:
+                    raise
+                note_disk_full(full)
+                self._unsaved = full
+                self._retry_later()
+                return {**fields, "sequence": after}
+            self._unsaved = None
+            return record
+
+    def _retry_later(self) -> None:
+        if self._retry is None or not self._retry.is_alive():
+            self._retry = threading.Timer(self.retry_interval, self._save_unsaved)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _save_unsaved(self) -> None:
+        """Store and send the record kept in memory while the disk was full."""
+        with self._save_lock:
+            if self._unsaved is None or self._publish is None:
+                return
+            with self._lock:
+                record = dict(self._record)
+            sequence = int(record.pop("sequence"))
+            try:
+                self._store.save_playback(record, self._publish, sequence=sequence)
+            except Exception as error:
+                if disk_full(error) is None:
+                    log.exception("cannot store the playback record")
+                self._retry = None
+                self._retry_later()
+                return
+            self._unsaved = None
+        log.info("the disk has room again: playback record %d stored and sent", sequence)
+        self._outbox.notify()
+
+    def storage(self) -> dict[str, Any]:
+        """For health: whether the current record is stored, and why not."""
+        return {"record-stored": self._unsaved is None, "error": self._unsaved}
 
     def subscribe(self, uri: str) -> bool:
         return self._outbox.subscribe(PLAYBACK_TOPIC, uri)

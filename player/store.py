@@ -237,12 +237,15 @@ class DisplayStore:
         self,
         fields: dict[str, Any],
         publish: Callable[[sqlite3.Connection, dict[str, Any]], None] | None = None,
+        *,
+        sequence: int | None = None,
     ) -> dict[str, Any]:
-        """Store the next playback record, numbered one after the last, in one transaction
-        with ``publish(connection, record)`` (which queues the webhook events)."""
+        """Store the next playback record, numbered one after the last (or ``sequence`` when
+        that is higher: records shown while the disk was full), in one transaction with
+        ``publish(connection, record)`` (which queues the webhook events)."""
         with self.write() as connection:
             row = connection.execute("SELECT sequence FROM playback WHERE id = 1").fetchone()
-            sequence = (int(row[0]) if row else 0) + 1
+            sequence = max((int(row[0]) if row else 0) + 1, sequence or 0)
             record = {**fields, "sequence": sequence}
             connection.execute(
                 "INSERT INTO playback (id, sequence, record) VALUES (1, ?, ?)"

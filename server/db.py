@@ -24,8 +24,11 @@ scheduler's files), a one-row table of its own.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +38,10 @@ __all__ = [
     "Migrations",
     "SchemaTooNewError",
     "connect",
+    "disk_full",
+    "last_disk_full",
     "migrate",
+    "note_disk_full",
     "schema_version",
     "transaction",
 ]
@@ -46,6 +52,42 @@ log = logging.getLogger("pdn.db")
 Migrations = Sequence[Sequence[str]]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+_DISK_FULL_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT))
+_last_full: list[tuple[float, str]] = []  # the last one alone
+_full_lock = threading.Lock()
+
+
+def disk_full(error: BaseException) -> str | None:
+    """What an exception says when its cause is a full disk (SQLite's ``SQLITE_FULL``, or an
+    OSError ``ENOSPC``/``EDQUOT``, raised or chained); None for any other error."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, sqlite3.Error) and (
+            getattr(seen, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "database or disk is full" in str(seen)
+        ):
+            return f"SQLite: {seen} (SQLITE_FULL)"
+        if isinstance(seen, OSError) and seen.errno in _DISK_FULL_ERRNOS:
+            return f"{seen.strerror or seen} ({errno.errorcode.get(seen.errno or 0, '?')})"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def note_disk_full(reason: str) -> None:
+    """Remember that a write failed on a full disk (health pages report it)."""
+    with _full_lock:
+        _last_full[:] = [(time.time(), reason)]
+    log.error("a write failed: the disk is full: %s", reason)
+
+
+def last_disk_full() -> tuple[float, str] | None:
+    """(when, why) of the last write that failed on a full disk in this process, or None."""
+    with _full_lock:
+        return _last_full[0] if _last_full else None
 
 
 class SchemaTooNewError(sqlite3.DatabaseError):

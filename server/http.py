@@ -5,7 +5,11 @@ INTERFACE.md fixes these for all four segments:
 - a body is JSON when ``Content-Type`` says ``application/json`` or ``+json``, or when no
   ``Content-Type`` is sent and the body parses as JSON; ``text/xml``/``application/xml`` is XML;
 - JSON bodies over 1 MiB and XML bodies over 8 MiB get 413;
-- with an API token configured, state-changing requests need ``Authorization: Bearer``;
+- JSON nested deeper than ``JSON_MAX_DEPTH`` arrays/objects gets 400 ``too-deep``, judged
+  before parsing (Python's parser would fail with RecursionError, a 500);
+- with an API token configured, state-changing requests need ``Authorization: Bearer``, and
+  with reads protected (``protect_reads``) every request does; a 401 says
+  ``WWW-Authenticate: Bearer``;
 - ``GET /x/openapi.json`` serves the segment's OpenAPI document.
 
 ``server.validation`` stays free of Flask: its ``ValidationError`` is answered here, by the same
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any, Literal
@@ -24,10 +29,13 @@ from typing import Any, Literal
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
+from server.db import disk_full, note_disk_full
+from server.limits import SubscriptionLimitError, protect_reads_from_env
 from server.validation import ValidationError, invalid_field
 
 __all__ = [
     "JSON_LIMIT",
+    "JSON_MAX_DEPTH",
     "XML_LIMIT",
     "ApiError",
     "ValidationError",
@@ -37,6 +45,8 @@ __all__ = [
     "invalid_field",
     "json_bytes",
     "json_response",
+    "json_too_deep",
+    "loads_bounded",
     "read_json_body",
     "read_json_object",
     "read_xml_body",
@@ -46,6 +56,11 @@ __all__ = [
 log = logging.getLogger("pdn.http")
 
 JSON_LIMIT = 1 << 20
+JSON_MAX_DEPTH = 64
+
+# A JSON string (cut out whole, so brackets inside strings do not count).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 XML_LIMIT = 8 << 20
 
 BodyKind = Literal["json", "xml", "none", "other"]
@@ -61,10 +76,12 @@ _STATUS_CODES = {
     413: "payload-too-large",
     415: "unsupported-media-type",
     429: "too-many-requests",
+    431: "request-header-fields-too-large",
     500: "internal-error",
     502: "bad-gateway",
     503: "unavailable",
     504: "gateway-timeout",
+    507: "insufficient-storage",
 }
 
 
@@ -79,6 +96,7 @@ class ApiError(Exception):
         *,
         field: str | None = None,
         extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -86,6 +104,7 @@ class ApiError(Exception):
         self.message = message
         self.field = field
         self.extra = extra or {}
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.error, "message": self.message}
@@ -115,10 +134,21 @@ def install_error_handlers(app: Flask) -> None:
     """Every error, including Flask's own 404/405 and unexpected exceptions, as JSON."""
 
     def _client_error(error: ApiError | ValidationError) -> Response:
-        return json_response(error.body(), error.status)
+        return json_response(error.body(), error.status, getattr(error, "headers", None))
 
     app.register_error_handler(ApiError, _client_error)
     app.register_error_handler(ValidationError, _client_error)
+
+    @app.errorhandler(SubscriptionLimitError)
+    def _too_many_subscriptions(error: SubscriptionLimitError) -> Response:
+        return json_response(
+            {
+                "error": "too-many-subscriptions",
+                "message": f"This resource has {error.limit} subscriptions, the most it takes;"
+                " unsubscribe one first.",
+            },
+            429,
+        )
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -136,6 +166,17 @@ def install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
+        full = disk_full(error)
+        if full is not None:
+            note_disk_full(full)
+            return json_response(
+                {
+                    "error": "insufficient-storage",
+                    "message": "The disk is full, so nothing was changed; free space and try"
+                    f" again. Cause: {full}.",
+                },
+                507,
+            )
         log.exception("unexpected error serving %s %s", request.method, request.path)
         return json_response(
             {"error": "internal-error", "message": "The server failed; the error is logged."}, 500
@@ -171,11 +212,38 @@ def body_kind() -> BodyKind:
 
 
 def _parses_as_json(data: bytes) -> bool:
+    if json_too_deep(data):
+        return True  # JSON-like enough; read_json_body refuses it with a clear 400
     try:
         json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return False
     return True
+
+
+def json_too_deep(data: bytes, limit: int = JSON_MAX_DEPTH) -> bool:
+    """True when arrays and objects in ``data`` nest deeper than ``limit``, judged without
+    parsing: strings are cut out, then everything but brackets, then innermost pairs are
+    removed ``limit`` times; brackets left mean deeper nesting (or brackets that do not match,
+    which is not JSON either). Linear in the size, at C speed."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if re.search(rb"[\[{]{%d}" % (limit + 1), brackets):
+        return True  # the usual attack, [[[[...: settled without the passes below
+    for _ in range(limit):
+        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(brackets):
+            break
+        brackets = shorter
+    return bool(brackets)
+
+
+def loads_bounded(data: bytes) -> Any:
+    """``json.loads`` for untrusted bytes: ValueError when nested deeper than JSON_MAX_DEPTH."""
+    if json_too_deep(data):
+        raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels")
+    return json.loads(data)
 
 
 def _raw_body(limit: int) -> bytes:
@@ -215,6 +283,12 @@ def read_json_body(*, required: bool = True) -> Any:
         if required:
             raise ApiError(400, "missing-body", "The request needs a JSON body.")
         return {}
+    if json_too_deep(data):
+        raise ApiError(
+            400,
+            "too-deep",
+            f"The JSON body nests arrays and objects deeper than {JSON_MAX_DEPTH} levels.",
+        )
     try:
         return json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -228,27 +302,43 @@ def read_json_object(*, required: bool = True) -> dict[str, Any]:
     return value
 
 
-def require_token(app: Flask, token_getter: Callable[[], str | None], *, service: str) -> None:
-    """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set.
+def require_token(
+    app: Flask,
+    token_getter: Callable[[], str | None],
+    *,
+    service: str,
+    protect_reads: Callable[[], bool] | None = None,
+) -> None:
+    """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set,
+    and on reads too when ``protect_reads()`` says so (default: ``PDN_PROTECT_READS``).
 
-    ``service`` names the segment in the refusal: "This <service> needs ...".
+    ``service`` names the segment in the refusal: "This <service> needs ...". Every 401
+    carries ``WWW-Authenticate: Bearer`` (RFC 6750).
     """
+    reads_protected = protect_reads or protect_reads_from_env
 
     @app.before_request
     def _check_token() -> None:
         token = token_getter()
-        if not token or request.method in ("GET", "HEAD", "OPTIONS"):
+        if not token or request.method == "OPTIONS":
+            return
+        reading = request.method in ("GET", "HEAD")
+        if reading and not reads_protected():
             return
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             given.strip().encode(), token.encode()
         ):
+            what = "for reading too" if reading else "for changes"
             raise ApiError(
                 401,
                 "unauthorized",
-                f"This {service} needs 'Authorization: Bearer <token>' for changes.",
-                extra={},
+                f"This {service} needs 'Authorization: Bearer <token>' {what}.",
+                headers={
+                    "WWW-Authenticate": f'Bearer realm="pdn {service}"'
+                    + (', error="invalid_token"' if header else "")
+                },
             )
 
 

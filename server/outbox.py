@@ -32,9 +32,18 @@ Delivery (INTERFACE.md): per subscriber, events go out one at a time in the orde
 published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
 subscriber, the same on every retry) and ``X-PDN-Topic``, with a 5 s limit for connect and
 answer together. Anything but a 2xx is retried with exponential backoff (1 s, 2 s, 4 s ...
-capped at 5 min); when a subscriber has failed for 24 h the subscription and its events are
-dropped, with a warning in the log. Delivery runs on an asyncio loop in its own thread with one
-lane (task) per subscriber, so a slow or dead subscriber holds only its own lane: it never
+capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a subscriber that
+stays dead *expires*) the subscription and its events are dropped, with a warning in the log.
+
+Bounds (defaults from ``server.limits``): at most ``max_subscriptions`` subscriptions per topic
+(one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
+undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap,
+in the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic
+published with ``latest_only=True`` (a sensor's readings, where only the newest value matters)
+keeps a failing subscriber's backlog to the newest event alone.
+
+Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
+slow or dead subscriber holds only its own lane: it never
 delays another subscriber, the API or the screen. At most ``max_connections`` POSTs are open at
 once (file descriptors are bounded). The POSTs go through one ``httpx.AsyncClient`` per delivery
 loop: connections to a subscriber are kept alive and reused, proxies come from the environment
@@ -67,6 +76,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
+from server.limits import SubscriptionLimitError, limits
 
 log = logging.getLogger("pdn.outbox")
 
@@ -103,7 +113,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 TIMEOUT = 5.0
 FIRST_RETRY = 1.0
 MAX_BACKOFF = 300.0
-GIVE_UP_AFTER = 24 * 3600.0
+GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
 POLL_INTERVAL = 2.0
 MAX_ANSWER = 64 * 1024  # bytes of an answer's body read (and ignored) to keep the connection
 
@@ -196,10 +206,15 @@ class Outbox:
         timeout: float = TIMEOUT,
         first_retry: float = FIRST_RETRY,
         max_backoff: float = MAX_BACKOFF,
-        give_up_after: float = GIVE_UP_AFTER,
+        give_up_after: float | None = None,
         max_connections: int = 256,
         bearer_token: str | None = None,
+        max_subscriptions: int | None = None,
+        max_backlog: int | None = None,
     ) -> None:
+        """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
+        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...)."""
+        bounds = limits()
         self.db_path = db_path
         # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
         # require a token for changes; a subscriber-uri with user:password@ uses Basic instead.
@@ -208,8 +223,14 @@ class Outbox:
         self.timeout = timeout
         self.first_retry = first_retry
         self.max_backoff = max_backoff
-        self.give_up_after = give_up_after
+        self.give_up_after = bounds.subscriber_expiry if give_up_after is None else give_up_after
+        self.max_subscriptions = (
+            bounds.max_subscriptions if max_subscriptions is None else max_subscriptions
+        )
+        self.max_backlog = bounds.max_backlog if max_backlog is None else max_backlog
         self.max_connections = max_connections
+        self._dropped = 0
+        self._expired = 0
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = connect(db_path)
         install_schema(self._connection)
@@ -223,8 +244,20 @@ class Outbox:
     # Subscriptions
 
     def subscribe(self, topic: str, uri: str) -> bool:
-        """Add (topic, uri); True when it is new, False when it already existed."""
+        """Add (topic, uri); True when it is new, False when it already existed.
+
+        SubscriptionLimitError when ``topic`` has ``max_subscriptions`` already."""
         with self._lock, transaction(self._connection) as connection:
+            exists = connection.execute(
+                "SELECT 1 FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
+            ).fetchone()
+            if exists is not None:
+                return False
+            (count,) = connection.execute(
+                "SELECT COUNT(*) FROM outbox_subscriptions WHERE topic = ?", (topic,)
+            ).fetchone()
+            if count >= self.max_subscriptions:
+                raise SubscriptionLimitError(self.max_subscriptions)
             cursor = connection.execute(
                 "INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)"
                 " ON CONFLICT (topic, uri) DO NOTHING",
@@ -259,18 +292,77 @@ class Outbox:
         content_type: str,
         *,
         connection: sqlite3.Connection | None = None,
+        latest_only: bool = False,
     ) -> int:
         """Queue one event per current subscriber of ``topic``; returns how many.
 
         With ``connection`` the rows join the caller's open transaction (call ``notify()``
         after the commit); without, they are committed here and delivery starts at once.
+        ``latest_only``: a failing subscriber's older events of ``topic`` are dropped, so it
+        gets the newest alone when it answers again. Either way each subscriber's backlog is
+        kept to ``max_backlog`` events, the oldest dropped.
         """
         if connection is not None:
-            return _insert_events(connection, topic, body, content_type)
+            return self._queue(connection, topic, body, content_type, latest_only)
         with self._lock, transaction(self._connection) as own:
-            count = _insert_events(own, topic, body, content_type)
+            count = self._queue(own, topic, body, content_type, latest_only)
         self.notify()
         return count
+
+    def _queue(
+        self,
+        connection: sqlite3.Connection,
+        topic: str,
+        body: bytes,
+        content_type: str,
+        latest_only: bool,
+    ) -> int:
+        ids = [
+            sid
+            for (sid,) in connection.execute(
+                "SELECT id FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
+            ).fetchall()
+        ]
+        now = time.time()
+        dropped = 0
+        for sid in ids:
+            # A failing subscriber's head event carries since when it fails (first_failure),
+            # its attempts and its next attempt: kept on whichever event becomes the head, so
+            # dropping events never resets its back-off or its expiry.
+            failing = connection.execute(
+                "SELECT MIN(first_failure), MAX(attempts), MIN(next_attempt) FROM outbox_events"
+                " WHERE subscription_id = ? AND first_failure IS NOT NULL",
+                (sid,),
+            ).fetchone()
+            if latest_only and failing[0] is not None:
+                dropped += connection.execute(
+                    "DELETE FROM outbox_events WHERE subscription_id = ? AND topic = ?",
+                    (sid, topic),
+                ).rowcount
+            else:
+                # Room for the new event: at most max_backlog - 1 older ones stay.
+                dropped += connection.execute(
+                    "DELETE FROM outbox_events WHERE subscription_id = ? AND id <= ("
+                    " SELECT id FROM outbox_events WHERE subscription_id = ?"
+                    " ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                    (sid, sid, self.max_backlog - 1),
+                ).rowcount
+            connection.execute(
+                "INSERT INTO outbox_events (subscription_id, event_id, topic, body, content_type,"
+                " created, next_attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (sid, str(uuid.uuid4()), topic, body, content_type, now, now),
+            )
+            if failing[0] is not None:
+                connection.execute(
+                    "UPDATE outbox_events SET first_failure = MIN(COALESCE(first_failure, ?), ?),"
+                    " attempts = MAX(attempts, ?), next_attempt = MAX(next_attempt, ?)"
+                    " WHERE id = (SELECT MIN(id) FROM outbox_events WHERE subscription_id = ?)",
+                    (failing[0], failing[0], failing[1], failing[2], sid),
+                )
+        if dropped:
+            self._dropped += dropped
+            log.debug("%s: %d undelivered event(s) of %s dropped", self.name, dropped, topic)
+        return len(ids)
 
     def notify(self) -> None:
         """Tell the delivery thread that new events are committed (thread-safe, cheap)."""
@@ -294,6 +386,8 @@ class Outbox:
             "pending-events": int(pending),
             "oldest-pending-age": None if oldest is None else max(0.0, time.time() - oldest),
             "delivered": self._delivered,
+            "dropped-events": self._dropped,
+            "expired-subscriptions": self._expired,
         }
 
     # Delivery thread
@@ -419,6 +513,7 @@ class Outbox:
             if now - first_failure >= self.give_up_after:
                 with transaction(connection):
                     _drop_subscription(connection, topic, uri)
+                self._expired += 1
                 log.warning(
                     "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
                     self.name,
@@ -443,21 +538,6 @@ class Outbox:
 
 def _forget_lane(lanes: dict[int, asyncio.Task[None]], key: int, _task: object) -> None:
     lanes.pop(key, None)
-
-
-def _insert_events(
-    connection: sqlite3.Connection, topic: str, body: bytes, content_type: str
-) -> int:
-    now = time.time()
-    ids = connection.execute(
-        "SELECT id FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
-    ).fetchall()
-    connection.executemany(
-        "INSERT INTO outbox_events (subscription_id, event_id, topic, body, content_type,"
-        " created, next_attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(sid, str(uuid.uuid4()), topic, body, content_type, now, now) for (sid,) in ids],
-    )
-    return len(ids)
 
 
 def _drop_subscription(connection: sqlite3.Connection, topic: str, uri: str) -> bool:

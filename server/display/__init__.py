@@ -21,7 +21,12 @@ def create_app(display: DisplayPort) -> Flask:
     app = create_base_app("pdn.display", openapi="display")
     app.extensions["pdn.display"] = display
     # Read through the app, so the display can be swapped (tests reuse one server).
-    require_token(app, lambda: app.extensions["pdn.display"].api_token, service="display")
+    require_token(
+        app,
+        lambda: app.extensions["pdn.display"].api_token,
+        service="display",
+        protect_reads=lambda: bool(getattr(app.extensions["pdn.display"], "protect_reads", False)),
+    )
     app.register_blueprint(api)
     app.wsgi_app = PlaybackFastPath(app.wsgi_app, app)  # type: ignore[method-assign]
     return app
@@ -32,7 +37,8 @@ class PlaybackFastPath:
 
     Controllers poll this endpoint far more than any other; on a Pi-class CPU Flask's
     per-request machinery costs several times what waitress itself does, so the answer (the
-    same bytes and headers as the Flask route) is served here. Reads never need the token.
+    same bytes and headers as the Flask route) is served here, unless reads need the token
+    (``protect_reads``): then Flask answers, with its token check.
     """
 
     PATHS = frozenset(("/playback/", "/playback"))
@@ -44,8 +50,13 @@ class PlaybackFastPath:
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD") == "GET" and environ.get("PATH_INFO") in self.PATHS:
-            body: bytes = self.app.extensions["pdn.display"].playback_json()
+        display = self.app.extensions["pdn.display"]
+        if (
+            environ.get("REQUEST_METHOD") == "GET"
+            and environ.get("PATH_INFO") in self.PATHS
+            and not (getattr(display, "protect_reads", False) and display.api_token)
+        ):
+            body: bytes = display.playback_json()
             start_response(
                 "200 OK",
                 [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],

@@ -36,4 +36,5 @@ class SensorService(SegmentService):
         self._listen(self.app, host, port, self.outbox, self.loop)
 
     def _publish(self, body: dict[str, Any]) -> None:
-        self.outbox.publish(TOPIC, json.dumps(body).encode(), "application/json")
+        # Only the newest reading matters: a dead subscriber's backlog is that one alone.
+        self.outbox.publish(TOPIC, json.dumps(body).encode(), "application/json", latest_only=True)

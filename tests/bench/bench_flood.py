@@ -1,0 +1,188 @@
+"""Benchmark: ``GET /playback/`` from a healthy client while the API is flooded.
+
+    .venv/bin/python tests/bench/bench_flood.py [--idle 500] [--drip 100] [--probes 200]
+
+Starts a real ``pdn display`` (Qt offscreen, as tests/bench/bench_api.py does) on loopback with
+its default limits (``server.limits``), then measures ``GET /playback/`` latency p50/p95/p99
+from a healthy client (a new connection per request, from 127.0.0.2) twice in the same run:
+
+1. baseline: no flood;
+2. flood: ``--idle`` idle TCP connections (spread over 127.0.1.1-20, as from 20 hosts) and
+   ``--drip`` connections that drip one header byte every 0.5 s (from 127.0.2.1-10), held
+   (reopened when the server closes them) during the whole measurement.
+
+A probe that gets no answer within 5 s counts as failed. Figures go to
+``bench-results/bench_flood.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import platform
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_api import ROOT, Display, percentile  # type: ignore[import-not-found]
+
+
+def probe(port: int) -> float | None:
+    began = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0))
+    try:
+        conn.request("GET", "/playback/")
+        answer = conn.getresponse()
+        answer.read()
+        if answer.status != 200:
+            return None
+    except OSError:
+        return None
+    finally:
+        conn.close()
+    return time.monotonic() - began
+
+
+def measure(port: int, probes: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    failed = 0
+    for _ in range(probes):
+        took = probe(port)
+        if took is None:
+            failed += 1
+        else:
+            latencies.append(took)
+        time.sleep(0.02)
+    return {
+        "probes": probes,
+        "failed": failed,
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 2) if latencies else None,
+        "p95_ms": round(percentile(latencies, 0.95) * 1000, 2) if latencies else None,
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2) if latencies else None,
+        "max_ms": round(max(latencies) * 1000, 2) if latencies else None,
+    }
+
+
+class Flood:
+    """Idle and drip-fed connections, held (reopened when closed) until stopped."""
+
+    def __init__(self, port: int, idle: int, drip: int) -> None:
+        self.port = port
+        self.idle = [f"127.0.1.{i % 20 + 1}" for i in range(idle)]
+        self.drip = [f"127.0.2.{i % 10 + 1}" for i in range(drip)]
+        self.stop = threading.Event()
+        self.opened = 0
+        self.closed_by_server = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _open(self, source: str, first: bytes = b"") -> socket.socket | None:
+        conn = socket.socket()
+        try:
+            conn.bind((source, 0))
+            conn.settimeout(2)
+            conn.connect(("127.0.0.1", self.port))
+            if first:
+                conn.sendall(first)
+            conn.setblocking(False)
+        except OSError:
+            conn.close()
+            return None
+        self.opened += 1
+        return conn
+
+    def _run(self) -> None:
+        held: list[tuple[str, bytes, socket.socket | None]] = [
+            (source, b"", self._open(source)) for source in self.idle
+        ] + [(source, b"GET /playback/ HTTP/1.1\r\n", None) for source in self.drip]
+        held = [(s, f, c or self._open(s, f)) for s, f, c in held]
+        while not self.stop.wait(0.5):
+            renewed = []
+            for source, first, kept in held:
+                conn = kept
+                alive = conn is not None
+                if conn is not None:
+                    try:
+                        if conn.recv(4096) == b"":
+                            alive = False
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        alive = False
+                    if alive and first:
+                        try:
+                            conn.send(b"X")
+                        except OSError:
+                            alive = False
+                if not alive:
+                    if conn is not None:
+                        self.closed_by_server += 1
+                        conn.close()
+                    conn = self._open(source, first)
+                renewed.append((source, first, conn))
+            held = renewed
+        for _source, _first, conn in held:
+            if conn is not None:
+                conn.close()
+
+    def __enter__(self) -> Flood:
+        self.thread.start()
+        time.sleep(3)  # let the connections open
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--idle", type=int, default=500)
+    parser.add_argument("--drip", type=int, default=100)
+    parser.add_argument("--probes", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench_flood.json")
+    args = parser.parse_args()
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "idle_connections": args.idle,
+        "drip_fed_connections": args.drip,
+    }
+    with tempfile.TemporaryDirectory(prefix="pdn-bench-") as temp:
+        display = Display(Path(temp) / "data", Path(temp) / "display.log")
+        try:
+            results["baseline"] = measure(display.port, args.probes)
+            with Flood(display.port, args.idle, args.drip) as flood:
+                results["flood"] = measure(display.port, args.probes)
+            results["flood"]["connections_opened"] = flood.opened
+            results["flood"]["closed_by_server"] = flood.closed_by_server
+        finally:
+            with contextlib.suppress(Exception):
+                display.stop()
+    for name in ("baseline", "flood"):
+        figures = results[name]
+        print(
+            f"GET /playback/ {name:8s} {figures['probes']} probes, {figures['failed']} failed:"
+            f" p50 {figures['p50_ms']} ms  p95 {figures['p95_ms']} ms  p99 {figures['p99_ms']} ms"
+            f"  max {figures['max_ms']} ms"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
