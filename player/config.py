@@ -72,6 +72,7 @@ class DisplayConfig:
     location: dict[str, str] | None = None
     timezone: str = "UTC"
     api_token: str | None = None
+    protect_reads: bool = False
     allowed_origins: tuple[str, ...] = ()
     accept_cds: bool = True
     host: str = DEFAULT_HOST
@@ -82,7 +83,6 @@ class DisplayConfig:
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
     source: Path | None = None
-    protect_reads: bool = False
 
     def tzinfo(self) -> zoneinfo.ZoneInfo:
         return zoneinfo.ZoneInfo(self.timezone)
@@ -259,6 +259,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "accept_cds": _bool,
     "allowed_origins": _origins,
     "api_token": _string,
+    "protect_reads": _bool,
     "public_url": _url,
     "data_dir": _string,
     "location": _location,
@@ -321,7 +322,6 @@ def _build(table: dict[str, Any]) -> DisplayConfig:
             if not isinstance(value, dict):
                 raise ConfigError("'listen' must be a table with host and port")
             listen = _norm(value)
-    "protect_reads": _bool,
             _no_unknown("listen", listen, {"host", "port"})
             if "host" in listen:
                 config.host = _string("listen.host", listen["host"])
