@@ -346,7 +346,7 @@ def create_base_app(name: str, *, openapi: str | None = None) -> Flask:
     """A Flask app with the shared conventions installed.
 
     ``openapi`` names the segment's OpenAPI document, ``server/openapi/<openapi>.json``, which
-    the app then serves at ``GET /x/openapi.json``.
+    the app then serves at ``GET /x/openapi.json``, with a page showing it at ``GET /x/docs``.
     """
     app = Flask(name)
     app.config["MAX_CONTENT_LENGTH"] = XML_LIMIT + 1
@@ -360,4 +360,24 @@ def create_base_app(name: str, *, openapi: str | None = None) -> Flask:
         def _openapi() -> Response:
             return app.response_class(document.read_bytes(), mimetype="application/json")
 
+        @app.get("/x/docs", endpoint="docs")
+        def _docs() -> Response:
+            return docs_response(app)
+
     return app
+
+
+DOCS_POLICY = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline';"
+    " connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"
+)
+
+
+def docs_response(app: Flask) -> Response:
+    """``GET /x/docs``: the API docs page shipped with the package (``openapi/docs.html``),
+    which shows the segment's ``/x/openapi.json``; its policy forbids loading anything else."""
+    page = resources.files("server").joinpath("openapi/docs.html").read_bytes()
+    response = app.response_class(page, mimetype="text/html")
+    response.headers["Content-Security-Policy"] = DOCS_POLICY
+    response.headers["Cache-Control"] = "no-cache"
+    return response
