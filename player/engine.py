@@ -265,7 +265,7 @@ class Engine:
             self._idle_shown = False
             self._backoff.pop(play.item.url, None)
             if play.request_id is not None:
-                self._store.update_request(play.request_id, length, at.timestamp())
+                self._persist(self._store.update_request, play.request_id, length, at.timestamp())
             log.info("on screen: %s (%s, %g s)", play.item.source_url, play.item.origin, length)
             self._emit(
                 Playback(
@@ -543,13 +543,13 @@ class Engine:
         for request in self._queue:
             if request.id == play.request_id:
                 request.remaining = max(0.0, left)
-                self._store.update_request(request.id, request.remaining, None)
+                self._persist(self._store.update_request, request.id, request.remaining, None)
                 log.info("request %d paused with %.1f s left", request.id, request.remaining)
         play.request_id = None  # no longer counts as the request's play
         play.end_at = now
 
     def _finish_request(self, request_id: int) -> None:
-        self._store.remove_request(request_id)
+        self._persist(self._store.remove_request, request_id)
         self._queue = deque(r for r in self._queue if r.id != request_id)
         log.info("request %d done (%d left in queue)", request_id, len(self._queue))
 
@@ -565,6 +565,14 @@ class Engine:
         delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (backoff.failures - 1))
         backoff.until = now + timedelta(seconds=delay)
         log.info("%s left out for %g s after %d failure(s)", url, delay, backoff.failures)
+
+    def _persist(self, write: Callable[..., None], *args: Any) -> None:
+        """Keep the queue's progress on disk; a failed write (a full disk) must not stop the
+        screen: the queue goes on in memory, and at worst a request replays after a restart."""
+        try:
+            write(*args)
+        except Exception as error:
+            log.warning("could not store the queue's progress (%s); going on in memory", error)
 
     def _emit(self, playback: Playback) -> None:
         if self._on_playback is not None:

@@ -344,3 +344,26 @@ def test_superseded_paint_reports_are_ignored(harness: Harness) -> None:
     assert harness.records == []
     harness.paint()
     assert harness.on_screen == "http://r/1"
+
+
+def test_a_store_that_cannot_write_does_not_stop_the_queue(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the queue's progress cannot be stored, yet requests play and end on time."""
+    assert harness.engine.request("http://r/1", 5) is None
+    assert harness.engine.request("http://r/2", 7) is None
+
+    def disk_full(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(harness.store, "update_request", disk_full)
+    monkeypatch.setattr(harness.store, "remove_request", disk_full)
+    harness.step()
+    assert harness.renderer.last.url == "http://r/1"
+    harness.paint()
+    harness.step(5)
+    assert harness.renderer.last.url == "http://r/2"
+    harness.paint()
+    harness.step(7)
+    assert harness.records[-1].origin == "idle"
+    assert harness.engine.queue_length() == 0
