@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
+from player.power import describe
 from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
 
 log = logging.getLogger("pdn.display")
@@ -49,12 +50,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--schedule",
         metavar="URL",
         help="follow this schedule of a scheduler (http://HOST:PORT/schedule/<id>/): fetch it, "
-        "subscribe to its updates, keep the last copy for a start without network",
+        "subscribe to its updates, keep the last copy for a start without network "
+        "(config key: schedule)",
     )
     parser.add_argument(
         "--register",
         metavar="SCHEDULER_URL",
-        help="register this display (URL, location, name) with the scheduler at this base URL",
+        help="register this display (URL, location, name) with the scheduler at this base URL; "
+        "needs a [location] in the config (config key: register)",
     )
     parser.add_argument(
         "--check-config",
@@ -76,6 +79,8 @@ def load(args: argparse.Namespace) -> DisplayConfig:
             "name": args.name,
             "timezone": args.timezone,
             "public_url": args.public_url,
+            "schedule_url": args.schedule,
+            "register_url": args.register,
         },
     )
 
@@ -84,10 +89,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load(args)
     except ConfigError as error:
+        count = len(error.problems)
+        heading = f"pdn display: {count} configuration problem{'s' if count > 1 else ''}:"
         if args.check_config:
-            print(f"pdn display: {error}", file=sys.stderr)
+            print(heading, file=sys.stderr)
+            for problem in error.problems:
+                print(f"  {problem}", file=sys.stderr)
         else:
-            log.error("%s", error)
+            log.error("%s", heading)
+            for problem in error.problems:
+                log.error("  %s", problem)
         return EXIT_USAGE
     if args.check_config:
         print_config(config)
@@ -102,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_START_FAILED
     from player.app import run as run_display  # Qt: only when a display really starts
 
-    code: int = run_display(config, schedule_url=args.schedule, register_url=args.register)
+    code: int = run_display(
+        config, schedule_url=config.schedule_url, register_url=config.register_url
+    )
     return code
 
 
@@ -117,6 +130,25 @@ def print_config(config: DisplayConfig) -> None:
     print(f"  accept CDS:      {'yes' if config.accept_cds else 'no (single items only)'}")
     print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
     print(f"  API token:       {'set' if config.api_token else 'none (open)'}")
+    print(f"  schedule:        {config.schedule_url or '(none: only what is sent to it)'}")
+    print(f"  register with:   {config.register_url or '(no scheduler)'}")
+    screen = config.screen
+    print(
+        f"  [screen]:        index {screen.index}, rotation {screen.rotation}, "
+        f"cross-fade {screen.crossfade:g} s"
+    )
+    power = config.power
+    if power.schedule is None:
+        print("  [power]:         always on (no on/off times)")
+    else:
+        methods = ", ".join(power.methods)
+        print(f"  [power]:         {describe(power.schedule)}; methods {methods}")
+        print(f"                   CEC device {power.cec_device}")
+    clock = config.clock
+    print(
+        "  [clock]:         "
+        + ("only NTP sets the clock" if clock.require_ntp else "NTP or a plausible date")
+    )
 
 
 # A checkout (an editable install, or running from the source tree) has the lock file here.

@@ -12,6 +12,9 @@ then command-line flags. Example (every key is optional)::
     protect_reads = false               # true: reads (screenshot, health...) need it too
     public_url = "http://10.0.0.5:8080" # how others reach this display (webhook payloads)
     data_dir = "/var/lib/pdn"
+    schedule = "http://10.0.0.9:8090/schedule/lobby/"  # follow this schedule of a scheduler
+    register = "http://10.0.0.9:8090"   # register with this scheduler (needs [location]);
+                                        # 'scheduler' is another name for it
 
     [location]
     latitude = "N54.0104"               # or "N 54 00.624"
@@ -29,13 +32,15 @@ then command-line flags. Example (every key is optional)::
     [power]                             # daily screen on/off: player/power.py
     [clock]                             # clock sanity: player/clocksanity.py
 
-Key names may use ``_`` or ``-``. An unknown key or a bad value is refused with a message that
-names it (:class:`ConfigError`); ``pdn display`` then exits with code 2. Each section is a typed
-field of :class:`DisplayConfig`, parsed by the module that uses it.
+Key names may use ``_`` or ``-``. Unknown keys and bad values are refused, every one of them at
+once, each with a message that names it and, for a misspelt key, the key meant ("did you mean
+'rotation'?") (:class:`ConfigError`); ``pdn display`` then exits with code 2. Each section is a
+typed field of :class:`DisplayConfig`, parsed by the module that uses it.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 import zoneinfo
@@ -56,7 +61,12 @@ DEFAULT_DATA_DIR = Path("data")
 
 
 class ConfigError(Exception):
-    """A bad configuration; the message names the file and the key."""
+    """A bad configuration: one or more problems, each naming the key (and the file); the
+    message has one problem per line."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems: list[str] = list(problems) or ["invalid configuration"]
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class DisplayConfig:
     public_url: str | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     screen: ScreenConfig = field(default_factory=ScreenConfig)
+    schedule_url: str | None = None  # follow this schedule of a scheduler (schedule = URL)
+    register_url: str | None = None  # register with this scheduler (register = URL)
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
     source: Path | None = None
@@ -187,17 +199,21 @@ def _url(key: str, value: Any) -> str:
 def _location(key: str, value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ConfigError(f"'{key}' must be a table with latitude and longitude")
-    _no_unknown(key, value, {"latitude", "longitude"})
+    problems = _unknown_keys(key, value, {"latitude", "longitude"})
     cleaned: dict[str, str] = {}
     for axis in ("latitude", "longitude"):
         text = _norm(value).get(axis)
         if not isinstance(text, str):
-            raise ConfigError(f"'{key}.{axis}' is required, as a string such as 'N54.0104'")
+            problems.append(f"'{key}.{axis}' is required, as a string such as 'N54.0104'")
+            continue
         try:
             parse_coordinate(text, axis)
         except ValueError as error:
-            raise ConfigError(f"'{key}.{axis}': {error}") from None
+            problems.append(f"'{key}.{axis}': {error}")
+            continue
         cleaned[axis] = text
+    if problems:
+        raise ConfigError(*problems)
     return cleaned
 
 
@@ -205,27 +221,29 @@ def _screen(key: str, value: Any) -> ScreenConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"'{key}' must be a table")
     table = _norm(value)
-    _no_unknown(key, table, {"index", "rotation", "crossfade", *_PLATFORM_KEYS})
+    problems = _unknown_keys(key, table, _SCREEN_KEYS)
     if table.get("platform", "auto") not in SCREEN_PLATFORMS:
-        raise ConfigError(f"'{key}.platform' must be one of {', '.join(SCREEN_PLATFORMS)}")
+        problems.append(f"'{key}.platform' must be one of {', '.join(SCREEN_PLATFORMS)}")
     for name in ("x_display", "wayland_display", "eglfs_kms_config"):
         if name in table:
-            _string(f"{key}.{name}", table[name])
+            _check(problems, _string, f"{key}.{name}", table[name])
     if "chromium_sandbox" in table:
-        _bool(f"{key}.chromium_sandbox", table["chromium_sandbox"])
+        _check(problems, _bool, f"{key}.chromium_sandbox", table["chromium_sandbox"])
     index = table.get("index", 0)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ConfigError(f"'{key}.index' must be a screen number (0, 1, ...)")
+        problems.append(f"'{key}.index' must be a screen number (0, 1, ...)")
     rotation = table.get("rotation", 0)
     if rotation not in (0, 90, 180, 270) or isinstance(rotation, bool):
-        raise ConfigError(f"'{key}.rotation' must be 0, 90, 180 or 270")
+        problems.append(f"'{key}.rotation' must be 0, 90, 180 or 270")
     crossfade = table.get("crossfade", 0.3)
     if (
         isinstance(crossfade, bool)
         or not isinstance(crossfade, int | float)
         or not 0 <= crossfade <= 10
     ):
-        raise ConfigError(f"'{key}.crossfade' must be seconds from 0 to 10")
+        problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
+    if problems:
+        raise ConfigError(*problems)
     return ScreenConfig(index=index, rotation=rotation, crossfade=float(crossfade))
 
 
@@ -233,24 +251,72 @@ def _norm(table: dict[str, Any]) -> dict[str, Any]:
     return {str(k).replace("-", "_"): v for k, v in table.items()}
 
 
-def _no_unknown(prefix: str, table: dict[str, Any], known: set[str]) -> None:
+def _unknown_keys(prefix: str, table: dict[str, Any], known: set[str]) -> list[str]:
+    """A problem for every key of ``table`` not in ``known``, with the key meant when one is
+    close (difflib: 'rotaton' -> 'rotation')."""
+    problems = []
     for key in _norm(table):
         if key not in known:
-            raise ConfigError(f"unknown key '{prefix}.{key}'")
+            name = f"{prefix}.{key}" if prefix else key
+            problems.append(f"unknown key '{name}'{_did_you_mean(key, known, prefix)}")
+    return problems
+
+
+def _did_you_mean(key: str, known: set[str], prefix: str) -> str:
+    if not prefix:
+        for section, keys in _SECTION_KEYS.items():
+            if key in keys:
+                return f"; did you mean '{key}' in [{section}]?"
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.7)
+    if close:
+        return f"; did you mean '{f'{prefix}.' if prefix else ''}{close[0]}'?"
+    if not prefix:
+        # A key of a section written at the top (rotation = 90 without [screen]).
+        for section, keys in _SECTION_KEYS.items():
+            close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.8)
+            if close:
+                return f"; did you mean '{close[0]}' in [{section}]?"
+    return ""
+
+
+def _check(problems: list[str], parse: Callable[[str, Any], Any], key: str, value: Any) -> Any:
+    """``parse(key, value)``, its problems added to ``problems`` (None then)."""
+    try:
+        return parse(key, value)
+    except ConfigError as error:
+        problems.extend(error.problems)
+        return None
 
 
 def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any]:
-    """A section owned by another module: its parser raises ValueError("key: message")."""
+    """A section owned by another module: its parser raises ValueError("key: message"). Unknown
+    keys are all reported here first, with the key meant."""
 
     def check(key: str, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"'{key}' must be a table")
+        table = _norm(value)
+        problems = _unknown_keys(key, table, _SECTION_KEYS[key])
         try:
-            return parse(_norm(value))
+            parsed = parse({name: table[name] for name in table if name in _SECTION_KEYS[key]})
         except ValueError as error:
-            raise ConfigError(f"section '{key}': {error}") from None
+            problems.append(f"section '{key}': {error}")
+        if problems:
+            raise ConfigError(*problems)
+        return parsed
 
     return check
+
+
+_SCREEN_KEYS = {"index", "rotation", "crossfade", *_PLATFORM_KEYS}
+# The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
+_SECTION_KEYS: dict[str, set[str]] = {
+    "screen": _SCREEN_KEYS,
+    "listen": {"host", "port"},
+    "location": {"latitude", "longitude"},
+    "power": {"on", "off", "days", "methods", "cec_device"},
+    "clock": {"require_ntp"},
+}
 
 
 _TOP: dict[str, Callable[[str, Any], Any]] = {
@@ -266,7 +332,12 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "screen": _screen,
     "power": _section(parse_power_config),
     "clock": _section(parse_clock_config),
+    "schedule_url": _url,
+    "register_url": _url,
 }
+# Config keys with another name than their field: schedule = URL, register (or scheduler) = URL.
+_KEY_FIELDS = {"schedule": "schedule_url", "register": "register_url", "scheduler": "register_url"}
+_KNOWN_TOP = ({*_TOP} - {"schedule_url", "register_url"}) | {*_KEY_FIELDS, "listen"}
 
 
 def load_config(
@@ -291,10 +362,8 @@ def load_config(
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
     where = f"{path}: " if path is not None else ""
-    try:
-        config = _build(_norm(table))
-    except ConfigError as error:
-        raise ConfigError(f"{where}{error}") from None
+    config, problems = _build(_norm(table))
+    problems = [f"{where}{problem}" for problem in problems]
     config.source = path
     token = env.get("PDN_API_TOKEN")
     if token:
@@ -305,31 +374,59 @@ def load_config(
         "public_url": _url,
         "name": _string,
         "host": _string,
+        "schedule_url": _url,
+        "register_url": _url,
     }
+    flags = {"schedule_url": "--schedule", "register_url": "--register"}
     for key, given in (overrides or {}).items():
         if given is None:
             continue
-        flag = "--" + key.replace("_", "-")
-        cleaned = checks[key](flag, given) if key in checks else given
+        flag = flags.get(key, "--" + key.replace("_", "-"))
+        try:
+            cleaned = checks[key](flag, given) if key in checks else given
+        except ConfigError as error:
+            problems.extend(error.problems)
+            continue
         setattr(config, key, Path(cleaned) if key == "data_dir" else cleaned)
+    if (
+        config.register_url
+        and not config.location
+        and not any("location" in problem for problem in problems)
+    ):
+        problems.append(
+            f"registering with the scheduler {config.register_url} ('register' or --register) "
+            "needs the display's location: add a [location] table with latitude and longitude"
+            f"{f' to {path}' if path is not None else ' to the config file (--config FILE)'}"
+        )
+    if problems:
+        raise ConfigError(*problems)
     return config
 
 
-def _build(table: dict[str, Any]) -> DisplayConfig:
+def _build(table: dict[str, Any]) -> tuple[DisplayConfig, list[str]]:
+    """The config from the file's table, and every problem found in it."""
     config = DisplayConfig(timezone=system_timezone_name(), data_dir=default_data_dir())
+    problems: list[str] = []
+    if "register" in table and "scheduler" in table:
+        problems.append("'register' and 'scheduler' are the same setting: keep one")
     for key, value in table.items():
         if key == "listen":
             if not isinstance(value, dict):
-                raise ConfigError("'listen' must be a table with host and port")
+                problems.append("'listen' must be a table with host and port")
+                continue
             listen = _norm(value)
-            _no_unknown("listen", listen, {"host", "port"})
+            problems.extend(_unknown_keys("listen", listen, {"host", "port"}))
             if "host" in listen:
-                config.host = _string("listen.host", listen["host"])
+                host = _check(problems, _string, "listen.host", listen["host"])
+                config.host = host if host is not None else config.host
             if "port" in listen:
-                config.port = _port("listen.port", listen["port"])
-        elif key in _TOP:
-            cleaned = _TOP[key](key, value)
-            setattr(config, key, Path(cleaned) if key == "data_dir" else cleaned)
+                port = _check(problems, _port, "listen.port", listen["port"])
+                config.port = port if port is not None else config.port
+        elif key in _KEY_FIELDS or (key in _TOP and key not in _KEY_FIELDS.values()):
+            target = _KEY_FIELDS.get(key, key)
+            cleaned = _check(problems, _TOP[target], key, value)
+            if cleaned is not None:
+                setattr(config, target, Path(cleaned) if key == "data_dir" else cleaned)
         else:
-            raise ConfigError(f"unknown key '{key}'")
-    return config
+            problems.extend(_unknown_keys("", {key: value}, _KNOWN_TOP))
+    return config, problems

@@ -120,3 +120,147 @@ def test_bad_flags(tmp_path: Path) -> None:
 def test_origin_of() -> None:
     assert origin_of("HTTPS://Example.ORG:443/a") == "https://example.org"
     assert origin_of("http://[::1]:8080/x") == "http://[::1]:8080"
+
+
+# ----------------------------------------------------------- every problem, did you mean
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'colour = "red"\ntimezone = "Mars/Olympus"\n'
+        "[listen]\nport = 70000\n"
+        "[screen]\nrotaton = 90\ncrossfade = -1\n"
+        '[power]\non = "07:00"\noff = "22:00"\ndayz = "mon-fri"\n'
+        "[clock]\nrequire_ntpp = true\n",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    problems = caught.value.problems
+    message = str(caught.value)
+    for named in (
+        "colour",
+        "timezone",
+        "listen.port",
+        "screen.rotaton",
+        "screen.crossfade",
+        "power.dayz",
+        "clock.require_ntpp",
+    ):
+        assert named in message, named
+    assert len(problems) == 7, problems
+    assert all(problem.startswith(f"{path}: ") for problem in problems)
+    assert message.count("\n") == 6  # one problem a line
+
+
+@pytest.mark.parametrize(
+    ("text", "suggestion"),
+    [
+        ("[screen]\nrotaton = 90\n", "did you mean 'screen.rotation'?"),
+        ('nmae = "Lobby"\n', "did you mean 'name'?"),
+        ('timezon = "UTC"\n', "did you mean 'timezone'?"),
+        ('[location]\nlatitude = "N54"\nlongitud = "W2"\n', "did you mean 'location.longitude'?"),
+        ("[listen]\nprot = 80\n", "did you mean 'listen.port'?"),
+        ('[power]\non = "07:00"\noff = "22:00"\ndayz = "mon"\n', "did you mean 'power.days'?"),
+        ("[clock]\nrequire_ntpp = true\n", "did you mean 'clock.require_ntp'?"),
+        ("rotation = 90\n", "did you mean 'rotation' in [screen]?"),
+        ('registr = "http://s.example:8090"\n', "did you mean 'register'?"),
+    ],
+)
+def test_misspelt_keys_suggest_the_key_meant(tmp_path: Path, text: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), environ={})
+    assert suggestion in str(caught.value)
+
+
+def test_no_suggestion_when_nothing_is_close(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, 'colour = "red"\n'), environ={})
+    assert "did you mean" not in str(caught.value)
+
+
+# ------------------------------------------------------------- schedule and register keys
+
+LOCATION = '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7870"\n'
+
+
+def test_schedule_and_register_as_config_keys(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'schedule = "http://s.example:8090/schedule/lobby/"\n'
+        'register = "http://s.example:8090/"\n' + LOCATION,
+    )
+    config = load_config(path, environ={})
+    assert config.schedule_url == "http://s.example:8090/schedule/lobby"
+    assert config.register_url == "http://s.example:8090"
+    # 'scheduler' is another name for 'register'; flags win over the file.
+    path = write(tmp_path, 'scheduler = "http://s.example:8090"\n' + LOCATION)
+    assert load_config(path, environ={}).register_url == "http://s.example:8090"
+    config = load_config(
+        path,
+        overrides={"register_url": "http://other.example:8090", "schedule_url": None},
+        environ={},
+    )
+    assert (config.register_url, config.schedule_url) == ("http://other.example:8090", None)
+
+
+def test_bad_schedule_urls_name_the_key_or_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'schedule'"):
+        load_config(write(tmp_path, 'schedule = "ftp://x"\n'), environ={})
+    with pytest.raises(ConfigError, match="--schedule"):
+        load_config(None, overrides={"schedule_url": "not a url"}, environ={})
+    with pytest.raises(ConfigError, match="same setting"):
+        load_config(
+            write(tmp_path, 'register = "http://a.example"\nscheduler = "http://a.example"\n'),
+            environ={},
+        )
+
+
+def test_register_without_a_location_is_a_start_up_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, overrides={"register_url": "http://s.example:8090"}, environ={})
+    assert "needs the display's location" in str(caught.value)
+    assert "[location]" in str(caught.value)
+    path = write(tmp_path, 'register = "http://s.example:8090"\n')
+    with pytest.raises(ConfigError, match=r"needs the display's location.*\[location\]"):
+        load_config(path, environ={})
+
+
+def test_check_config_covers_every_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli import main
+
+    path = write(
+        tmp_path,
+        'name = "Lobby"\nschedule = "http://s.example:8090/schedule/lobby/"\n'
+        'register = "http://s.example:8090"\n' + LOCATION + "[screen]\nrotation = 90\n"
+        '[power]\non = "07:00"\noff = "22:00"\n[clock]\nrequire-ntp = true\n',
+    )
+    assert main(["display", "--config", str(path), "--check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule:        http://s.example:8090/schedule/lobby" in out
+    assert "register with:   http://s.example:8090" in out
+    assert "[screen]:" in out and "rotation 90" in out
+    assert "[power]:" in out and "on 07:00, off 22:00" in out
+    assert "[clock]:" in out and "only NTP" in out
+
+
+def test_check_config_lists_every_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.cli import main
+
+    path = write(tmp_path, "[screen]\nrotaton = 90\n[clock]\nrequire_ntp = 1\n")
+    assert main(["display", "--config", str(path), "--check-config"]) == 2
+    err = capsys.readouterr().err
+    assert "2 configuration problems" in err
+    assert "did you mean 'screen.rotation'?" in err and "clock.require-ntp" in err
+
+
+def test_register_flag_without_location_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from server.cli import main
+
+    code = main(["display", "--register", "http://s.example:8090", "--check-config"])
+    assert code == 2
+    assert "needs the display's location" in capsys.readouterr().err
