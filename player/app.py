@@ -16,7 +16,10 @@ SIGTERM and SIGINT reach the Qt loop through ``player.qtloop.SignalWatcher``, so
 shuts down cleanly (API closed, outbox stopped, database closed) even while Qt is blocking in C++.
 
 Exit codes (``server.exitcodes``): 0 stopped cleanly, 1 could not start (port taken,
-database unusable), 2 bad configuration.
+database unusable), 2 bad configuration; and :data:`EXIT_SCREEN_LOST` (3): the renderer could not
+bring the screen back in this process (the web engine was lost), so the display exits for its
+service manager to start a new one (crash-only). A display started after several such exits in
+a row waits first, longer each time up to a minute (``player.crashonly``).
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+
+from PySide6.QtCore import QTimer
 
 from cds.parser import parse
 from cds.playlist import Playlist
@@ -33,6 +40,7 @@ from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.clocksanity import ClockSanity
 from player.config import DisplayConfig
+from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
 from player.engine import Engine
 from player.follower import ScheduleFollower
@@ -58,6 +66,11 @@ from server.outbox import Outbox
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
+
+#: The screen could not be brought back in this process: restart me (see the module docstring).
+EXIT_SCREEN_LOST = 3
+#: A screen right this long after the start forgets the exits behind the restart back-off.
+RIGHT_FOR_MS = 300_000
 
 
 def utc_now() -> datetime:
@@ -97,6 +110,14 @@ def run(
             log.error("cannot use the data directory %s: %s", data_dir, error)
             return EXIT_START_FAILED
         log.info("state in %s", store.path)
+        delay = restart_delay(data_dir)
+        if delay:
+            log.warning(
+                "the display exited for a lost screen several times in a row: waiting %g s "
+                "before starting again",
+                delay,
+            )
+            time.sleep(delay)
 
         # 2. The API socket, bound before the window opens: a taken port fails fast, and the
         #    display knows the URL its idle page and webhooks carry.
@@ -121,7 +142,9 @@ def run(
         #    Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
         clock = ClockSanity(require_ntp=config.clock.require_ntp)
         playlist = Playlist(config.tzinfo(), clock_trusted=clock.is_set)
-        content = CachedContent(ContentCache(data_dir, on_ready=lambda _spec, _path: waker.wake()))
+        content = CachedContent(
+            ContentCache(data_dir, config=config.cache, on_ready=lambda _spec, _path: waker.wake())
+        )
         stopping.callback(content.close)
         playback = PlaybackRecord(
             store=store, outbox=outbox, display_url=lambda: url, clock=utc_now
@@ -170,6 +193,23 @@ def run(
         driver = EngineDriver(engine, waker)
         signals = SignalWatcher(application.quit)
         systemd = SystemdHooks(notifier, renderer, url)
+        lost: list[str] = []
+
+        def screen_lost(reason: str) -> None:
+            lost.append(reason)
+            note_exit(data_dir)
+            log.error("exiting with code %d so that the display is restarted", EXIT_SCREEN_LOST)
+            application.exit(EXIT_SCREEN_LOST)
+
+        def forget_exits() -> None:
+            if renderer.screen_right:
+                clear_exits(data_dir)
+
+        renderer.engine_lost.connect(screen_lost)
+        forget = QTimer()
+        forget.setSingleShot(True)
+        forget.timeout.connect(forget_exits)
+        forget.start(RIGHT_FOR_MS)
 
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()
@@ -192,8 +232,18 @@ def run(
         driver.start()
         log.info("display running")
         code = int(application.exec())
-        log.info("stopping: Qt loop ended (%s)", signals.reason or f"code {code}")
+        forget.stop()
+        ended = signals.reason or (lost[0] if lost else f"code {code}")
+        log.info("stopping: Qt loop ended (%s)", ended)
     log.info("stopped")
+    if lost:
+        # Everything durable is closed. Qt WebEngine's own teardown waits seconds for the
+        # helper processes that are gone (measured: 4 s), and the screen is black meanwhile.
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_SCREEN_LOST)
     return EXIT_OK if signals.reason else code
 
 

@@ -8,7 +8,8 @@
 - :class:`GuiBridge`: runs a function on the GUI thread from any thread, optionally waiting.
 - :class:`SignalWatcher`: SIGTERM/SIGINT/SIGHUP -> a byte on a socket -> QSocketNotifier -> quit,
   so the process stops cleanly even while Qt is blocking in C++.
-- :class:`SystemdHooks`: systemd's watchdog pings and readiness, from the GUI thread.
+- :class:`SystemdHooks`: systemd's watchdog pings and readiness, from the GUI thread; no ping
+  while the renderer's visual watchdog finds the screen wrong.
 
 This module imports Qt; only the display's composition root (``player.app``) imports it.
 """
@@ -39,6 +40,7 @@ from PySide6.QtCore import (
 from PySide6.QtWebEngineWidgets import QWebEngineView  # noqa: F401  (before QApplication)
 from PySide6.QtWidgets import QApplication
 
+from player.crashonly import RepeatFilter
 from player.renderer import KioskRenderer, prepare_process
 from player.sdnotify import SdNotifier
 
@@ -70,6 +72,10 @@ def start_application() -> QApplication:
         # service runs as its own user.
         log.warning("running as root: Chromium's sandbox is off")
     qInstallMessageHandler(_qt_message)
+    # A fault that repeats (a render process that keeps failing) must not flood the journal.
+    repeats = RepeatFilter()
+    for name in ("pdn.qt", "pdn.renderer"):
+        logging.getLogger(name).addFilter(repeats)
     prepare_process()  # Chromium flags and shared GL contexts: before the QApplication
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication(["pdn-display"])
@@ -225,8 +231,10 @@ class SignalWatcher(QObject):
 
 class SystemdHooks(QObject):
     """systemd's watchdog and readiness (``player.sdnotify``). WATCHDOG=1 comes from a timer on
-    the GUI thread, so a frozen GUI stops the pings and systemd restarts the kiosk; READY=1 is
-    sent once the renderer reports its first frame."""
+    the GUI thread, so a frozen GUI stops the pings and systemd restarts the kiosk; it is not
+    sent either while the renderer's visual watchdog finds the screen wrong (the renderer gives
+    up and the display exits first, within ``recover_within``; the pings stopping is the
+    backstop). READY=1 is sent once the renderer reports its first frame."""
 
     def __init__(self, notifier: SdNotifier, renderer: KioskRenderer, api_url: str) -> None:
         super().__init__()
@@ -235,14 +243,26 @@ class SystemdHooks(QObject):
         self._api_url = api_url
         self._watchdog_timer = QTimer(self)
         interval = notifier.watchdog_interval()
+        self._withheld = False
         if interval is not None:
-            self._watchdog_timer.timeout.connect(notifier.watchdog)
+            self._watchdog_timer.timeout.connect(self._ping)
             self._watchdog_timer.start(max(50, min(MAX_TIMER_MS, int(interval * 1000))))
             log.info("systemd watchdog: pinging every %.1f s", interval)
         self._ready_timer = QTimer(self)
         if notifier.enabled:
             self._ready_timer.timeout.connect(self._ready_after_first_frame)
             self._ready_timer.start(100)
+
+    def _ping(self) -> None:
+        if not self._renderer.screen_right:
+            if not self._withheld:
+                self._withheld = True
+                log.warning("systemd watchdog: not pinging while the screen is wrong")
+            return
+        if self._withheld:
+            self._withheld = False
+            log.info("systemd watchdog: pinging again, the screen is right")
+        self._notifier.watchdog()
 
     def _ready_after_first_frame(self) -> None:
         if self._renderer.last_frame_time() is None:

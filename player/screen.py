@@ -33,12 +33,13 @@ class QtScreen:
     def status(self) -> dict[str, Any]:
         """Asked on the GUI thread (with a timeout), which also proves that thread answers."""
 
-        def probe() -> tuple[bool, float | None]:
-            return self._renderer.alive, self._renderer.last_frame_time()
+        def probe() -> tuple[bool, float | None, dict[str, object]]:
+            renderer = self._renderer
+            return renderer.alive, renderer.last_frame_time(), renderer.screen_state()
 
         started = time.monotonic()
         try:
-            renderer_alive, last_frame = self._bridge.invoke(probe, HEALTH_TIMEOUT)
+            renderer_alive, last_frame, screen = self._bridge.invoke(probe, HEALTH_TIMEOUT)
         except TimeoutError:
             return {
                 "alive": False,
@@ -52,12 +53,19 @@ class QtScreen:
         if last_frame is not None:
             # last_frame_time() is time.monotonic(); report it on the wall clock.
             frame = datetime.fromtimestamp(time.time() - (time.monotonic() - last_frame), UTC)
-        return {
-            "alive": renderer_alive,
+        status: dict[str, Any] = {
+            # Alive only when the screen shows what it should (the visual watchdog's verdict).
+            "alive": renderer_alive and bool(screen.get("right")),
             "gui-lag": round(lag, 3),
             "last-frame": frame.isoformat() if frame else None,
             "renderer": type(self._renderer).__name__,
+            "screen": screen,
         }
+        if screen.get("problem"):
+            status["problem"] = screen["problem"]
+        elif not renderer_alive:
+            status["problem"] = "the page on screen does not answer"
+        return status
 
     def set_context(self, readings: dict[str, Any]) -> None:
         self._bridge.post(lambda: self._renderer.set_context(readings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,14 +19,13 @@ from pathlib import Path
 from PySide6.QtCore import (
     QBuffer,
     QByteArray,
-    QEasingCurve,
     QIODevice,
     QObject,
     Qt,
     QTimer,
-    QVariantAnimation,
+    Signal,
 )
-from PySide6.QtGui import QImage, QPainter, QPaintEvent, QPixmap
+from PySide6.QtGui import QImage
 from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEngineSettings
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -40,10 +39,12 @@ from player.renderer.content import (
     media_type,
     update_script,
 )
+from player.renderer.engineprocs import ZygoteWatch
+from player.renderer.fade import FadeOverlay
 from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html
 from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
 from player.renderer.options import RendererOptions, add_chromium_flags
-from player.renderer.webslot import SlotState, WebSlot
+from player.renderer.webslot import SlotState, WebSlot, classify_frame
 from player.renderer.window import KioskWindow, Stage
 
 log = logging.getLogger("pdn.renderer")
@@ -53,6 +54,15 @@ CLEAR_DELAY_MS = 250  # the old view is blanked this long after the swap (the ne
 BEAT_MS = 1000
 FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
 IMAGE_CACHE = 3  # decoded images kept ready
+WATCH_MS = 1000  # the visual watchdog's period
+GRAB_EVERY = 3  # ... and a grab of the screen every this many periods
+BEAT_STALE = 3.0  # seconds without a page's answer that make a black screen suspect
+CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
+CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
+RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with back-off
+LAUNCH_FAILED = "exit code 1002"  # Chromium could not start a render process at all
+LAUNCH_FAILURES = 2  # ... this many times in CRASH_WINDOW: the web engine is lost
+CRASH_BACKOFF_MAX = 8.0  # a crash-looping item (the idle page too) is reloaded at most this often
 
 
 @dataclass
@@ -66,54 +76,24 @@ class _Pending:
     report: bool = True  # False when re-showing after a crash (already reported shown)
 
 
-class FadeOverlay(QWidget):
-    """A still of the outgoing item, painted over the incoming one with falling opacity."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self._pixmap: QPixmap | None = None
-        self._opacity = 0.0
-        self._animation = QVariantAnimation(self)
-        self._animation.setStartValue(1.0)
-        self._animation.setEndValue(0.0)
-        self._animation.setEasingCurve(QEasingCurve.Type.InOutQuad)
-        self._animation.valueChanged.connect(self._set_opacity)
-        self._animation.finished.connect(self._done)
-        self.hide()
-
-    def fade(self, still: QPixmap, duration_ms: int) -> None:
-        self._pixmap = still
-        self._opacity = 1.0
-        self.show()
-        self.raise_()
-        self._animation.stop()
-        self._animation.setDuration(duration_ms)
-        self._animation.start()
-
-    def _set_opacity(self, value: object) -> None:
-        self._opacity = float(value)  # type: ignore[arg-type]
-        self.update()
-
-    def _done(self) -> None:
-        self.hide()
-        self._pixmap = None
-
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
-        if self._pixmap is None:
-            return
-        painter = QPainter(self)
-        painter.setOpacity(self._opacity)
-        painter.drawPixmap(0, 0, self._pixmap)
-        painter.end()
-
-
 class KioskRenderer(QObject):
     """A :class:`player.playitem.Renderer` on a fullscreen Qt WebEngine window.
 
     Construct it on the GUI thread after the QApplication exists (call
     :func:`player.renderer.prepare_process` before creating the QApplication).
+
+    A visual watchdog checks every second that the screen shows what the renderer has said is
+    on it (:meth:`screen_state`): no page whose render process stopped answering, no screen
+    without a frame, no black screen where a page painted colour and stopped answering, no
+    cover hiding an item for long, no storm of render process crashes. A wrong screen is
+    reloaded with back-off (``RECOVERY_STEPS``); one still wrong after
+    ``options.recover_within`` seconds, or the loss of the web engine's zygote (no render
+    process can be started again in this process), emits ``engine_lost`` with the reason: the
+    display then exits non-zero and its service manager starts a new one (crash-only).
     """
+
+    #: The screen cannot be brought back in this process: (reason).
+    engine_lost = Signal(str)
 
     def __init__(self, options: RendererOptions | None = None) -> None:
         super().__init__()
@@ -132,6 +112,17 @@ class KioskRenderer(QObject):
         self._last_frame: float | None = None
         self._idle_ips: list[str] = []
         self._closed = False
+        self._started = time.monotonic()
+        self._crash_times: deque[float] = deque(maxlen=64)
+        self._launch_failures: deque[float] = deque(maxlen=8)
+        self._wrong_since: float | None = None
+        self._problem: str | None = None
+        self._recoveries = 0
+        self._fatal: str | None = None
+        self._frame_class = "content"  # of the last periodic grab
+        self._frame_class_at: float | None = None
+        self._watch_count = 0
+        self._zygotes = ZygoteWatch()
 
         self.profile = self._make_profile(options)
         self.stage = Stage()
@@ -168,6 +159,11 @@ class KioskRenderer(QObject):
         self._idle_refresh.setInterval(30_000)
         self._idle_refresh.timeout.connect(self._refresh_idle)
         self._idle_refresh.start()
+        self._watch = QTimer(self)
+        self._watch.setInterval(WATCH_MS)
+        self._watch.timeout.connect(self._check_screen)
+        self._watch.start()
+        self._zygotes.lost()  # the zygotes are up once the profile and its views are
         if options.keep_screen_on:
             keep_screen_awake()
         self.show_idle()
@@ -343,6 +339,26 @@ class KioskRenderer(QObject):
         return time.monotonic() - slot.last_beat < self.options.hang_timeout
 
     @property
+    def screen_right(self) -> bool:
+        """The visual watchdog found nothing wrong at its last check."""
+        return self._fatal is None and self._wrong_since is None
+
+    def screen_state(self) -> dict[str, object]:
+        """The visual watchdog's verdict, for health: right or not, and why."""
+        now = time.monotonic()
+        state: dict[str, object] = {
+            "right": self.screen_right,
+            "showing": self._showing(),
+            "frame": self._frame_class,
+        }
+        if self._fatal is not None:
+            state["problem"] = f"giving up: {self._fatal}"
+        elif self._problem is not None and self._wrong_since is not None:
+            state["problem"] = self._problem
+            state["wrong-for"] = round(now - self._wrong_since, 1)
+        return state
+
+    @property
     def current_token(self) -> int | None:
         return self._current.token if self._current is not None else None
 
@@ -355,6 +371,7 @@ class KioskRenderer(QObject):
 
         self._beat.stop()
         self._idle_refresh.stop()
+        self._watch.stop()
         self.window.hide()
         for slot in self.slots:
             delete(slot.view)
@@ -469,6 +486,7 @@ class KioskRenderer(QObject):
         item = pending.item
         if item.token == IDLE_TOKEN:
             self._current = None
+            self._crashes.pop(IDLE_TOKEN, None)
             log.info("on screen: the idle page")
             self._report_idle()
             return
@@ -521,6 +539,17 @@ class KioskRenderer(QObject):
     def _slot_crashed(self, slot: WebSlot, description: str) -> None:
         item = slot.item
         log.warning("slot %s: %s", slot.name, description)
+        now = time.monotonic()
+        self._crash_times.append(now)
+        if LAUNCH_FAILED in description:
+            self._launch_failures.append(now)
+            recent = sum(1 for t in self._launch_failures if now - t < CRASH_WINDOW)
+            if recent >= LAUNCH_FAILURES:
+                # Not the item's fault: nothing is reported failed, the display restarts.
+                self._give_up(f"render processes cannot be started ({recent} launch failures)")
+                return
+        if self._fatal is not None:
+            return
         if item is None:
             return
         crashes = self._crashes.get(item.token, 0) + 1
@@ -546,13 +575,38 @@ class KioskRenderer(QObject):
         elif pending is None or pending.slot is not slot:
             slot.clear()  # a hint: loaded again when shown
             return
-        log.info("reloading %s after a render process crash", item.url)
+        # Again at once after one crash; after more, with back-off: never a hot loop.
+        delay = 0.0 if crashes <= 1 else min(CRASH_BACKOFF_MAX, 0.5 * 2 ** (crashes - 2))
+        log.info(
+            "reloading %s after a render process crash%s",
+            item.url,
+            f" in {delay:g} s" if delay else "",
+        )
         if item.token == IDLE_TOKEN:
             slot.state = SlotState.BLANK
             self._pending = None
-            self.show_idle()
-        else:
+            if not delay:
+                self.show_idle()
+                return
+
+            def idle_again() -> None:
+                if not self._closed and self._pending is None and self._front is self.cover:
+                    self.show_idle()
+
+            QTimer.singleShot(round(delay * 1000), idle_again)
+            return
+        if not delay:
             slot.load(item, slot.kind, media_type(item))
+            return
+        generation = slot.generation
+        waiting = self._pending
+
+        def load_again() -> None:
+            if self._closed or self._pending is not waiting or slot.generation != generation:
+                return
+            slot.load(item, slot.kind, media_type(item))
+
+        QTimer.singleShot(round(delay * 1000), load_again)
 
     def _report_idle(self) -> None:
         if self._listener is not None:
@@ -596,6 +650,134 @@ class KioskRenderer(QObject):
         if self._last_frame is None or slot.last_beat > self._last_frame:
             self._last_frame = slot.last_beat
         slot.probe_alive()
+
+    # -- the visual watchdog ----------------------------------------------------------------
+
+    def _showing(self) -> str:
+        front = self._front
+        if front is None:
+            return "nothing"
+        if front is self.cover:
+            return "the cover"
+        if front is self.image_layer:
+            return f"image {self._current.url}" if self._current is not None else "an image"
+        slot = self._front_slot()
+        if slot is None or slot.item is None:
+            return "a blank view"
+        return "the idle page" if slot.item.token == IDLE_TOKEN else f"page {slot.item.url}"
+
+    def _check_screen(self) -> None:
+        if self._closed or self._fatal is not None:
+            return
+        now = time.monotonic()
+        lost = self._zygotes.lost()
+        if lost is not None:
+            self._give_up(f"{lost}: no render process can be started again in this process")
+            return
+        self._watch_count += 1
+        if self._watch_count % GRAB_EVERY == 0 and self.window.isVisible():
+            self._frame_class = classify_frame(self.window.grab().toImage())
+            self._frame_class_at = now
+        problem = self._screen_problem(now)
+        if problem is None:
+            if self._wrong_since is not None:
+                log.info(
+                    "the screen is right again after %.1f s (%s)",
+                    now - self._wrong_since,
+                    self._showing(),
+                )
+            self._wrong_since = None
+            self._problem = None
+            self._recoveries = 0
+            return
+        if self._wrong_since is None:
+            self._wrong_since = now
+            log.warning("the screen is wrong: %s", problem)
+        elif problem != self._problem:
+            log.warning("the screen is still wrong: %s", problem)
+        self._problem = problem
+        wrong_for = now - self._wrong_since
+        if wrong_for >= self.options.recover_within:
+            self._give_up(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
+            return
+        if self._recoveries < len(RECOVERY_STEPS) and wrong_for >= RECOVERY_STEPS[self._recoveries]:
+            self._recoveries += 1
+            self._recover(problem)
+
+    def _screen_problem(self, now: float) -> str | None:
+        """What is wrong with the screen now, or None (see the class docstring)."""
+        crashes = sum(1 for t in self._crash_times if now - t < CRASH_WINDOW)
+        if crashes >= CRASH_STORM:
+            return f"{crashes} render process crashes in {CRASH_WINDOW:g} s"
+        front = self._front
+        if front is None:
+            if now - self._started > self.options.page_load_timeout + 5:
+                return "nothing has been painted since the start"
+            return None
+        if front is self.cover:
+            current = self._current
+            if current is not None and now - self._last_frame_or(now) > (
+                self.options.page_load_timeout + 5
+            ):
+                return f"the cover has hidden {current.url} for too long"
+            return None
+        slot = self._front_slot()
+        if slot is None or slot.state is not SlotState.SHOWN or slot.item is None:
+            return None
+        what = "the idle page" if slot.item.token == IDLE_TOKEN else slot.item.url
+        silent = now - slot.last_answer
+        if silent > self.options.hang_timeout:
+            return f"{what} has not produced a frame for {silent:.0f} s"
+        fresh = self._frame_class_at is not None and self._frame_class_at > slot.last_answer - 60
+        if fresh and self._frame_class == "unpainted":
+            return f"the screen shows no frame of {what}"
+        if (
+            fresh
+            and self._frame_class == "black"
+            and slot.painted_as != "black"
+            and silent > BEAT_STALE
+        ):
+            # Black content is legitimate; black where the page painted colour and whose render
+            # process stopped answering is not.
+            return f"the screen is black where {what} painted and stopped answering"
+        return None
+
+    def _last_frame_or(self, default: float) -> float:
+        return self._last_frame if self._last_frame is not None else default
+
+    def _recover(self, problem: str) -> None:
+        """Bring the screen back in this process: a fresh view, the item loaded again."""
+        slot = self._front_slot()
+        if slot is None:
+            if self._current is None and self._pending is None:
+                log.info("recovering the screen (%s): the idle page again", problem)
+                self.show_idle()
+            return
+        item = slot.item
+        log.warning(
+            "recovering the screen (%s): a fresh view for %s",
+            problem,
+            item.url if item is not None else "the slot",
+        )
+        self._show_cover()
+        slot.renew_view()
+        slot.state = SlotState.BLANK
+        slot.item = None
+        if item is None or item.token == IDLE_TOKEN:
+            if self._pending is None:
+                self.show_idle()
+            return
+        if self._pending is None:
+            self._pending = _Pending(item, slot.kind, slot=slot, report=False)
+            slot.load(item, slot.kind, media_type(item))
+
+    def _give_up(self, reason: str) -> None:
+        if self._fatal is not None:
+            return
+        self._fatal = reason
+        self._watch.stop()
+        log.error("the screen cannot be brought back in this process: %s", reason)
+        self.engine_lost.emit(reason)
 
     def _refresh_idle(self) -> None:
         slot = self._front_slot()

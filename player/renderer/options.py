@@ -86,6 +86,10 @@ class RendererOptions:
     # Each web view is replaced by a fresh one after this many loads (0: never), so whatever
     # Chromium keeps per view (history, caches, leaks in pages) cannot grow without bound.
     recycle_after_loads: int = 200
+    # A screen still wrong this long after the visual watchdog saw it wrong (reloads having
+    # failed): the renderer gives up and the display exits for its service manager to restart
+    # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
+    recover_within: float = 20.0
     keep_screen_on: bool = True
 
     def __post_init__(self) -> None:

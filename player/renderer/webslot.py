@@ -18,7 +18,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QImage
 from PySide6.QtWebEngineCore import (
     QWebEngineLoadingInfo,
     QWebEnginePage,
@@ -40,6 +40,28 @@ UNPAINTED = QColor(1, 2, 3)
 CONFIRM_INTERVAL_MS = 8
 BLANK_OVERDUE_MS = 500  # a blanking that has not reported back by then is not waited for
 CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
+
+
+def sample_points(width: int, height: int) -> list[tuple[int, int]]:
+    points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
+    return [*points, (1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
+
+
+def classify_frame(image: QImage) -> str:
+    """What a grab shows, from 13 sample points: "empty" (no image), "unpainted" (only the
+    views' background: no frame of a page), "black" (near black everywhere), else "content"."""
+    width, height = image.width(), image.height()
+    if width < 2 or height < 2:
+        return "empty"
+    pixels = [image.pixel(x, y) for x, y in sample_points(width, height)]
+    if all(pixel == UNPAINTED.rgb() for pixel in pixels):
+        return "unpainted"
+    if all(
+        max(QColor(pixel).red(), QColor(pixel).green(), QColor(pixel).blue()) < 16
+        for pixel in pixels
+    ):
+        return "black"
+    return "content"
 
 
 class SlotState(Enum):
@@ -132,6 +154,10 @@ class WebSlot(QObject):
         self.loads = 0  # loads since this view was made
         self.renewals = 0  # views replaced by fresh ones
         self.last_beat = time.monotonic()
+        # Moved only by the page's own answers (and the swap): what the visual watchdog trusts.
+        self.last_answer = self.last_beat
+        # What the page looked like when it reported painted ("black", "content", ...).
+        self.painted_as = "content"
         self._beat_pending = False
         # clear() navigates to about:blank; a navigation asked for before that one finished is
         # swallowed by it (seen with QtWebEngine after an error page), so it waits here.
@@ -247,7 +273,7 @@ class WebSlot(QObject):
     def start(self) -> None:
         """The slot is on top now: sound on, video playing."""
         self.state = SlotState.SHOWN
-        self.last_beat = time.monotonic()
+        self.last_beat = self.last_answer = time.monotonic()
         self._beat_pending = False
         self.page.setAudioMuted(False)
         if self.kind is Kind.VIDEO:
@@ -345,7 +371,7 @@ class WebSlot(QObject):
             return
         if event == "alive":
             self._beat_pending = False
-            self.last_beat = time.monotonic()
+            self.last_beat = self.last_answer = time.monotonic()
             return
         if generation != self.generation:
             return
@@ -391,17 +417,11 @@ class WebSlot(QObject):
             return
         self._timeout.stop()
         self.state = SlotState.READY
+        self.painted_as = classify_frame(self.view.grab().toImage())
         self.ready.emit(self)
 
     def _shows_content(self) -> bool:
-        image = self.view.grab().toImage()
-        width, height = image.width(), image.height()
-        if width < 2 or height < 2:
-            return False
-        blank = UNPAINTED.rgb()
-        points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
-        points += [(1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
-        return any(image.pixel(x, y) != blank for x, y in points)
+        return classify_frame(self.view.grab().toImage()) not in ("unpainted", "empty")
 
     def _fail(self, reason: str) -> None:
         self._timeout.stop()
