@@ -18,6 +18,14 @@ Rules (CDS.md, "Files"):
   schedule needs are evicted.
 - Failed downloads are retried while still wanted, backing off from ``retry_initial`` doubling
   to ``retry_max`` seconds.
+- A file without hashes may change at its address: it is revalidated with a conditional request
+  (``If-None-Match`` / ``If-Modified-Since`` from the ETag and Last-Modified it came with) on
+  each schedule change (at most once per ``revalidate_floor`` seconds) and every
+  ``revalidate_every`` seconds. A changed file is downloaded beside the old one and swapped in
+  atomically under a new name (so the renderer's next load gets the new URL); the old copy
+  plays until then and is deleted after the swap. A server that sends no validators is asked
+  for the whole file, which is compared with the copy by content.
+- :meth:`ContentCache.stats` tells, per wanted file, its state, progress and last failure.
 """
 
 from __future__ import annotations
@@ -25,17 +33,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import requests
 
+from cds.durations import parse_duration
 from cds.model import HASH_TYPES  # strongest first: the first one listed names the file
 from server.db import Migrations, connect, migrate, transaction
 
@@ -49,9 +60,16 @@ MIGRATIONS: Migrations = (
         " size INTEGER NOT NULL, added REAL NOT NULL, last_used REAL NOT NULL,"
         " source TEXT NOT NULL)",
     ),
+    (
+        "ALTER TABLE files ADD COLUMN etag TEXT",
+        "ALTER TABLE files ADD COLUMN last_modified TEXT",
+        "ALTER TABLE files ADD COLUMN checked REAL",
+    ),
 )
 CHUNK = 256 * 1024
 DEFAULT_MAX_BYTES = 2 * 1024**3
+DEFAULT_REVALIDATE_EVERY = 15 * 60.0  # seconds between checks of files without hashes
+DEFAULT_REVALIDATE_FLOOR = 30.0  # a schedule change re-checks a file at most this often
 TOUCH_EVERY = 60.0  # seconds between writes of a file's last use to the index
 
 ReadyCallback = Callable[["FileSpec", Path], None]
@@ -59,6 +77,10 @@ ReadyCallback = Callable[["FileSpec", Path], None]
 
 class CacheError(Exception):
     """A download that did not produce a verified file; the message says why."""
+
+
+class _NotModifiedError(Exception):
+    """A conditional request answered 304: the cached copy is current."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +162,10 @@ class _Entry:
     size: int
     last_used: float
     touched: float  # when last_used was last written to the index
+    source: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+    checked: float = 0.0  # when the copy was last found current (wall clock)
 
 
 @dataclass
@@ -149,6 +175,11 @@ class _Job:
     attempts: int = 0
     running: bool = False
     last_error: str | None = None
+    revalidate: bool = False  # a conditional re-check of a cached file without hashes
+    received: int = 0
+    total: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass
@@ -158,6 +189,74 @@ class CacheStats:
     max_bytes: int
     queued: int
     failing: dict[str, str] = field(default_factory=dict)
+    files_wanted: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The ``[cache]`` section: ``max-size = "2 GiB"``, ``revalidate = "15 minutes"``."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    revalidate_every: float = DEFAULT_REVALIDATE_EVERY
+
+
+_SIZE_UNITS = {
+    "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
+}  # fmt: skip
+
+
+def parse_size(value: object) -> int:
+    """Bytes from ``"2 GiB"``, ``"500 MB"``, ``"750M"`` or a number of bytes."""
+    if isinstance(value, bool):
+        raise ValueError("a size is a number of bytes or text such as '2 GiB'")
+    if isinstance(value, int):
+        number, unit = float(value), "b"
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(digits) :] or "b"
+        try:
+            number = float(digits)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a size such as '2 GiB' or '500 MB'") from None
+    else:
+        raise ValueError("a size is a number of bytes or text such as '2 GiB'")
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"{value!r}: unknown unit (B, kB, MB, GB, KiB, MiB, GiB)")
+    size = int(number * _SIZE_UNITS[unit])
+    if size < 1024**2:
+        raise ValueError(f"{value!r} is too small for a content cache (at least 1 MiB)")
+    return size
+
+
+def parse_cache_config(table: dict[str, Any] | None) -> CacheConfig:
+    """Validate a ``[cache]`` table; raises ValueError("key: message")."""
+    table = {str(k).replace("_", "-"): v for k, v in (table or {}).items()}
+    for key in table:
+        if key not in ("max-size", "revalidate"):
+            raise ValueError(f"{key}: unknown key (max-size, revalidate)")
+    config = CacheConfig()
+    if "max-size" in table:
+        try:
+            config = CacheConfig(parse_size(table["max-size"]), config.revalidate_every)
+        except ValueError as error:
+            raise ValueError(f"max-size: {error}") from None
+    if "revalidate" in table:
+        given = table["revalidate"]
+        try:
+            seconds = (
+                float(given)
+                if isinstance(given, int | float) and not isinstance(given, bool)
+                else parse_duration(given)
+            )
+        except ValueError as error:
+            raise ValueError(f"revalidate: {error}") from None
+        if seconds < 10:
+            raise ValueError("revalidate: at least 10 seconds (e.g. '15 minutes')")
+        config = CacheConfig(config.max_bytes, seconds)
+    return config
 
 
 class ContentCache:
@@ -174,13 +273,22 @@ class ContentCache:
         retry_initial: float = 5.0,
         retry_max: float = 600.0,
         session: requests.Session | None = None,
+        config: CacheConfig | None = None,
+        revalidate_every: float | None = None,
+        revalidate_floor: float = DEFAULT_REVALIDATE_FLOOR,
     ) -> None:
+        """``config`` (the ``[cache]`` section) sets ``max_bytes`` and ``revalidate_every``."""
+        if config is not None:
+            max_bytes = config.max_bytes
+            revalidate_every = revalidate_every or config.revalidate_every
         self.root = Path(data_dir) / "cache"
         self.files_dir = self.root / "files"
         self.partial_dir = self.root / "partial"
         self.files_dir.mkdir(parents=True, exist_ok=True)
         self.partial_dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
+        self.revalidate_every = revalidate_every or DEFAULT_REVALIDATE_EVERY
+        self.revalidate_floor = revalidate_floor
         self.on_ready = on_ready
         self._timeout = timeout
         self._retry_initial = retry_initial
@@ -191,6 +299,7 @@ class ContentCache:
         self._jobs: dict[str, _Job] = {}
         self._wanted: dict[str, FileSpec] = {}
         self._closed = False
+        self._check_errors: dict[str, str] = {}  # why the last revalidation failed, by key
         self._db = connect(self.root / "index.sqlite3", synchronous="FULL", busy_timeout=5.0)
         migrate(self._db, MIGRATIONS)
         self._load_index()
@@ -198,6 +307,9 @@ class ContentCache:
             threading.Thread(target=self._work, name=f"cache-download-{n}", daemon=True)
             for n in range(max(1, workers))
         ]
+        self._threads.append(
+            threading.Thread(target=self._periodic, name="cache-revalidate", daemon=True)
+        )
         for thread in self._threads:
             thread.start()
 
@@ -214,8 +326,46 @@ class ContentCache:
             for key, spec in self._wanted.items():
                 if key not in self._entries and key not in self._jobs:
                     self._jobs[key] = _Job(spec)
+            self._queue_revalidation(self.revalidate_floor)
             self._lock.notify_all()
             self._evict()
+
+    def revalidate(self, min_age: float = 0.0) -> int:
+        """Re-check every wanted file without hashes last found current over ``min_age``
+        seconds ago (conditional requests, in the background). Returns how many were queued."""
+        with self._lock:
+            queued = self._queue_revalidation(min_age)
+            self._lock.notify_all()
+            return queued
+
+    def _queue_revalidation(self, min_age: float) -> int:
+        now = time.time()
+        queued = 0
+        for key, spec in self._wanted.items():
+            entry = self._entries.get(key)
+            if spec.hashes or entry is None or key in self._jobs:
+                continue
+            if urlsplit(entry.source or spec.sources[0]).scheme.lower() not in ("http", "https"):
+                continue
+            if now - entry.checked < min_age:
+                continue
+            self._jobs[key] = _Job(spec, revalidate=True)
+            queued += 1
+        return queued
+
+    def _periodic(self) -> None:
+        next_run = time.monotonic() + self.revalidate_every
+        with self._lock:
+            while not self._closed:
+                left = next_run - time.monotonic()
+                if left > 0:
+                    self._lock.wait(left)
+                    continue
+                next_run = time.monotonic() + self.revalidate_every
+                count = self._queue_revalidation(self.revalidate_every / 2)
+                if count:
+                    log.info("revalidating %d cached file(s) without hashes", count)
+                    self._lock.notify_all()
 
     def fetch(self, spec: FileSpec) -> None:
         """Fetch one file now (added to the wanted set)."""
@@ -260,7 +410,36 @@ class ContentCache:
                 max_bytes=self.max_bytes,
                 queued=len(self._jobs),
                 failing={key: job.last_error for key, job in self._jobs.items() if job.last_error},
+                files_wanted=[self._file_status(key, spec) for key, spec in self._wanted.items()],
             )
+
+    def _file_status(self, key: str, spec: FileSpec) -> dict[str, Any]:
+        """One wanted file for health: state, progress, the last failure and why."""
+        entry = self._entries.get(key)
+        job = self._jobs.get(key)
+        status: dict[str, Any] = {"url": spec.sources[0], "key": key}
+        if job is not None and job.revalidate:
+            state = "revalidating" if job.running else "ready"
+        elif job is not None:
+            state = "downloading" if job.running else ("failed" if job.last_error else "queued")
+        else:
+            state = "ready" if entry is not None else "queued"
+        status["state"] = state
+        if job is not None and job.running:
+            status["received"] = job.received
+            status["total"] = job.total
+        if entry is not None:
+            status["size"] = entry.size
+            if not spec.hashes:
+                status["checked"] = _iso(entry.checked)
+        if (job is None or not job.last_error) and key in self._check_errors:
+            status["error"] = "revalidation failed: " + self._check_errors[key]
+        if job is not None and job.last_error:
+            status["error"] = job.last_error
+            status["attempts"] = job.attempts
+            if not job.running:
+                status["retry-in"] = round(max(0.0, job.due - time.monotonic()), 1)
+        return status
 
     def wait_idle(self, timeout: float) -> bool:
         """Block until no download is queued or running (tests, tools). True when idle."""
@@ -285,10 +464,12 @@ class ContentCache:
     # -- the index --------------------------------------------------------------------------
 
     def _load_index(self) -> None:
-        rows = self._db.execute("SELECT key, name, size, last_used FROM files").fetchall()
+        rows = self._db.execute(
+            "SELECT key, name, size, last_used, source, etag, last_modified, checked FROM files"
+        ).fetchall()
         dropped = 0
         with transaction(self._db):
-            for key, name, size, last_used in rows:
+            for key, name, size, last_used, source, etag, modified, checked in rows:
                 path = self.files_dir / name
                 try:
                     on_disk = path.stat().st_size
@@ -299,7 +480,9 @@ class ContentCache:
                     self._db.execute("DELETE FROM files WHERE key=?", (key,))
                     path.unlink(missing_ok=True)
                     continue
-                self._entries[key] = _Entry(name, size, last_used, last_used)
+                self._entries[key] = _Entry(
+                    name, size, last_used, last_used, source, etag, modified, checked or 0.0
+                )
         known = {entry.name for entry in self._entries.values()}
         strays = [p for p in self.files_dir.iterdir() if p.name not in known]
         for stray in strays:
@@ -363,8 +546,11 @@ class ContentCache:
             if job is None:
                 return
             spec = job.spec
+            if job.revalidate:
+                self._run_revalidation(job)
+                continue
             try:
-                path = self._download(spec)
+                path = self._download(spec, job)
             except CacheError as error:
                 with self._lock:
                     job.running = False
@@ -396,11 +582,87 @@ class ContentCache:
                 except Exception:
                     log.exception("cache on_ready callback failed for %s", spec.key)
 
-    def _download(self, spec: FileSpec) -> Path:
+    def _run_revalidation(self, job: _Job) -> None:
+        spec = job.spec
+        try:
+            path = self._revalidate_file(job)
+            error = None
+        except CacheError as failure:
+            path, error = None, str(failure)
+            log.warning("cannot revalidate %s: %s (the cached copy stays)", spec.sources[0], error)
+        except Exception:
+            path, error = None, "unexpected error (logged)"
+            log.exception("revalidation: unexpected error for %s", spec.key)
+        with self._lock:
+            if self._jobs.get(spec.key) is job:
+                del self._jobs[spec.key]
+            if error is None:
+                self._check_errors.pop(spec.key, None)
+            else:
+                self._check_errors[spec.key] = error
+            self._lock.notify_all()
+        callback = self.on_ready
+        if path is not None and callback is not None:
+            try:
+                callback(spec, path)
+            except Exception:
+                log.exception("cache on_ready callback failed for %s", spec.key)
+
+    def _revalidate_file(self, job: _Job) -> Path | None:
+        """A conditional request for a cached file without hashes: None when it is unchanged,
+        else the new copy's path (installed beside the old one, which is then deleted)."""
+        spec = job.spec
+        with self._lock:
+            entry = self._entries.get(spec.key)
+            if entry is None:
+                return None
+            old = self.files_dir / entry.name
+            source, etag, modified = (
+                entry.source or spec.sources[0],
+                entry.etag,
+                entry.last_modified,
+            )
+        conditions: dict[str, str] = {}
+        if etag:
+            conditions["If-None-Match"] = etag
+        if modified:
+            conditions["If-Modified-Since"] = modified
+        part = self._partial_path(spec, source)
+        part.unlink(missing_ok=True)
+        try:
+            self._fetch_http(spec, source, part, job, conditions)
+        except _NotModifiedError:
+            self._mark_checked(spec.key, job.etag or etag, job.last_modified or modified)
+            return None
+        try:
+            self._verify(spec, part)
+            if _same_content(part, old):
+                part.unlink(missing_ok=True)
+                self._mark_checked(spec.key, job.etag, job.last_modified)
+                return None
+        except (CacheError, OSError):
+            part.unlink(missing_ok=True)
+            raise
+        log.info("%s changed at its source: the new copy replaces the old one", spec.sources[0])
+        return self._install(spec, source, part, job)
+
+    def _mark_checked(self, key: str, etag: str | None, modified: str | None) -> None:
+        now = time.time()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return
+            entry.checked, entry.etag, entry.last_modified = now, etag, modified
+            self._db.execute(
+                "UPDATE files SET checked=?, etag=?, last_modified=? WHERE key=?",
+                (now, etag, modified, key),
+            )
+
+    def _download(self, spec: FileSpec, job: _Job | None = None) -> Path:
         errors: list[str] = []
         for source in spec.sources:
             try:
-                return self._download_from(spec, source)
+                return self._download_from(spec, source, job)
             except CacheError as error:
                 errors.append(f"{source}: {error}")
                 log.info("source failed for %s: %s: %s", spec.key, source, error)
@@ -410,14 +672,14 @@ class ContentCache:
         tag = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()[:10]
         return self.partial_dir / f"{spec.key}-{tag}.part"
 
-    def _download_from(self, spec: FileSpec, source: str) -> Path:
+    def _download_from(self, spec: FileSpec, source: str, job: _Job | None = None) -> Path:
         part = self._partial_path(spec, source)
         scheme = urlsplit(source).scheme.lower()
         if scheme == "file":
             self._copy_local(source, part)
             resumed = False
         elif scheme in ("http", "https"):
-            resumed = self._fetch_http(spec, source, part)
+            resumed = self._fetch_http(spec, source, part, job)
         else:
             raise CacheError(f"unsupported scheme {scheme!r}")
         try:
@@ -428,13 +690,13 @@ class ContentCache:
                 raise
             # A resumed file may have joined two versions of the source: once more, whole.
             log.info("resumed download of %s failed verification: fetching it whole", spec.key)
-            self._fetch_http(spec, source, part)
+            self._fetch_http(spec, source, part, job)
             try:
                 self._verify(spec, part)
             except CacheError:
                 part.unlink(missing_ok=True)
                 raise
-        return self._install(spec, source, part)
+        return self._install(spec, source, part, job)
 
     def _copy_local(self, source: str, part: Path) -> None:
         path = Path(unquote(urlsplit(source).path))
@@ -447,14 +709,24 @@ class ContentCache:
             part.unlink(missing_ok=True)
             raise CacheError(f"cannot read {path}: {error.strerror or error}") from error
 
-    def _fetch_http(self, spec: FileSpec, source: str, part: Path) -> bool:
-        """Download into ``part``, resuming it when the server agrees. True if resumed."""
+    def _fetch_http(
+        self,
+        spec: FileSpec,
+        source: str,
+        part: Path,
+        job: _Job | None = None,
+        conditions: dict[str, str] | None = None,
+    ) -> bool:
+        """Download into ``part``, resuming it when the server agrees. True if resumed.
+
+        With ``conditions`` (If-None-Match, If-Modified-Since) a 304 raises _NotModifiedError.
+        The answer's validators and the progress go to ``job``."""
         offset = part.stat().st_size if part.exists() else 0
         limit = spec.size if spec.size is not None else self.max_bytes
         if offset > limit:
             part.unlink()
             offset = 0
-        headers: dict[str, str] = {"Accept-Encoding": "identity"}
+        headers: dict[str, str] = {"Accept-Encoding": "identity", **(conditions or {})}
         if offset:
             headers["Range"] = f"bytes={offset}-"
         try:
@@ -462,6 +734,11 @@ class ContentCache:
                 source, headers=headers, stream=True, timeout=self._timeout
             ) as response:
                 status = response.status_code
+                if job is not None:
+                    job.etag = response.headers.get("ETag") or None
+                    job.last_modified = response.headers.get("Last-Modified") or None
+                if status == 304 and conditions:
+                    raise _NotModifiedError
                 mode = "wb"
                 if offset and status == 206:
                     content_range = response.headers.get("Content-Range", "")
@@ -473,9 +750,15 @@ class ContentCache:
                 elif status != 200:
                     raise CacheError(f"HTTP {status}")
                 written = offset if mode == "ab" else 0
+                if job is not None:
+                    length = response.headers.get("Content-Length", "")
+                    job.total = written + int(length) if length.isdigit() else spec.size
+                    job.received = written
                 with part.open(mode) as out:
                     for chunk in response.iter_content(CHUNK):
                         written += len(chunk)
+                        if job is not None:
+                            job.received = written
                         if written > limit:
                             out.close()
                             part.unlink(missing_ok=True)
@@ -512,8 +795,14 @@ class ContentCache:
                 )
                 raise CacheError(f"{kind} mismatch (got {actual})")
 
-    def _install(self, spec: FileSpec, source: str, part: Path) -> Path:
+    def _install(self, spec: FileSpec, source: str, part: Path, job: _Job | None = None) -> Path:
+        with self._lock:
+            previous = self._entries.get(spec.key)
+        # A new version gets a new name: the old copy keeps playing until the renderer's next
+        # load, which asks path_for and gets the new one.
         name = spec.key + spec.suffix
+        if previous is not None and previous.name == name:
+            name = f"{spec.key}-{secrets.token_hex(4)}{spec.suffix}"
         target = self.files_dir / name
         os.replace(part, target)
         _fsync_dir(self.files_dir)
@@ -521,13 +810,17 @@ class ContentCache:
             other.unlink(missing_ok=True)
         size = target.stat().st_size
         now = time.time()
+        etag = job.etag if job is not None else None
+        modified = job.last_modified if job is not None else None
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO files (key, name, size, added, last_used, source)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (spec.key, name, size, now, now, source),
+                "INSERT OR REPLACE INTO files (key, name, size, added, last_used, source, etag,"
+                " last_modified, checked) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (spec.key, name, size, now, now, source, etag, modified, now),
             )
-            self._entries[spec.key] = _Entry(name, size, now, now)
+            self._entries[spec.key] = _Entry(name, size, now, now, source, etag, modified, now)
+        if previous is not None and previous.name != name:
+            (self.files_dir / previous.name).unlink(missing_ok=True)
         log.info("cached %s (%d bytes) from %s", spec.key, size, source)
         return target
 
@@ -541,6 +834,26 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _same_content(one: Path, other: Path) -> bool:
+    try:
+        if one.stat().st_size != other.stat().st_size:
+            return False
+        digests = []
+        for path in (one, other):
+            digest = hashlib.sha256()
+            with path.open("rb") as stream:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+            digests.append(digest.digest())
+    except OSError:
+        return False
+    return digests[0] == digests[1]
+
+
+def _iso(timestamp: float) -> str | None:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else None
 
 
 def _short(error: Any) -> str:

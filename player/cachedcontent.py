@@ -57,12 +57,19 @@ class CachedContent:
 
     def status(self) -> dict[str, Any]:
         stats = self.cache.stats()
+        wanted = stats.files_wanted
         return {
             "files": stats.files,
             "bytes": stats.bytes,
             "max-bytes": stats.max_bytes,
             "queued": stats.queued,
             "failing": len(stats.failing),
+            "wanted": len(wanted),
+            "ready": sum(1 for f in wanted if f["state"] in ("ready", "revalidating")),
+            "revalidate-every": self.cache.revalidate_every,
+            # Per file the schedules need: state (ready, queued, downloading, failed,
+            # revalidating), bytes received of total while downloading, the last failure.
+            "downloads": wanted,
         }
 
     def close(self) -> None:

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cds.timezone import system_timezone_name
+from player.cache import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
 from player.power import PowerConfig, parse_power_config
 from server.validation import check_uri, parse_coordinate
@@ -94,6 +95,7 @@ class DisplayConfig:
     register_url: str | None = None  # register with this scheduler (register = URL)
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     source: Path | None = None
 
     def tzinfo(self) -> zoneinfo.ZoneInfo:
@@ -316,6 +318,7 @@ _SECTION_KEYS: dict[str, set[str]] = {
     "location": {"latitude", "longitude"},
     "power": {"on", "off", "days", "methods", "cec_device"},
     "clock": {"require_ntp"},
+    "cache": {"max_size", "revalidate"},  # player/cache.py
 }
 
 
@@ -332,6 +335,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "screen": _screen,
     "power": _section(parse_power_config),
     "clock": _section(parse_clock_config),
+    "cache": _section(parse_cache_config),  # max-size = "2 GiB", revalidate = "15 minutes"
     "schedule_url": _url,
     "register_url": _url,
 }

@@ -308,4 +308,5 @@ def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:
             assert path is not None and path.read_bytes() == body
         finally:
             cache.close()
-    assert read(tmp_path / "cache" / "index.sqlite3", "PRAGMA user_version") == [(1,)]
+    # Migrated to the current schema (2: the validators of files without hashes).
+    assert read(tmp_path / "cache" / "index.sqlite3", "PRAGMA user_version") == [(2,)]
