@@ -83,4 +83,5 @@ def test_docs_page_renders_in_a_browser(
             }
         finally:
             page.deleteLater()
+            qtbot.wait(100)  # the page goes before its profile (Qt warns otherwise)
             profile.deleteLater()
