@@ -219,7 +219,15 @@ run_display() {
     done
     [ -n "$health" ] || die "GET /x/health did not answer"
     say "GET /x/health: ${health:0:400}"
-    kill -TERM -- "-$pid" 2>/dev/null || true
+    # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; xvfb-run then ends Xvfb.
+    local pdn_pid="" candidate
+    for candidate in $(processes_in "$(readlink -f "$root")"); do
+        if tr '\0' ' ' <"/proc/$candidate/cmdline" 2>/dev/null | grep -q 'bin/pdn display'; then
+            pdn_pid=$candidate
+        fi
+    done
+    [ -n "$pdn_pid" ] || die "no 'pdn display' process found in $root"
+    kill -TERM "$pdn_pid"
     local waited=0
     while kill -0 "$pid" 2>/dev/null && [ $waited -lt 30 ]; do
         sleep 1
