@@ -4,7 +4,14 @@
     fields = SUBSCRIBE.validate(read_json_object())   # -> dict, or ValidationError naming the field
 
 Unknown fields are ignored (forward compatibility); wrong types and bad values are 400 with the
-field's name. Validators return the cleaned value (a parsed duration, a stripped URI).
+field's name. A field sent as ``null`` is a value like any other, refused unless its validator
+takes it (only ``data`` of a sensor reading does: the spec makes it any JSON value). Validators
+return the cleaned value (a parsed duration, a URI as given).
+
+Each value grammar is one regular expression below, written in the subset where Python's ``re``
+and ECMA-262 (JSON Schema ``pattern``) agree (ASCII classes spelled out, no class escapes).
+The segments' OpenAPI documents carry the very same strings (``PATTERNS``), and
+tests/segments/test_openapi.py keeps them equal, so a document says exactly what is accepted.
 
 This module imports neither Flask nor ``server.http`` (the display reads its configuration with
 ``check_uri`` and ``parse_coordinate`` from here): a refusal is a ``ValidationError``, which
@@ -16,10 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
-from cds.durations import parse_duration
+from cds.durations import MAX_SECONDS, parse_duration
 
 HTTP = ("http", "https")
 
@@ -63,7 +70,7 @@ class Schema:
             raise ValidationError(400, "invalid-json", "The body must be a JSON object.")
         cleaned: dict[str, Any] = {}
         for field in self.fields:
-            if field.name not in body or body[field.name] is None:
+            if field.name not in body:
                 if field.required:
                     raise invalid_field(field.name, f"'{field.name}' is required.")
                 continue
@@ -71,11 +78,122 @@ class Schema:
         return cleaned
 
 
-def String(*, max_length: int = 1000, allow_empty: bool = False) -> Validator:  # noqa: N802
+# The grammars. Character classes are spelled out: ``\s`` and ``\d`` mean different things in
+# Python (Unicode) and ECMA-262, so neither is used; nor are flags (JSON Schema has none).
+
+#: Not blank: has a character other than space, tab, CR and LF (a search, not anchored).
+NOT_BLANK_PATTERN = "[^ \\t\\r\\n]"
+
+# A URI character: anything but C0/C1 controls, DEL and whitespace (every character
+# str.isspace() calls whitespace, and U+FEFF).
+_URI_CHAR = (
+    "[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]"
+)
+_H4 = "[0-9A-Fa-f]{1,4}"
+# RFC 3986 IPv6address without the embedded-IPv4 forms: what urllib and ipaddress accept.
+_IPV6 = (
+    "(?:"
+    + "|".join(
+        [
+            f"(?:{_H4}:){{7}}{_H4}",
+            f"(?:{_H4}:){{1,7}}:",
+            f"(?:{_H4}:){{1,6}}:{_H4}",
+            f"(?:{_H4}:){{1,5}}(?::{_H4}){{1,2}}",
+            f"(?:{_H4}:){{1,4}}(?::{_H4}){{1,3}}",
+            f"(?:{_H4}:){{1,3}}(?::{_H4}){{1,4}}",
+            f"(?:{_H4}:){{1,2}}(?::{_H4}){{1,5}}",
+            f"{_H4}:(?::{_H4}){{1,6}}",
+            f":(?:(?::{_H4}){{1,7}}|:)",
+        ]
+    )
+    + ")"
+)
+_HOST = f"(?:\\[{_IPV6}\\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)"
+_PORT = "(?::(?:[0-9]{0,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+
+#: An absolute http or https URL: optional user info, a host (ASCII; an international name in
+#: punycode; an IPv6 address in brackets), an optional port up to 65535, then any path, query
+#: and fragment without spaces or control characters.
+HTTP_URI_PATTERN = (
+    f"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9._~!$&'()*+,;=%:-]*@)?{_HOST}{_PORT}"
+    f"(?:[/?#]{_URI_CHAR}*)?$"
+)
+#: An absolute URI of any scheme: a scheme, a colon, then no spaces or control characters.
+URI_PATTERN = f"^[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*$"
+URI_MAX_LENGTH = 4096
+
+
+def _any_case(text: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in text)
+
+
+#: The unit words of cds.durations (tests keep the two lists equal).
+DURATION_UNITS = (
+    "ms", "msec", "msecs", "millisecond", "milliseconds",
+    "s", "sec", "secs", "second", "seconds",
+    "m", "min", "mins", "minute", "minutes",
+    "h", "hr", "hrs", "hour", "hours",
+    "d", "day", "days",
+    "w", "wk", "wks", "week", "weeks",
+)  # fmt: skip
+_SP = "[ \\t]*"
+_ISO_NUMBER = "[0-9]+(?:\\.[0-9]+)?"
+_ISO_DURATION = (
+    f"{_any_case('p')}(?!{_SP}$)(?:{_ISO_NUMBER}{_any_case('d')})?"
+    f"(?:{_any_case('t')}(?=[0-9])(?:{_ISO_NUMBER}{_any_case('h')})?"
+    f"(?:{_ISO_NUMBER}{_any_case('m')})?(?:{_ISO_NUMBER}{_any_case('s')})?)?"
+)
+_UNIT = "(?:" + "|".join(_any_case(u) for u in sorted(DURATION_UNITS, key=len, reverse=True)) + ")"
+#: A positive duration as text: ISO 8601 ('PT30S') or a number with an optional unit word
+#: ('30 seconds', '1.5 min', '45'); some digit is not zero. Units and letters in any case.
+DURATION_PATTERN = (
+    f"^{_SP}(?=[^1-9]*[1-9])(?:{_ISO_DURATION}|(?:[0-9]+(?:\\.[0-9]+)?|\\.[0-9]+){_SP}{_UNIT}?)"
+    f"{_SP}$"
+)
+DURATION_MAX_LENGTH = 100
+
+_FRACTION = "(?:\\.[0-9]+)?"
+_ZEROS = "(?:\\.0+)?"
+_MINUTES = "[0-5]?[0-9](?:\\.[0-9]+)?"  # under 60
+
+
+def _coordinate_pattern(letters: str, below: str, limit: str) -> str:
+    """Degrees in 1-3 digits up to ``limit``: ``below`` matches every whole degree under it."""
+    top = ("0?" if len(limit) < 3 else "") + limit  # degrees have at most 3 digits
+    decimal = f"(?:(?:{below}){_FRACTION}|{top}{_ZEROS})"
+    deg_min = f"(?:(?:{below})[ \\t]+{_MINUTES}|{top}[ \\t]+0{{1,2}}{_ZEROS})"
+    hemisphere = f"[{letters}{letters.lower()}]"
+    return f"^{_SP}(?:{hemisphere}{_SP}(?:{decimal}|{deg_min})|[+-]?{decimal}){_SP}$"
+
+
+#: 'N54.0104', 'N 54 00.624', '54.0104' or '-33.5': at most 90 degrees.
+LATITUDE_PATTERN = _coordinate_pattern("NS", "0{0,2}[0-9]|0?[1-8][0-9]", "90")
+#: 'E2.5', 'W 2 47.298' or '-2.5': at most 180 degrees.
+LONGITUDE_PATTERN = _coordinate_pattern("EW", "0{0,2}[0-9]|0?[1-9][0-9]|1[0-7][0-9]", "180")
+
+#: The patterns as the OpenAPI documents name them (components/schemas/<name>/pattern).
+PATTERNS = {
+    "HttpUri": HTTP_URI_PATTERN,
+    "Uri": URI_PATTERN,
+    "Duration": DURATION_PATTERN,
+    "Latitude": LATITUDE_PATTERN,
+    "Longitude": LONGITUDE_PATTERN,
+    "NotBlank": NOT_BLANK_PATTERN,
+}
+
+_NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
+_HTTP_URI = re.compile(HTTP_URI_PATTERN)
+_URI = re.compile(URI_PATTERN)
+_DURATION = re.compile(DURATION_PATTERN)
+
+
+def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
+    """A string of 1 to ``max_length`` characters that is not blank (NOT_BLANK_PATTERN)."""
+
     def check(name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise invalid_field(name, f"'{name}' must be a string.")
-        if not allow_empty and not value.strip():
+        if not _NOT_BLANK.search(value):
             raise invalid_field(name, f"'{name}' must not be empty.")
         if len(value) > max_length:
             raise invalid_field(name, f"'{name}' is longer than {max_length} characters.")
@@ -85,11 +203,22 @@ def String(*, max_length: int = 1000, allow_empty: bool = False) -> Validator:  
 
 
 def Boolean() -> Validator:  # noqa: N802
+    """A JSON true or false (in a body)."""
+
     def check(name: str, value: Any) -> bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
+        raise invalid_field(name, f"'{name}' must be true or false.")
+
+    return check
+
+
+def QueryBoolean() -> Validator:  # noqa: N802
+    """A query parameter's 'true' or 'false' (OpenAPI's text form of a boolean)."""
+
+    def check(name: str, value: Any) -> bool:
+        if value in ("true", "false"):
+            return bool(value == "true")
         raise invalid_field(name, f"'{name}' must be true or false.")
 
     return check
@@ -112,25 +241,28 @@ def Anything() -> Validator:  # noqa: N802
 
 
 def check_uri(value: str, schemes: tuple[str, ...] | None = None) -> str | None:
-    """The reason a URI is refused, or None when it is an acceptable absolute URI."""
-    if not value or value != value.strip() or any(ch.isspace() for ch in value):
-        return "must be an absolute URI without spaces"
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018  (raises ValueError on a bad port)
-    except ValueError:
-        return "is not a valid URI"
-    if not parts.scheme:
-        return "must be an absolute URI (with a scheme such as http://)"
-    if schemes is not None:
-        if parts.scheme.lower() not in schemes:
-            return f"must use {' or '.join(schemes)}, not {parts.scheme}"
-        if not parts.hostname:
-            return "must name a host"
+    """The reason a URI is refused, or None when it is acceptable.
+
+    ``schemes=None``: any absolute URI (URI_PATTERN). Otherwise an http(s) URL with a host
+    (HTTP_URI_PATTERN), further limited to ``schemes``.
+    """
+    if not isinstance(value, str) or not value:
+        return "must be an absolute URI"
+    if _URI.fullmatch(value) is None:
+        if ":" not in value:
+            return "must be an absolute URI (with a scheme such as http://)"
+        return "must be an absolute URI without spaces or control characters"
+    if schemes is None:
+        return None
+    scheme = value.split(":", 1)[0].lower()
+    if scheme not in schemes:
+        return f"must use {' or '.join(schemes)}, not {scheme}"
+    if _HTTP_URI.fullmatch(value) is None:
+        return "must be http(s)://host[:port][/path]: a host (ASCII), a port up to 65535"
     return None
 
 
-def Uri(*, schemes: tuple[str, ...] | None = None, max_length: int = 4096) -> Validator:  # noqa: N802
+def Uri(*, schemes: tuple[str, ...] | None = None, max_length: int = URI_MAX_LENGTH) -> Validator:  # noqa: N802
     def check(name: str, value: Any) -> str:
         if not isinstance(value, str):
             raise invalid_field(name, f"'{name}' must be a URI string.")
@@ -144,51 +276,81 @@ def Uri(*, schemes: tuple[str, ...] | None = None, max_length: int = 4096) -> Va
     return check
 
 
+def parse_duration_field(value: str) -> float:
+    """Seconds of a DURATION_PATTERN string; one longer than a year is capped at a year."""
+    if len(value) > DURATION_MAX_LENGTH or _DURATION.fullmatch(value) is None:
+        try:
+            parse_duration(value)
+        except ValueError as error:
+            raise ValueError(str(error)) from None
+        raise ValueError(f"'{value}' is not a duration; write e.g. '30 seconds' or 'PT30S'")
+    try:
+        return parse_duration(value)
+    except ValueError:
+        # The pattern admits only positive, finite durations of at most 100 characters: what
+        # parse_duration refuses of them is longer than its limit. A preferred duration is a
+        # preference (spec 2.5), so it is capped rather than refused.
+        return MAX_SECONDS
+
+
 def Duration() -> Validator:  # noqa: N802
+    """A preferred-duration: DURATION_PATTERN text, or a JSON number of seconds above zero.
+
+    Either is capped at a year (cds.durations.MAX_SECONDS).
+    """
+
     def check(name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise invalid_field(name, f"'{name}' must be a duration such as '30 seconds'.")
+        if not isinstance(value, str):
+            if not value > 0:  # also NaN
+                raise invalid_field(name, f"'{name}' must be a positive number of seconds.")
+            return min(float(value), MAX_SECONDS)
         try:
-            return parse_duration(str(value))
+            return parse_duration_field(value)
         except ValueError as error:
             raise invalid_field(name, f"'{name}': {error}.") from None
 
     return check
 
 
-# Location notations from the spec: "N54.0104" (hemisphere and decimal degrees) and
-# "N 54 00.624" (hemisphere, degrees and decimal minutes). A signed decimal is also accepted.
-_DECIMAL = re.compile(r"^\s*([NSEWnsew])\s*(\d{1,3}(?:\.\d+)?)\s*$")
-_DEG_MIN = re.compile(r"^\s*([NSEWnsew])\s*(\d{1,3})\s+(\d{1,2}(?:\.\d+)?)\s*$")
-_SIGNED = re.compile(r"^\s*([+-]?\d{1,3}(?:\.\d+)?)\s*$")
+# The notations of parse_coordinate, each a part of LATITUDE_PATTERN / LONGITUDE_PATTERN.
+_DECIMAL = re.compile(r"[ \t]*([NSEWnsew])[ \t]*([0-9]{1,3}(?:\.[0-9]+)?)[ \t]*")
+_DEG_MIN = re.compile(r"[ \t]*([NSEWnsew])[ \t]*([0-9]{1,3})[ \t]+([0-9]{1,2}(?:\.[0-9]+)?)[ \t]*")
+_SIGNED = re.compile(r"[ \t]*([+-]?[0-9]{1,3}(?:\.[0-9]+)?)[ \t]*")
 
 
 def parse_coordinate(text: str, axis: str) -> float:
-    """Signed decimal degrees from either notation; ValueError says what is wrong."""
+    """Signed decimal degrees from either notation; ValueError says what is wrong.
+
+    Exactly the strings LATITUDE_PATTERN / LONGITUDE_PATTERN match (limits compared exactly,
+    in decimal).
+    """
     letters = "NS" if axis == "latitude" else "EW"
-    limit = 90.0 if axis == "latitude" else 180.0
-    match = _DECIMAL.match(text) or _DEG_MIN.match(text)
+    limit = Decimal(90 if axis == "latitude" else 180)
+    match = _DECIMAL.fullmatch(text) or _DEG_MIN.fullmatch(text)
+    signed = _SIGNED.fullmatch(text)
     if match:
         hemisphere = match.group(1).upper()
         if hemisphere not in letters:
             raise ValueError(f"a {axis} starts with {' or '.join(letters)}, not {hemisphere}")
-        degrees = float(match.group(2))
+        degrees = Decimal(match.group(2))
         if match.re is _DEG_MIN:
-            minutes = float(match.group(3))
+            minutes = Decimal(match.group(3))
             if minutes >= 60:
                 raise ValueError(f"minutes must be under 60 in '{text}'")
             degrees += minutes / 60
         value = -degrees if hemisphere in "SW" else degrees
-    elif _SIGNED.match(text):
-        value = float(text)
+    elif signed:
+        value = Decimal(signed.group(1))
     else:
         example = letters[0]
         raise ValueError(
             f"'{text}' is not a {axis}; write e.g. '{example}54.0104' or '{example} 54 00.624'"
         )
     if abs(value) > limit:
-        raise ValueError(f"'{text}' is beyond {limit:g} degrees")
-    return value
+        raise ValueError(f"'{text}' is beyond {limit} degrees")
+    return float(value)
 
 
 def Location() -> Validator:  # noqa: N802

@@ -32,6 +32,7 @@ from urllib.parse import urlencode, urlsplit
 import requests
 from flask import Flask, Response, redirect, request, send_from_directory
 
+from cds.durations import format_duration
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
 from server.net import local_address, url_host
@@ -234,7 +235,11 @@ def create_app(
             )
         forwarded: dict[str, Any] = {"content-item": content_item}
         if "preferred-duration" in fields:
-            forwarded["preferred-duration"] = str(body["preferred-duration"])
+            given = body["preferred-duration"]
+            # Text as the requestor wrote it; a number of seconds as text the display reads.
+            forwarded["preferred-duration"] = (
+                given if isinstance(given, str) else format_duration(fields["preferred-duration"])
+            )
         result = forwarder.forward(display_uri, forwarded)
         log.info(
             "%s for %s (requestor %s): %s%s",

@@ -25,7 +25,16 @@ from server.http import (
 )
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.storage import SchedulerStorage
-from server.validation import HTTP, Boolean, Field, Location, Schema, String, Uri
+from server.validation import (
+    HTTP,
+    Boolean,
+    Field,
+    Location,
+    QueryBoolean,
+    Schema,
+    String,
+    Uri,
+)
 
 SUBSCRIBE = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
 REGISTER = Schema(
@@ -34,6 +43,7 @@ REGISTER = Schema(
     Field("name", String(max_length=200)),
 )
 LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
+LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
 
 
 class Subscriptions(Protocol):
@@ -72,7 +82,7 @@ def create_app(
     def list_displays() -> Response:
         fields: dict[str, Any] = {}
         if request.args.get("url-only") is not None:
-            fields.update(LIST_DISPLAYS.validate({"url-only": request.args["url-only"]}))
+            fields.update(LIST_DISPLAYS_QUERY.validate({"url-only": request.args["url-only"]}))
         fields.update(LIST_DISPLAYS.validate(read_json_object(required=False)))
         url_only = fields.get("url-only", True)
         records = []

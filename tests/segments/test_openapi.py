@@ -22,6 +22,7 @@ from server.content.app import create_app as create_content_app
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
+from server.validation import PATTERNS
 from server.wsgi import WsgiServer
 from tests.segments.conftest import HttpPeer, wait_until
 from tests.segments.test_scheduler import LOBBY
@@ -255,3 +256,40 @@ def test_sensor_document(tmp_path: Path, peer: HttpPeer) -> None:
         reading.unlink()
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize("name", ["display", "scheduler", "content", "sensor"])
+def test_documents_carry_the_validations_grammars(name: str) -> None:
+    """Each pattern in a document is one of server.validation's, and each named grammar schema
+    (HttpUri, Duration, Latitude...) carries the very pattern the validator uses."""
+    data = Document(name).data
+    schemas = data["components"]["schemas"]
+    for grammar, pattern in PATTERNS.items():
+        if grammar not in schemas:
+            continue
+        schema = schemas[grammar]
+        found = [schema.get("pattern")] + [b.get("pattern") for b in schema.get("anyOf", [])]
+        assert pattern in found, f"{name}: components/schemas/{grammar} is not the validator's"
+
+    def walk(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                yield node["pattern"]
+            for value in node.values():
+                yield from walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from walk(value)
+
+    requests_only = {k: v for k, v in data.items() if k in ("paths", "components")}
+    allowed = {*PATTERNS.values(), *_PATH_PATTERNS}
+    for pattern in walk(requests_only):
+        assert pattern in allowed, f"{name}: pattern {pattern!r} is not server.validation's"
+
+
+#: Patterns of path parameters and response fields that no request body validator reads.
+_PATH_PATTERNS = {
+    "^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$",  # a schedule id (server.scheduler.schedules)
+    "^[a-z0-9]+(-[a-z0-9]+)*$",  # error codes, in responses
+    "^[0-9]+$",  # Last-Event-ID of the display's event stream (server/display/api.py)
+}

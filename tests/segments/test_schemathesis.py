@@ -1,0 +1,90 @@
+"""Schemathesis against the scheduler, content and sensor segments: their OpenAPI documents say
+exactly what they accept (tests/apifuzz.py says what is checked)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
+from server.content.app import create_app as create_content_app
+from server.scheduler.service import SchedulerService
+from server.sensor.service import SensorService
+from server.sensor.source import FileSource
+from server.wsgi import WsgiServer
+from tests.apifuzz import assert_agrees, run
+from tests.segments.test_scheduler import LOBBY
+
+#: Examples per operation in the fuzzing phase (the coverage phase adds its own).
+MAX_EXAMPLES = 50
+
+
+def test_scheduler(tmp_path: Path) -> None:
+    schedules = tmp_path / "schedules"
+    schedules.mkdir()
+    (schedules / "lobby.xml").write_bytes(LOBBY)
+    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
+    service.start()
+    service.server.start()
+    try:
+        result = run("scheduler", service.url, max_examples=MAX_EXAMPLES)
+    finally:
+        service.stop()
+    print(f"scheduler: {result.cases} cases {result.by_phase} {result.statuses}")
+    assert_agrees(result)
+    assert result.cases > 200
+
+
+class AcceptingForwarder(DisplayForwarder):
+    """Every display says 202 scheduling at once: generated display-uris name no real host."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=1.0)
+        self.forwarded: list[tuple[str, dict[str, Any]]] = []
+
+    def forward(self, display_uri: str, body: dict[str, Any]) -> ForwardResult:
+        self.forwarded.append((display_uri, body))
+        return ForwardResult("forwarded")
+
+
+@pytest.fixture
+def content() -> Iterator[tuple[str, AcceptingForwarder]]:
+    forwarder = AcceptingForwarder()
+    app = create_content_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example")
+    server = WsgiServer(app, "127.0.0.1", 0).start()
+    yield server.url, forwarder
+    server.stop()
+    forwarder.close()
+
+
+def test_content(content: tuple[str, AcceptingForwarder]) -> None:
+    url, forwarder = content
+    result = run("content", url, max_examples=MAX_EXAMPLES)
+    print(f"content: {result.cases} cases {result.by_phase} {result.statuses}")
+    assert_agrees(result)
+    assert result.cases > 200
+    assert forwarder.forwarded, "no generated request reached the display"
+
+
+def test_sensor(tmp_path: Path) -> None:
+    reading = tmp_path / "lux"
+    reading.write_text("300")
+    service = SensorService(
+        FileSource(reading),
+        sensor_id="lux-1",
+        sensor_type="light",
+        data_dir=tmp_path / "sensor",
+        interval=3600.0,
+    )
+    service.start()
+    service.server.start()
+    try:
+        result = run("sensor", service.url, max_examples=MAX_EXAMPLES)
+    finally:
+        service.stop()
+    print(f"sensor: {result.cases} cases {result.by_phase} {result.statuses}")
+    assert_agrees(result)
+    assert result.cases > 80
