@@ -60,15 +60,13 @@ from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
 from server.display import create_app
-from server.exitcodes import EXIT_OK, EXIT_START_FAILED
+from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
 from server.net import local_address, url_host
 from server.outbox import Outbox
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
 
-#: The screen could not be brought back in this process: restart me (see the module docstring).
-EXIT_SCREEN_LOST = 3
 #: A screen right this long after the start forgets the exits behind the restart back-off.
 RIGHT_FOR_MS = 300_000
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cds.model import ContentItem, ContentSet
-from player.cache import ContentCache, FileSpec
+from player.cache import ContentCache
+from player.cachefiles import FileSpec
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 

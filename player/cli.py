@@ -30,7 +30,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         epilog=(
             "Data directory default: $STATE_DIRECTORY when systemd sets it (StateDirectory=), "
-            f"else ./data. {EPILOG}"
+            f"else ./data. {EPILOG} The display also exits 3 when its screen is lost (the "
+            "web engine's processes are gone), so that systemd starts it afresh."
         ),
     )
     parser.add_argument(

@@ -51,7 +51,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cds.timezone import system_timezone_name
-from player.cache import CacheConfig, parse_cache_config
+from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
 from player.power import PowerConfig, parse_power_config
 from server.validation import check_uri, parse_coordinate

@@ -12,6 +12,9 @@ EXIT_OK = 0
 EXIT_START_FAILED = 1
 #: Bad configuration or usage: an invalid setting, wrong arguments, a missing directory.
 EXIT_USAGE = 2
+#: The display only: its screen was lost (the web engine's processes are gone and cannot be
+#: brought back in this process); exiting lets systemd start it afresh (crash-only).
+EXIT_SCREEN_LOST = 3
 #: Interrupted (Ctrl-C) before it was up: 128 + SIGINT, as shells report it.
 EXIT_INTERRUPTED = 130
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from player.cache import ContentCache, FileSpec
+from player.cache import ContentCache
+from player.cachefiles import FileSpec
 from player.store import DisplayStore, SensorReading
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
 from server.outbox import Outbox

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cds.model import Hash, RequiredFile, Source
-from player.cache import ContentCache, FileSpec
+from player.cache import ContentCache
+from player.cachefiles import FileSpec
 from tests.renderer.conftest import LoopbackServer
 
 BODY = bytes(range(256)) * 400  # 100 KiB

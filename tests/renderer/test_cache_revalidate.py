@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from player.cache import CacheConfig, ContentCache, FileSpec, parse_cache_config, parse_size
+from player.cache import ContentCache
 from player.cachedcontent import CachedContent
+from player.cachefiles import CacheConfig, FileSpec, parse_cache_config, parse_size
 
 V1 = b"\x89PNG menu, version one " * 2000
 V2 = b"\x89PNG menu, version two!" * 50_000  # over two 256 KiB reads: progress shows
