@@ -139,16 +139,22 @@ DURATION_UNITS = (
 _SP = "[ \\t]*"
 _ISO_NUMBER = "[0-9]+(?:\\.[0-9]+)?"
 _ISO_DURATION = (
-    f"{_any_case('p')}(?!{_SP}$)(?:{_ISO_NUMBER}{_any_case('d')})?"
+    f"{_any_case('p')}(?!{_SP}$)(?:{_ISO_NUMBER}{_any_case('w')})?"
+    f"(?:{_ISO_NUMBER}{_any_case('d')})?"
     f"(?:{_any_case('t')}(?=[0-9])(?:{_ISO_NUMBER}{_any_case('h')})?"
     f"(?:{_ISO_NUMBER}{_any_case('m')})?(?:{_ISO_NUMBER}{_any_case('s')})?)?"
 )
 _UNIT = "(?:" + "|".join(_any_case(u) for u in sorted(DURATION_UNITS, key=len, reverse=True)) + ")"
-#: A positive duration as text: ISO 8601 ('PT30S') or a number with an optional unit word
-#: ('30 seconds', '1.5 min', '45'); some digit is not zero. Units and letters in any case.
+#: A positive duration as text: ISO 8601 ('PT30S', 'P2W'), a number with an optional unit word
+#: ('30 seconds', '1.5 min', '45'), or a sum of such terms each with its unit ('1 hour 30
+#: minutes', '1h30m', '1 week, 2 days and 3 hours'); some digit is not zero. Any case.
+_NUMBER = "(?:[0-9]+(?:\\.[0-9]+)?|\\.[0-9]+)"
+_TERM = f"{_NUMBER}{_SP}{_UNIT}\\.?"
+# Between the terms of a sum: nothing, spaces, a comma, or "and" with a space on each side.
+_SEPARATOR = f"(?:{_SP},{_SP}|[ \\t]+{_any_case('and')}[ \\t]+|{_SP})"
 DURATION_PATTERN = (
-    f"^{_SP}(?=[^1-9]*[1-9])(?:{_ISO_DURATION}|(?:[0-9]+(?:\\.[0-9]+)?|\\.[0-9]+){_SP}{_UNIT}?)"
-    f"{_SP}$"
+    f"^{_SP}(?=[^1-9]*[1-9])(?:{_ISO_DURATION}|{_NUMBER}{_SP}{_UNIT}?"
+    f"|{_TERM}(?:{_SEPARATOR}{_TERM})+){_SP}$"
 )
 DURATION_MAX_LENGTH = 100
 

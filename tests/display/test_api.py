@@ -138,6 +138,24 @@ def test_request_duration_forms(display: Display, duration: object) -> None:
 
 
 @pytest.mark.parametrize(
+    ("duration", "seconds"),
+    [("1 hour 30 minutes", 5400), ("1h30m", 5400), ("1 week, 2 days and 3 hours", 788400),
+     ("P2W", 1209600), ("2 Weeks", 1209600)],
+)  # fmt: skip
+def test_request_durations_in_every_unit_and_sums(
+    display: Display, duration: str, seconds: float
+) -> None:
+    """The JSON API reads durations as the CDS does (issue 12: units up to weeks, sums)."""
+    response = display.post(
+        "/schedule",
+        json={"content-item": "http://example.org/long", "preferred-duration": duration},
+    )
+    assert response.json() == {"request-status": "scheduling"}
+    record = display.wait_playback(lambda r: r["content-item"] == "http://example.org/long")
+    assert record["duration"] == seconds
+
+
+@pytest.mark.parametrize(
     ("data", "headers", "status", "code"),
     [
         (b"{not json", JSON, 400, "invalid-json"),
