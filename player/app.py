@@ -186,6 +186,7 @@ def run(
                 register_url=register_url,
                 location=config.location,
                 name=config.name,
+                groups=list(config.groups),
                 token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
             )
         driver = EngineDriver(engine, waker)

@@ -56,9 +56,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--register",
+        "--scheduler",
+        dest="register",
         metavar="SCHEDULER_URL",
         help="register this display (URL, location, name) with the scheduler at this base URL; "
-        "needs a [location] in the config (config key: register)",
+        "needs a [location] in the config; it then plays what the scheduler assigns to it "
+        "(config keys: register or scheduler, groups)",
     )
     parser.add_argument(
         "--check-config",
@@ -133,6 +136,7 @@ def print_config(config: DisplayConfig) -> None:
     print(f"  API token:       {'set' if config.api_token else 'none (open)'}")
     print(f"  schedule:        {config.schedule_url or '(none: only what is sent to it)'}")
     print(f"  register with:   {config.register_url or '(no scheduler)'}")
+    print(f"  groups:          {', '.join(config.groups) or '(none)'}")
     screen = config.screen
     print(
         f"  [screen]:        index {screen.index}, rotation {screen.rotation}, "

@@ -15,6 +15,7 @@ then command-line flags. Example (every key is optional)::
     schedule = "http://10.0.0.9:8090/schedule/lobby/"  # follow this schedule of a scheduler
     register = "http://10.0.0.9:8090"   # register with this scheduler (needs [location]);
                                         # 'scheduler' is another name for it
+    groups = ["lobby", "floor-2"]       # groups it declares at the scheduler (assignment)
 
     [location]
     latitude = "N54.0104"               # or "N 54 00.624"
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 import zoneinfo
 from collections.abc import Callable
@@ -93,6 +95,7 @@ class DisplayConfig:
     screen: ScreenConfig = field(default_factory=ScreenConfig)
     schedule_url: str | None = None  # follow this schedule of a scheduler (schedule = URL)
     register_url: str | None = None  # register with this scheduler (register = URL)
+    groups: tuple[str, ...] = ()  # groups declared to the scheduler when registering
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
@@ -188,6 +191,24 @@ def _origins(key: str, value: Any) -> tuple[str, ...]:
             raise ConfigError(f"'{key}': {entry!r} is not an origin (no path, just scheme://host)")
         origins.append(origin_of(entry))
     return tuple(origins)
+
+
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+
+
+def _groups(key: str, value: Any) -> tuple[str, ...]:
+    """Group names for the scheduler (server.scheduler.fleetapi: the same grammar)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or len(value) > 32:
+        raise ConfigError(f"'{key}' must be a list of at most 32 group names")
+    for entry in value:
+        if not isinstance(entry, str) or not _GROUP_NAME.match(entry):
+            raise ConfigError(
+                f"'{key}': {entry!r} is not a group name (1 to 200 letters, digits, '.', '_' "
+                "or '-', not starting with '.' or '-')"
+            )
+    return tuple(sorted(set(value)))
 
 
 def _url(key: str, value: Any) -> str:
@@ -338,6 +359,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "cache": _section(parse_cache_config),  # max-size = "2 GiB", revalidate = "15 minutes"
     "schedule_url": _url,
     "register_url": _url,
+    "groups": _groups,  # groups = ["lobby"]: declared to the scheduler
 }
 # Config keys with another name than their field: schedule = URL, register (or scheduler) = URL.
 _KEY_FIELDS = {"schedule": "schedule_url", "register": "register_url", "scheduler": "register_url"}

@@ -6,7 +6,10 @@
 - fetches the schedule (``GET /schedule/<id>/``) and hands it to the same code path as a
   ``POST /schedule`` with ``text/xml``; keeps it on disk (atomic rename);
 - subscribes the display's own ``/schedule`` for updates, and registers the display (url,
-  location, name) with the scheduler;
+  location, name, groups) with the scheduler, which then pushes every schedule assigned to the
+  display (or to its groups) to that same ``/schedule``: a display configured with only its
+  scheduler (``scheduler = URL``) plays what it is assigned; the display keeps what it was
+  pushed in its own store, for a start without network;
 - then checks again every ``poll_interval`` (and re-subscribes, which is idempotent), so a
   scheduler that was down, or lost its state, is caught up with as soon as it is back.
   Failures retry after 2 s, doubling up to the poll interval.
@@ -54,6 +57,7 @@ class ScheduleFollower:
         register_url: str | None = None,
         location: dict[str, str] | None = None,
         name: str | None = None,
+        groups: list[str] | None = None,
         poll_interval: float = POLL_INTERVAL,
         first_retry: float = FIRST_RETRY,
         token: str | None = None,
@@ -65,6 +69,7 @@ class ScheduleFollower:
         self.register_url = register_url.rstrip("/") if register_url else None
         self._location = location
         self._name = name
+        self._groups = groups
         self._poll = poll_interval
         self._first_retry = first_retry
         self._session = requests.Session()
@@ -220,6 +225,8 @@ class ScheduleFollower:
         body: dict[str, Any] = {"url": self._display_url(), "location": self._location}
         if self._name:
             body["name"] = self._name
+        if self._groups is not None:
+            body["groups"] = self._groups
         url = f"{self.register_url}/displays"
         try:
             response = self._session.post(url, json=body, timeout=TIMEOUT)

@@ -8,6 +8,9 @@
     pdn ctl health DISPLAY_URL [--json]                          is it working, and why not
     pdn ctl screenshot DISPLAY_URL FILE.png                      what the screen shows
     pdn ctl sensing DISPLAY_URL [--json]                         the sensors it knows
+    pdn ctl assign SCHEDULER_URL (--display URL | --group NAME) SCHEDULE_ID   what plays where
+    pdn ctl unassign SCHEDULER_URL (--display URL | --group NAME) SCHEDULE_ID
+    pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]      a display in a group
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
@@ -140,6 +143,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sensing.add_argument("display", metavar="DISPLAY_URL")
     sensing.add_argument("--json", action="store_true", help="print the list as JSON")
     sensing.set_defaults(ctl_func=cmd_sensing)
+
+    from server.scheduler.ctlfleet import add_fleet_commands  # it uses this module's helpers
+
+    add_fleet_commands(commands)  # assign, unassign, group: a scheduler's fleet
 
     parser.set_defaults(func=run)
 

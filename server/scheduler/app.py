@@ -6,6 +6,7 @@ GET  /schedule/<id>/                 the schedule, a CDS, as text/xml
 POST /schedule/<id>/subscribe/       push updates of this schedule to subscriber-uri
 POST /schedule/<id>/unsubscribe/
 GET  /x/schedules                    extension: the schedules being served
+and the fleet's extensions (assignment, groups, API-written schedules): server.scheduler.fleetapi
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from server.http import (
     read_json_object,
     require_token,
 )
+from server.scheduler.fleet import Fleet
+from server.scheduler.fleetapi import add_fleet_routes, group_list
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.storage import SchedulerStorage
 from server.validation import (
@@ -41,6 +44,7 @@ REGISTER = Schema(
     Field("url", Uri(schemes=HTTP), required=True),
     Field("location", Location(), required=True),
     Field("name", String(max_length=200)),
+    Field("groups", group_list),  # extension: the groups the display declares itself in
 )
 LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
 LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
@@ -63,11 +67,15 @@ def create_app(
     library: ScheduleLibrary,
     subscriptions: Subscriptions,
     *,
-    on_register: Callable[[str], None] = lambda url: None,
+    on_register: Callable[[str, list[str] | None], None] = lambda url, groups: None,
     token: str | None = None,
+    fleet: Fleet | None = None,
 ) -> Flask:
+    """``on_register(url, groups)`` after each registration (groups None: none declared)."""
     app = create_base_app("pdn.scheduler", openapi="scheduler")
     require_token(app, lambda: token, service="scheduler")
+    if fleet is not None:
+        add_fleet_routes(app, storage, library, fleet)
 
     def known_schedule(schedule_id: str) -> None:
         if not is_schedule_id(schedule_id) or library.get(schedule_id) is None:
@@ -102,7 +110,7 @@ def create_app(
     def register_display() -> Response:
         fields = REGISTER.validate(read_json_object())
         storage.upsert_display(fields["url"], fields["location"], fields.get("name"))
-        on_register(fields["url"])
+        on_register(fields["url"], fields.get("groups"))
         return json_response({}, 201)
 
     @app.get("/schedule/<id>/")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urljoin
@@ -66,8 +67,11 @@ class DisplayProber:
         *,
         refresh_interval: float = 300.0,
         workers: int = 4,
+        on_back: Callable[[str], None] = lambda url: None,
     ) -> None:
+        """``on_back(url)``: the display answers again after failing to."""
         self._storage = storage
+        self._on_back = on_back
         self._refresh = refresh_interval
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="display-probe")
         self._session = requests.Session()
@@ -130,9 +134,15 @@ class DisplayProber:
         else:
             self._storage.record_display_info(url, name, sensors)
             with self._lock:
-                self._failures.pop(url, None)
+                failed = self._failures.pop(url, None)
                 self._retry_at.pop(url, None)
             log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
+            if failed:
+                log.info("display %s answers again", url)
+                try:
+                    self._on_back(url)
+                except Exception:
+                    log.exception("catching display %s up failed", url)
         finally:
             with self._lock:
                 self._in_flight.discard(url)

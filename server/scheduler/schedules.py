@@ -8,10 +8,17 @@ new version (stored, then pushed to the schedule's subscribers), a broken one is
 its lines and the last good version keeps being served. A deleted file removes the schedule
 and tells subscribers with an empty content-set of the same name (which the display reads as
 "remove this set").
+
+Schedules written through the API (``PUT``/``DELETE /x/schedules/<id>``) go through the same
+directory: :meth:`ScheduleLibrary.put` validates the document, writes ``<id>.xml`` atomically and
+takes it in at once; :meth:`ScheduleLibrary.delete` removes the file and the schedule. Every
+change is also told to ``on_change(schedule_id)`` once stored (the fleet re-pushes the schedule
+to the displays it is assigned to).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -75,10 +82,14 @@ class ScheduleLibrary:
         *,
         poll_interval: float = 0.5,
         rehash_interval: float = 10.0,
+        on_change: Callable[[str], None] = lambda schedule_id: None,
     ) -> None:
         self.directory = directory
         self._storage = storage
         self._publish = publish
+        self.on_change = on_change
+        # One change at a time: the watcher's scans and the API's writes.
+        self._change_lock = threading.RLock()
         self._poll_interval = poll_interval
         self._rehash_interval = rehash_interval
         self._stats: dict[str, tuple[int, int]] = {}
@@ -123,6 +134,43 @@ class ScheduleLibrary:
 
     def scan(self, *, rehash: bool = False) -> None:
         """One pass over the directory: pick up new, changed and deleted schedule files."""
+        with self._change_lock:
+            self._scan(rehash=rehash)
+
+    # -- writing (the API) -----------------------------------------------------------------
+
+    def put(self, schedule_id: str, data: bytes) -> bool:
+        """Validate and store a schedule as ``<id>.xml``; True when it is new.
+
+        Raises ``cds.errors.CdsError`` for a document that is not a valid CDS (nothing
+        changes), OSError when the file cannot be written."""
+        parse(data)
+        path = self.directory / f"{schedule_id}.xml"
+        with self._change_lock:
+            created = self.get(schedule_id) is None
+            temporary = self.directory / f".{schedule_id}.xml.tmp"
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+            stat = path.stat()
+            self._stats[schedule_id] = (stat.st_mtime_ns, stat.st_size)
+            self._consider(schedule_id, path)
+        return created
+
+    def delete(self, schedule_id: str) -> bool:
+        """Remove the schedule and its file; False when there was no such schedule."""
+        with self._change_lock:
+            known = self.get(schedule_id) is not None
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / f"{schedule_id}.xml").unlink()
+            self._stats.pop(schedule_id, None)
+            self._file_digests.pop(schedule_id, None)
+            self._remove(schedule_id)
+        return known
+
+    def _scan(self, *, rehash: bool) -> None:
         if rehash:
             self._last_rehash = time.monotonic()
         try:
@@ -211,6 +259,7 @@ class ScheduleLibrary:
         self._storage.save_schedule(schedule)
         with self._lock:
             self._known[schedule_id] = schedule
+        self._changed(schedule_id)
         log.info(
             "schedule %r %s (%d bytes)",
             schedule_id,
@@ -227,7 +276,14 @@ class ScheduleLibrary:
         self._storage.delete_schedule(schedule_id)
         with self._lock:
             self._known.pop(schedule_id, None)
+        self._changed(schedule_id)
         log.info("schedule %r removed (its file is gone)", schedule_id)
+
+    def _changed(self, schedule_id: str) -> None:
+        try:
+            self.on_change(schedule_id)
+        except Exception:
+            log.exception("could not pass on the change of schedule %r", schedule_id)
 
     def _publish_safely(self, schedule_id: str, data: bytes) -> None:
         try:
@@ -236,3 +292,7 @@ class ScheduleLibrary:
             log.exception(
                 "could not queue the update of schedule %r for its subscribers", schedule_id
             )
+
+
+#: The document with ``name`` set on its root content-set (the fleet names pushed sets so).
+with_root_name = _with_root_name

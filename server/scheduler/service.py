@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from server.scheduler.app import create_app, schedule_topic
+from server.scheduler.fleet import Fleet
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import SchedulerStorage, SqliteStorage
@@ -29,11 +30,26 @@ class SchedulerService(SegmentService):
         self.outbox = self._outbox(data_dir)
         self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
-        self.prober = DisplayProber(self.storage, refresh_interval=refresh_interval)
+        self.fleet = Fleet(self.storage, self.library, self.outbox)
+        self.library.on_change = self.fleet.schedule_changed
+        self.prober = DisplayProber(
+            self.storage,
+            refresh_interval=refresh_interval,
+            on_back=self.fleet.reachable_again,
+        )
         self.app = create_app(
-            self.storage, self.library, self.outbox, on_register=self.prober.poke, token=token
+            self.storage,
+            self.library,
+            self.outbox,
+            on_register=self._registered,
+            token=token,
+            fleet=self.fleet,
         )
         self._listen(self.app, host, port, self.outbox, self.library, self.prober)
+
+    def _registered(self, url: str, groups: list[str] | None) -> None:
+        self.fleet.registered(url, groups)
+        self.prober.poke(url)
 
     def _publish(self, schedule_id: str, body: bytes) -> None:
         self.outbox.publish(schedule_topic(schedule_id), body, "text/xml")

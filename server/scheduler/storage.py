@@ -8,12 +8,17 @@ What is stored:
 - the display registry: one row per display, keyed by its normalised URL (upsert), with the
   location as the caller gave it, a name and the sensors learned from the display's own ``GET /``;
 - the last *good* version of every schedule (the CDS bytes and their hash), so a broken or
-  missing file never loses what was being served, also across a restart.
+  missing file never loses what was being served, also across a restart;
+- the fleet (migration 2): groups of displays (named by the operator or declared by the display
+  when it registers), assignments of schedules to a display or a group, which documents were
+  pushed to each display (so a change pushes only what differs), and every playback update
+  received from the displays (proof of play).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,10 +26,12 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from server.db import Migrations, connect, migrate
+from server.db import Migrations, connect, migrate, transaction
 
 __all__ = [
+    "Assignment",
     "DisplayRecord",
+    "PlayRecord",
     "SchedulerStorage",
     "SqliteStorage",
     "StoredSchedule",
@@ -49,6 +56,39 @@ class StoredSchedule:
     digest: str  # sha256 hex of xml
     root_name: str | None
     updated: float
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A schedule assigned to one display (``display`` set) or to a group (``group`` set)."""
+
+    schedule_id: str
+    display: str | None = None  # the display's URL
+    group: str | None = None
+    created: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlayRecord:
+    """One playback update a display sent: what its screen showed from ``started`` on.
+
+    ``ended`` is the start of the display's next update when that one is the very next in its
+    ``sequence`` (else unknown: updates in between were never received, a gap). ``painted``:
+    the display sends an update only once its renderer confirmed the item painted.
+    """
+
+    display: str
+    sequence: int
+    item: str | None
+    content_type: str | None
+    set_name: str | None
+    origin: str
+    started: str  # ISO 8601, as the display sent it
+    started_at: float  # the same, epoch seconds
+    duration: float | None
+    ended: str | None
+    painted: bool
+    received: float
 
 
 def display_key(url: str) -> str:
@@ -85,6 +125,56 @@ class SchedulerStorage(Protocol):
     def delete_schedule(self, schedule_id: str) -> bool:
         """Forget a schedule; False when there was none."""
 
+    # -- the fleet ----------------------------------------------------------------------------
+
+    def display(self, url: str) -> DisplayRecord | None:
+        """The registered display with this (normalised) URL, or None."""
+
+    def set_declared_groups(self, url: str, groups: list[str]) -> None:
+        """The groups the display itself declared when it registered (replaces the last)."""
+
+    def add_to_group(self, url: str, group: str) -> bool:
+        """Put a display in a group (an operator's choice); False when it already was."""
+
+    def remove_from_group(self, url: str, group: str) -> bool:
+        """Take a display out of a group, however it got there; False when it was not in it."""
+
+    def groups(self) -> dict[str, list[str]]:
+        """Every group and the URLs of its displays."""
+
+    def display_groups(self, url: str) -> list[str]: ...
+
+    def assign(self, assignment: Assignment) -> bool:
+        """Add an assignment; False when it existed already."""
+
+    def unassign(self, assignment: Assignment) -> bool:
+        """Remove an assignment; False when there was none."""
+
+    def assignments(self) -> list[Assignment]: ...
+
+    def schedules_for(self, url: str) -> list[str]:
+        """Ids of the schedules assigned to this display, directly or through its groups."""
+
+    def pushed(self, url: str) -> dict[str, str]:
+        """Root set name -> digest of each document last pushed to this display; "" for a set
+        pushed as removed."""
+
+    def set_pushed(self, url: str, name: str, digest: str | None) -> None:
+        """Remember a push to the display (``digest`` "": a removal; None: forget the set)."""
+
+    def ingest_secret(self, url: str) -> str | None:
+        """The secret in the URL this display's playback updates come to (made at registration)."""
+
+    def display_for_secret(self, secret: str) -> str | None: ...
+
+    def record_play(self, play: PlayRecord) -> bool:
+        """Store a playback update; False when this very update was stored before."""
+
+    def plays(
+        self, url: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[PlayRecord]:
+        """Stored updates, by display then sequence, started in [since, until)."""
+
     def close(self) -> None: ...
 
 
@@ -109,6 +199,48 @@ MIGRATIONS: Migrations = (
             updated REAL NOT NULL
         )""",
     ),
+    (
+        "ALTER TABLE displays ADD COLUMN ingest TEXT",
+        """CREATE TABLE display_groups (
+            display_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('display', 'operator')),
+            PRIMARY KEY (display_key, name, source)
+        )""",
+        """CREATE TABLE assignments (
+            schedule_id TEXT NOT NULL,
+            target_kind TEXT NOT NULL CHECK (target_kind IN ('display', 'group')),
+            target TEXT NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (schedule_id, target_kind, target)
+        )""",
+        """CREATE TABLE pushed_sets (
+            display_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            pushed REAL NOT NULL,
+            PRIMARY KEY (display_key, name)
+        )""",
+        """CREATE TABLE plays (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            display_key TEXT NOT NULL,
+            display_url TEXT NOT NULL,
+            sequence INTEGER NOT NULL,
+            item TEXT,
+            content_type TEXT,
+            set_name TEXT,
+            origin TEXT NOT NULL,
+            started TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            duration REAL,
+            ended TEXT,
+            painted INTEGER NOT NULL,
+            received REAL NOT NULL,
+            UNIQUE (display_key, sequence, started)
+        )""",
+        "CREATE INDEX plays_by_time ON plays (started_at)",
+        "CREATE INDEX plays_by_display ON plays (display_key, sequence)",
+    ),
 )
 
 
@@ -131,15 +263,16 @@ class SqliteStorage:
         now = time.time()
         self._write(
             """
-            INSERT INTO displays (key, url, location, name, registered, seq)
-            VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM displays))
+            INSERT INTO displays (key, url, location, name, registered, seq, ingest)
+            VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM displays), ?)
             ON CONFLICT(key) DO UPDATE SET
                 url = excluded.url,
                 location = excluded.location,
                 name = COALESCE(excluded.name, displays.name),
-                checked = NULL
+                checked = NULL,
+                ingest = COALESCE(displays.ingest, excluded.ingest)
             """,
-            (display_key(url), url, json.dumps(location), name, now),
+            (display_key(url), url, json.dumps(location), name, now, secrets.token_urlsafe(18)),
         )
 
     def record_display_info(
@@ -209,6 +342,235 @@ class SqliteStorage:
 
     def delete_schedule(self, schedule_id: str) -> bool:
         return self._write("DELETE FROM schedules WHERE id = ?", (schedule_id,)) > 0
+
+    # -- the fleet ----------------------------------------------------------------------------
+
+    def display(self, url: str) -> DisplayRecord | None:
+        key = display_key(url)
+        return next((d for d in self.displays() if display_key(d.url) == key), None)
+
+    def set_declared_groups(self, url: str, groups: list[str]) -> None:
+        key = display_key(url)
+        with self._lock, transaction(self._db):
+            self._db.execute(
+                "DELETE FROM display_groups WHERE display_key = ? AND source = 'display'", (key,)
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO display_groups (display_key, name, source) "
+                "VALUES (?, ?, 'display')",
+                [(key, group) for group in groups],
+            )
+
+    def add_to_group(self, url: str, group: str) -> bool:
+        return (
+            self._write(
+                "INSERT OR IGNORE INTO display_groups (display_key, name, source) "
+                "VALUES (?, ?, 'operator')",
+                (display_key(url), group),
+            )
+            > 0
+        )
+
+    def remove_from_group(self, url: str, group: str) -> bool:
+        return (
+            self._write(
+                "DELETE FROM display_groups WHERE display_key = ? AND name = ?",
+                (display_key(url), group),
+            )
+            > 0
+        )
+
+    def groups(self) -> dict[str, list[str]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT g.name, d.url, d.seq FROM display_groups g "
+                "JOIN displays d ON d.key = g.display_key ORDER BY g.name, d.seq"
+            ).fetchall()
+        found: dict[str, list[str]] = {}
+        for name, url, _seq in rows:
+            found.setdefault(name, []).append(url)
+        return found
+
+    def display_groups(self, url: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT name FROM display_groups WHERE display_key = ? ORDER BY name",
+                (display_key(url),),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    @staticmethod
+    def _target(assignment: Assignment) -> tuple[str, str]:
+        if assignment.display is not None:
+            return "display", display_key(assignment.display)
+        if assignment.group is not None:
+            return "group", assignment.group
+        raise ValueError("an assignment names a display or a group")
+
+    def assign(self, assignment: Assignment) -> bool:
+        kind, target = self._target(assignment)
+        return (
+            self._write(
+                "INSERT OR IGNORE INTO assignments (schedule_id, target_kind, target, created) "
+                "VALUES (?, ?, ?, ?)",
+                (assignment.schedule_id, kind, target, time.time()),
+            )
+            > 0
+        )
+
+    def unassign(self, assignment: Assignment) -> bool:
+        kind, target = self._target(assignment)
+        return (
+            self._write(
+                "DELETE FROM assignments WHERE schedule_id = ? AND target_kind = ? AND target = ?",
+                (assignment.schedule_id, kind, target),
+            )
+            > 0
+        )
+
+    def assignments(self) -> list[Assignment]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT a.schedule_id, a.target_kind, a.target, a.created, d.url "
+                "FROM assignments a LEFT JOIN displays d "
+                "ON a.target_kind = 'display' AND d.key = a.target "
+                "ORDER BY a.created, a.schedule_id"
+            ).fetchall()
+        return [
+            Assignment(
+                schedule_id=row[0],
+                display=(row[4] or row[2]) if row[1] == "display" else None,
+                group=row[2] if row[1] == "group" else None,
+                created=row[3],
+            )
+            for row in rows
+        ]
+
+    def schedules_for(self, url: str) -> list[str]:
+        key = display_key(url)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT schedule_id, MIN(created) FROM assignments WHERE "
+                "(target_kind = 'display' AND target = ?) OR (target_kind = 'group' AND target IN "
+                "(SELECT name FROM display_groups WHERE display_key = ?)) "
+                "GROUP BY schedule_id ORDER BY MIN(created), schedule_id",
+                (key, key),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def pushed(self, url: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, digest FROM pushed_sets WHERE display_key = ?", (display_key(url),)
+            ).fetchall()
+        return {name: digest for name, digest in rows}
+
+    def set_pushed(self, url: str, name: str, digest: str | None) -> None:
+        if digest is None:
+            self._write(
+                "DELETE FROM pushed_sets WHERE display_key = ? AND name = ?",
+                (display_key(url), name),
+            )
+            return
+        self._write(
+            "INSERT INTO pushed_sets (display_key, name, digest, pushed) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (display_key, name) DO UPDATE SET digest = excluded.digest, "
+            "pushed = excluded.pushed",
+            (display_key(url), name, digest, time.time()),
+        )
+
+    def ingest_secret(self, url: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT ingest FROM displays WHERE key = ?", (display_key(url),)
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def display_for_secret(self, secret: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT url FROM displays WHERE ingest = ?", (secret,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def record_play(self, play: PlayRecord) -> bool:
+        key = display_key(play.display)
+        with self._lock, transaction(self._db):
+            inserted = self._db.execute(
+                "INSERT OR IGNORE INTO plays (display_key, display_url, sequence, item, "
+                "content_type, set_name, origin, started, started_at, duration, ended, painted, "
+                "received) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    play.display,
+                    play.sequence,
+                    play.item,
+                    play.content_type,
+                    play.set_name,
+                    play.origin,
+                    play.started,
+                    play.started_at,
+                    play.duration,
+                    play.ended,
+                    int(play.painted),
+                    play.received,
+                ),
+            ).rowcount
+            if inserted:
+                # The update before this one ended when this one started; an update after it
+                # (received first: delivery retried) tells when this one ended.
+                self._db.execute(
+                    "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ? "
+                    "AND ended IS NULL",
+                    (play.started, key, play.sequence - 1),
+                )
+                self._db.execute(
+                    "UPDATE plays SET ended = (SELECT started FROM plays WHERE display_key = ? "
+                    "AND sequence = ? ORDER BY id DESC LIMIT 1) "
+                    "WHERE display_key = ? AND sequence = ? AND ended IS NULL",
+                    (key, play.sequence + 1, key, play.sequence),
+                )
+        return inserted > 0
+
+    def plays(
+        self, url: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[PlayRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        if url is not None:
+            where.append("display_key = ?")
+            params.append(display_key(url))
+        if since is not None:
+            where.append("started_at >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("started_at < ?")
+            params.append(until)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT display_url, sequence, item, content_type, set_name, origin, started, "
+                "started_at, duration, ended, painted, received FROM plays "
+                f"{clause} ORDER BY display_key, sequence, id",
+                params,
+            ).fetchall()
+        return [
+            PlayRecord(
+                display=row[0],
+                sequence=row[1],
+                item=row[2],
+                content_type=row[3],
+                set_name=row[4],
+                origin=row[5],
+                started=row[6],
+                started_at=row[7],
+                duration=row[8],
+                ended=row[9],
+                painted=bool(row[10]),
+                received=row[11],
+            )
+            for row in rows
+        ]
 
     def close(self) -> None:
         with self._lock:
