@@ -42,7 +42,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=float,
         default=300.0,
         metavar="SECONDS",
-        help="how often to re-read each display's GET / for its name and sensors (300)",
+        help="how often to re-read each display's GET / for its name and sensors, and renew "
+        "the subscription to its playback updates (300)",
+    )
+    parser.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="how displays reach this scheduler (their playback updates are sent there); "
+        "default: the listen address, this machine's own for 0.0.0.0",
     )
 
 
@@ -59,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir or default_data_dir("scheduler")
     return run_service(
         args,
-        partial(SchedulerService, schedules_dir=schedules_dir, refresh_interval=args.refresh),
+        partial(
+            SchedulerService,
+            schedules_dir=schedules_dir,
+            refresh_interval=args.refresh,
+            public_url=args.public_url,
+        ),
         logger=log,
         data_dir=data_dir,
         ready=lambda service: (

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
-from server.ctl import EXIT_OK, _base, _call, _check
+from server.ctl import EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, CtlError, _base, _call, _check
 
 JSON = "application/json"
 
@@ -47,6 +50,23 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     group.add_argument("name", metavar="NAME")
     group.add_argument("--remove", action="store_true", help="take the display out of the group")
     group.set_defaults(ctl_func=cmd_group)
+
+    plays = commands.add_parser(
+        "plays",
+        help="proof of play: what the displays showed, and when (GET /x/plays)",
+        description=(
+            "Every playback update the scheduler received, by display and sequence. A jump in "
+            "a display's sequence (updates that never arrived) is printed as a gap."
+        ),
+    )
+    plays.add_argument("scheduler", metavar="SCHEDULER_URL")
+    plays.add_argument("--display", metavar="DISPLAY_URL", help="one display only")
+    plays.add_argument("--since", metavar="TIME", help="ISO 8601 ('2026-05-01T08:00Z') or epoch")
+    plays.add_argument("--until", metavar="TIME", help="the same; exclusive")
+    output = plays.add_mutually_exclusive_group()
+    output.add_argument("--csv", action="store_true", help="print CSV (Accept: text/csv)")
+    output.add_argument("--json", action="store_true", help="print the JSON answer")
+    plays.set_defaults(ctl_func=cmd_plays)
 
 
 def _body(value: dict[str, Any]) -> bytes:
@@ -100,4 +120,64 @@ def cmd_group(args: argparse.Namespace) -> int:
     else:
         already = " (it already was)" if response.status_code == 200 else ""
         print(f"{display} is in the group {args.name}{already}")
+    return EXIT_OK
+
+
+def _rfc3339(option: str, text: str | None) -> str | None:
+    """'2026-05-01', '2026-05-01 08:00', '...Z' or an offset; no offset: this machine's time."""
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CtlError(
+            EXIT_USAGE, f"{option}: {text!r} is not a date or time like '2026-05-01 08:00'"
+        ) from None
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return value.isoformat()
+
+
+def cmd_plays(args: argparse.Namespace) -> int:
+    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    query = {
+        key: value
+        for key, value in (
+            ("display", args.display),
+            ("since", _rfc3339("--since", args.since)),
+            ("until", _rfc3339("--until", args.until)),
+        )
+        if value
+    }
+    url = f"{scheduler}/x/plays"
+    if query:
+        url += "?" + urlencode(query)
+    if args.csv:
+        response = _call("GET", url, accept="text/csv")
+        if response.status_code >= 400:
+            _check(response)
+        sys.stdout.write(response.text)
+        return EXIT_OK
+    answer = _check(_call("GET", url))
+    if not isinstance(answer, dict) or not isinstance(answer.get("plays"), list):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not answer["plays"]:
+        print("no plays recorded")
+    for play in answer["plays"]:
+        if play.get("gap-before"):
+            print(
+                f"  -- {play['gap-before']} update(s) of {play['display']} missing "
+                f"(sequence {play['sequence'] - play['gap-before']} to {play['sequence'] - 1}) --"
+            )
+        what = play.get("content-item") or "(idle page)"
+        ended = play.get("ended") or "..."
+        where = f" [{play['set']}]" if play.get("set") else ""
+        painted = "" if play.get("painted") else " (not confirmed painted)"
+        print(
+            f"{play['display']}  #{play['sequence']}  {play['started']} -> {ended}  "
+            f"{play['origin']}{where}  {what}{painted}"
+        )
     return EXIT_OK

@@ -68,10 +68,17 @@ class DisplayProber:
         refresh_interval: float = 300.0,
         workers: int = 4,
         on_back: Callable[[str], None] = lambda url: None,
+        subscriber_for: Callable[[str], str | None] = lambda url: None,
+        display_token: str | None = None,
     ) -> None:
-        """``on_back(url)``: the display answers again after failing to."""
+        """``on_back(url)``: the display answers again after failing to.
+        ``subscriber_for(url)``: where the display's playback updates should go; each read
+        (re)subscribes it there (idempotent), with ``display_token`` as bearer if given."""
         self._storage = storage
         self._on_back = on_back
+        self._subscriber_for = subscriber_for
+        self._display_token = display_token
+        self._subscribe_failed: set[str] = set()
         self._refresh = refresh_interval
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="display-probe")
         self._session = requests.Session()
@@ -137,6 +144,7 @@ class DisplayProber:
                 failed = self._failures.pop(url, None)
                 self._retry_at.pop(url, None)
             log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
+            self._subscribe_playback(url)
             if failed:
                 log.info("display %s answers again", url)
                 try:
@@ -146,3 +154,26 @@ class DisplayProber:
         finally:
             with self._lock:
                 self._in_flight.discard(url)
+
+    def _subscribe_playback(self, url: str) -> None:
+        """Have the display POST its playback updates to the scheduler (proof of play)."""
+        subscriber = self._subscriber_for(url)
+        if subscriber is None:
+            return
+        headers = {"Authorization": f"Bearer {self._display_token}"} if self._display_token else {}
+        target = url.rstrip("/") + "/playback/subscribe/"
+        try:
+            response = self._session.post(
+                target, json={"subscriber-uri": subscriber}, headers=headers, timeout=TIMEOUT
+            )
+            ok = response.status_code in (200, 201)
+            problem = f"{response.status_code} {response.text[:200]}"
+        except requests.RequestException as error:
+            ok, problem = False, str(error)
+        if ok:
+            if url in self._subscribe_failed:
+                self._subscribe_failed.discard(url)
+                log.info("subscribed to the playback updates of %s", url)
+        elif url not in self._subscribe_failed:
+            self._subscribe_failed.add(url)
+            log.warning("cannot subscribe to the playback updates of %s: %s", url, problem)

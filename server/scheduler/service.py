@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.fleet import Fleet
+from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import SchedulerStorage, SqliteStorage
-from server.standalone import SegmentService
+from server.standalone import SegmentService, display_token
 
 
 class SchedulerService(SegmentService):
@@ -25,7 +29,10 @@ class SchedulerService(SegmentService):
         token: str | None = None,
         refresh_interval: float = 300.0,
         storage: SchedulerStorage | None = None,
+        public_url: str | None = None,
     ) -> None:
+        """``public_url``: how displays reach this scheduler (their playback updates come
+        to it); default: the address it listens on (this machine's, for 0.0.0.0)."""
         super().__init__("scheduler")
         self.outbox = self._outbox(data_dir)
         self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
@@ -36,7 +43,10 @@ class SchedulerService(SegmentService):
             self.storage,
             refresh_interval=refresh_interval,
             on_back=self.fleet.reachable_again,
+            subscriber_for=self._playback_subscriber,
+            display_token=display_token(),
         )
+        self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(
             self.storage,
             self.library,
@@ -45,7 +55,21 @@ class SchedulerService(SegmentService):
             token=token,
             fleet=self.fleet,
         )
+        add_plays_routes(self.app, self.storage)
+        # The displays' playback updates come in beside the API, outside its token's reach
+        # (displays send none): each display's URL carries a secret of its own instead.
+        ingest = create_ingest_app(self.storage)
+        self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
+            self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app}
+        )
         self._listen(self.app, host, port, self.outbox, self.library, self.prober)
+
+    def _playback_subscriber(self, url: str) -> str | None:
+        secret = self.storage.ingest_secret(url)
+        if secret is None:
+            return None
+        base = self.public_url or _reachable(self.server.url)
+        return f"{base}{INGEST_PREFIX}/{secret}"
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
@@ -57,3 +81,13 @@ class SchedulerService(SegmentService):
     def stop(self) -> None:
         super().stop()
         self.storage.close()
+
+
+def _reachable(url: str) -> str:
+    """The listen URL, with this machine's address for a wildcard host."""
+    from server.net import local_address, url_host
+
+    parts = urlsplit(url)
+    if parts.hostname in ("0.0.0.0", "::"):
+        return f"http://{url_host(local_address())}:{parts.port}"
+    return url

@@ -241,6 +241,11 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX plays_by_time ON plays (started_at)",
         "CREATE INDEX plays_by_display ON plays (display_key, sequence)",
     ),
+    (
+        # Displays registered before migration 2 get their playback-ingest secret now, so the
+        # scheduler subscribes to their updates without waiting for them to register again.
+        "UPDATE displays SET ingest = lower(hex(randomblob(18))) WHERE ingest IS NULL",
+    ),
 )
 
 

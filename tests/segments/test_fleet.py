@@ -342,3 +342,147 @@ def test_display_config_scheduler_and_groups(tmp_path: Path) -> None:
         build_parser_for_tests(["--config", str(path), "--scheduler", "http://10.0.0.8:8090"])
     )
     assert flagged.register_url == "http://10.0.0.8:8090"
+
+
+# -- proof of play ------------------------------------------------------------------------------
+
+
+def plays(base: str, **query: str) -> dict[str, Any]:
+    answer = requests.get(f"{base}/x/plays", params=query, timeout=5)
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def test_proof_of_play_from_a_real_display(
+    scheduler: SchedulerService,
+    make_screen: Callable[..., Screen],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from server.cli import main
+    from server.ctl import EXIT_OK
+
+    base = scheduler.url
+    put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html"))
+    screen = make_screen("proof")
+    # The scheduler subscribed to the display's playback updates when it read it.
+    wait_until(lambda: scheduler.storage.ingest_secret(screen.url) is not None)
+    wait_until(lambda: screen.display.outbox.subscribers("playback"))
+    assign(base, "lobby", display=screen.url)
+    wait_until(lambda: screen.item() == "http://127.0.0.1:9/lobby.html")
+    sequence = screen.display.service.playback()["sequence"]
+
+    def stored() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = plays(base, display=screen.url)["plays"]
+        return [p for p in found if p["sequence"] == sequence]
+
+    record = wait_until(stored)[0]
+    assert record["display"] == screen.url
+    assert record["content-item"] == "http://127.0.0.1:9/lobby.html"
+    assert record["set"] == "lobby"  # the schedule's id names the set on the display
+    assert record["origin"] == "schedule"
+    assert record["painted"] is True
+    assert record["ended"] is None  # still on screen
+    assert record["gap-before"] == 0
+
+    # An ad-hoc request ends it; its own update follows in sequence.
+    screen.display.post("/schedule", json={"content-item": "http://127.0.0.1:9/req.html"})
+    wait_until(lambda: stored()[0]["ended"] is not None)
+    everything = plays(base)
+    assert [p["content-item"] for p in everything["plays"]][-2:] == [
+        "http://127.0.0.1:9/lobby.html",
+        "http://127.0.0.1:9/req.html",
+    ]
+    assert everything["gaps"] == []
+
+    # A time range: nothing started before the epoch's first day, all of it since.
+    assert plays(base, until="1970-01-02T00:00:00Z")["plays"] == []
+    assert len(plays(base, since="2000-01-01T00:00:00+01:00")["plays"]) == len(everything["plays"])
+    bad = requests.get(f"{base}/x/plays", params={"since": "yesterday"}, timeout=5)
+    assert bad.status_code == 400 and bad.json()["field"] == "since"
+
+    as_csv = requests.get(f"{base}/x/plays", headers={"Accept": "text/csv"}, timeout=5)
+    assert as_csv.headers["Content-Type"].startswith("text/csv")
+    lines = as_csv.text.splitlines()
+    assert lines[0].startswith("display,sequence,started,ended,content_item")
+    assert any("lobby.html,text/html,lobby,schedule" in line for line in lines[1:])
+
+    assert main(["ctl", "plays", base, "--display", screen.url]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert f"#{sequence}" in out and "[lobby]  http://127.0.0.1:9/lobby.html" in out
+    assert main(["ctl", "plays", base, "--csv", "--since", "2000-01-01"]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("display,sequence")
+
+
+def test_gaps_in_a_sequence_are_shown(
+    scheduler: SchedulerService,
+    make_screen: Callable[..., Screen],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from server.cli import main
+
+    base = scheduler.url
+    screen = make_screen("gappy")
+    wait_until(lambda: scheduler.storage.ingest_secret(screen.url) is not None)
+    ingest = scheduler._playback_subscriber(screen.url)
+    assert ingest is not None and ingest.startswith(base + "/x/ingest/")
+    update = {
+        "content-item": "http://127.0.0.1:9/a.html",
+        "content-type": "text/html",
+        "origin": "schedule",
+        "set": "s",
+        "duration": 10.0,
+        "display": "http://spoofed.example",  # not trusted: the secret names the display
+    }
+    for sequence, second in ((100, 0), (101, 10), (105, 50)):
+        body = {**update, "sequence": sequence, "started": f"2030-01-01T00:00:{second:02d}+00:00"}
+        assert requests.post(ingest, json=body, timeout=5).status_code == 200
+    # A redelivery (the same event again) is stored once.
+    assert requests.post(ingest, json=body, timeout=5).status_code == 200
+    answer = plays(base, display=screen.url, since="2030-01-01T00:00:00Z")
+    assert [p["sequence"] for p in answer["plays"]] == [100, 101, 105]
+    assert [p["gap-before"] for p in answer["plays"]] == [0, 0, 3]
+    assert answer["plays"][0]["ended"] == "2030-01-01T00:00:10+00:00"
+    assert answer["plays"][1]["ended"] is None  # what followed it was never received
+    assert answer["gaps"] == [
+        {
+            "display": screen.url,
+            "after-sequence": 101,
+            "before-sequence": 105,
+            "missing": 3,
+            "from": "2030-01-01T00:00:10+00:00",
+            "until": "2030-01-01T00:00:50+00:00",
+        }
+    ]
+    main(["ctl", "plays", base, "--since", "2030-01-01T00:00:00Z"])
+    assert "-- 3 update(s) of" in capsys.readouterr().out
+    assert requests.post(base + "/x/ingest/nope", json=body, timeout=5).status_code == 404
+    bad = requests.post(ingest, json={**body, "sequence": "x"}, timeout=5)
+    assert bad.status_code == 400
+
+
+def test_ingest_needs_no_token_but_plays_do_not_leak_it(tmp_path: Path) -> None:
+    schedules = tmp_path / "s"
+    schedules.mkdir()
+    service = SchedulerService(data_dir=tmp_path / "d", schedules_dir=schedules, token="t0k")
+    service.start()
+    service.server.start()
+    try:
+        auth = {"Authorization": "Bearer t0k"}
+        display = "http://127.0.0.1:9"
+        registered = requests.post(
+            f"{service.url}/displays",
+            json={"url": display, "location": LOCATION},
+            headers=auth,
+            timeout=5,
+        )
+        assert registered.status_code == 201
+        ingest = service._playback_subscriber(display)
+        assert ingest is not None
+        update = {"sequence": 1, "origin": "idle", "started": "2030-01-01T00:00:00+00:00"}
+        assert requests.post(ingest, json=update, timeout=5).status_code == 200
+        # Writes of the API itself still need the token.
+        assert requests.post(f"{service.url}/x/assignments", json={}, timeout=5).status_code == 401
+        assert plays(service.url)["plays"][0]["origin"] == "idle"
+    finally:
+        service.stop()

@@ -15,11 +15,22 @@ from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
 from server.wsgi import WsgiServer
-from tests.apifuzz import assert_agrees, run
+from tests.apifuzz import Finding, assert_agrees, run
 from tests.segments.test_scheduler import LOBBY
 
 #: Examples per operation in the fuzzing phase (the coverage phase adds its own).
 MAX_EXAMPLES = 50
+
+
+def schedule_is_not_json_schema(finding: Finding, answer: dict[str, Any]) -> bool:
+    """A schedule written with PUT /x/schedules/<id> is a CDS, whose grammar (RELAX NG) the
+    document names but cannot give as JSON Schema: a generated string is refused as invalid-cds
+    (400). tests/segments/test_fleet.py and tests/cds test the grammar."""
+    return (
+        finding.operation == "PUT /x/schedules/{id}"
+        and finding.check == "positive_data_acceptance"
+        and answer.get("error") == "invalid-cds"
+    )
 
 
 def test_scheduler(tmp_path: Path) -> None:
@@ -30,7 +41,9 @@ def test_scheduler(tmp_path: Path) -> None:
     service.start()
     service.server.start()
     try:
-        result = run("scheduler", service.url, max_examples=MAX_EXAMPLES)
+        result = run(
+            "scheduler", service.url, max_examples=MAX_EXAMPLES, allow=schedule_is_not_json_schema
+        )
     finally:
         service.stop()
     print(f"scheduler: {result.cases} cases {result.by_phase} {result.statuses}")

@@ -1,0 +1,240 @@
+"""Proof of play: every playback update of every registered display, stored and queried.
+
+The scheduler subscribes to each registered display's playback updates (the display's
+``POST /playback/subscribe/``, done by ``server.scheduler.registry`` each time it reads the
+display) with a subscriber-uri of its own: ``<scheduler>/x/ingest/<secret>``, one secret per
+display, made when it registers. The secret names the display (the update's own ``display``
+field is not trusted), so the ingest path needs no bearer token: displays' outboxes send none.
+It is served by a small app of its own (:func:`create_ingest_app`), mounted in front of the
+scheduler's API (``SchedulerService``), outside the API token's reach.
+
+``GET /x/plays?display=&since=&until=`` answers JSON, or CSV for ``Accept: text/csv``. A jump
+in a display's ``sequence`` (updates the display dropped, or that never arrived) is reported as a
+gap, in the JSON (``gaps``, and ``gap-before`` on the update after it) and the CSV
+(``gap_before``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, Response, request
+
+from server.http import ApiError, create_base_app, json_response, read_json_object
+from server.scheduler.storage import PlayRecord, SchedulerStorage
+from server.validation import HTTP, Uri
+
+log = logging.getLogger("pdn.scheduler.plays")
+
+INGEST_PREFIX = "/x/ingest"
+CSV_COLUMNS = (
+    "display",
+    "sequence",
+    "started",
+    "ended",
+    "content_item",
+    "content_type",
+    "set",
+    "origin",
+    "duration",
+    "painted",
+    "gap_before",
+)
+
+
+#: RFC 3339 date-time (JSON Schema's ``format: date-time``), the form ``since`` and ``until`` take.
+_RFC3339 = re.compile(
+    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt]([0-9]{2}:[0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+
+
+def parse_time(name: str, text: str) -> float:
+    """An RFC 3339 date-time ('2026-05-01T08:00:00Z') as epoch seconds (400 otherwise)."""
+    match = _RFC3339.match(text)
+    value = None
+    if match is not None:
+        day, minutes, seconds, fraction, offset = match.groups()
+        seconds = "59" if seconds == "60" else seconds  # a leap second
+        offset = "+00:00" if offset in ("Z", "z") else offset
+        fraction = (fraction or "")[:7]
+        try:
+            value = datetime.fromisoformat(f"{day}T{minutes}:{seconds}{fraction}{offset}")
+        except ValueError:
+            value = None
+    if value is None:
+        raise ApiError(
+            400,
+            "invalid-field",
+            f"'{name}' must be an RFC 3339 date-time such as '2026-05-01T08:00:00Z'.",
+            field=name,
+        )
+    return value.timestamp()
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def play_json(play: PlayRecord, gap_before: int) -> dict[str, Any]:
+    return {
+        "display": play.display,
+        "sequence": play.sequence,
+        "content-item": play.item,
+        "content-type": play.content_type,
+        "set": play.set_name,
+        "origin": play.origin,
+        "started": play.started,
+        "ended": play.ended,
+        "duration": play.duration,
+        "painted": play.painted,
+        "received": _iso(play.received),
+        "gap-before": gap_before,
+    }
+
+
+def with_gaps(plays: list[PlayRecord]) -> tuple[list[tuple[PlayRecord, int]], list[dict[str, Any]]]:
+    """Each play with the number of updates missing right before it (in the answer's range),
+    and the gaps themselves."""
+    annotated: list[tuple[PlayRecord, int]] = []
+    gaps: list[dict[str, Any]] = []
+    previous: PlayRecord | None = None
+    for play in plays:
+        missing = 0
+        if previous is not None and previous.display == play.display:
+            missing = max(0, play.sequence - previous.sequence - 1)
+            if missing:
+                gaps.append(
+                    {
+                        "display": play.display,
+                        "after-sequence": previous.sequence,
+                        "before-sequence": play.sequence,
+                        "missing": missing,
+                        "from": previous.started,
+                        "until": play.started,
+                    }
+                )
+        annotated.append((play, missing))
+        previous = play
+    return annotated, gaps
+
+
+def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
+    """A PlayRecord from a display's playback update (400 when it is not one)."""
+
+    def text(name: str, required: bool = False) -> str | None:
+        value = body.get(name)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or len(value) > 8192:
+            raise ApiError(400, "invalid-field", f"'{name}' must be a string.", field=name)
+        return value
+
+    sequence = body.get("sequence")
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
+        raise ApiError(400, "invalid-field", "'sequence' must be a whole number.", field="sequence")
+    started = text("started", required=True)
+    assert started is not None
+    duration = body.get("duration")
+    if duration is not None and (
+        not isinstance(duration, int | float) or isinstance(duration, bool)
+    ):
+        raise ApiError(400, "invalid-field", "'duration' must be a number.", field="duration")
+    return PlayRecord(
+        display=url,
+        sequence=sequence,
+        item=text("content-item"),
+        content_type=text("content-type"),
+        set_name=text("set"),
+        origin=text("origin", required=True) or "",
+        started=started,
+        started_at=_started(started),
+        duration=None if duration is None else float(duration),
+        ended=None,
+        # A display sends an update only once its renderer confirmed the item painted
+        # (player.playback); the field is there for displays that may not.
+        painted=body.get("painted", True) is not False,
+        received=time.time(),
+    )
+
+
+def _started(text: str) -> float:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(
+            400, "invalid-field", "'started' must be an ISO 8601 date-time.", field="started"
+        ) from None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+def create_ingest_app(
+    storage: SchedulerStorage, on_play: Callable[[PlayRecord], None] = lambda play: None
+) -> Flask:
+    """The receiver of the displays' playback updates, at ``/x/ingest/<secret>``."""
+    app = create_base_app("pdn.scheduler.ingest")
+
+    # Mounted at INGEST_PREFIX (werkzeug's DispatcherMiddleware takes the prefix off).
+    @app.post("/<secret>")
+    def ingest(secret: str) -> Response:
+        url = storage.display_for_secret(secret)
+        if url is None:
+            raise ApiError(404, "unknown-subscription", "No display receives updates here.")
+        play = record_from_update(url, read_json_object())
+        if storage.record_play(play):
+            on_play(play)
+        return json_response({}, 200)
+
+    return app
+
+
+def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:
+    @app.get("/x/plays")
+    def list_plays() -> Response:
+        display = request.args.get("display")
+        if display is not None:
+            display = Uri(schemes=HTTP)("display", display)
+        since = request.args.get("since")
+        until = request.args.get("until")
+        plays = storage.plays(
+            display,
+            None if since is None else parse_time("since", since),
+            None if until is None else parse_time("until", until),
+        )
+        annotated, gaps = with_gaps(plays)
+        accept = request.accept_mimetypes
+        if accept["text/csv"] > accept["application/json"]:
+            return Response(plays_csv(annotated), mimetype="text/csv")
+        return json_response(
+            {"plays": [play_json(play, missing) for play, missing in annotated], "gaps": gaps}
+        )
+
+
+def plays_csv(annotated: list[tuple[PlayRecord, int]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for play, missing in annotated:
+        writer.writerow(
+            [
+                play.display,
+                play.sequence,
+                play.started,
+                play.ended or "",
+                play.item or "",
+                play.content_type or "",
+                play.set_name or "",
+                play.origin,
+                "" if play.duration is None else f"{play.duration:g}",
+                "true" if play.painted else "false",
+                missing,
+            ]
+        )
+    return out.getvalue()
