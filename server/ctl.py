@@ -12,6 +12,7 @@
     pdn ctl unassign SCHEDULER_URL (--display URL | --group NAME) SCHEDULE_ID
     pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]      a display in a group
     pdn ctl plays SCHEDULER_URL [--display URL] [--since T] [--until T] [--csv]  proof of play
+    pdn ctl broadcast SCHEDULER_URL --group NAME CONTENT_URL --for DURATION   urgent, confirmed
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
@@ -147,7 +148,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     from server.scheduler.ctlfleet import add_fleet_commands  # it uses this module's helpers
 
-    add_fleet_commands(commands)  # assign, unassign, group, plays: a scheduler's fleet
+    add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
 
     parser.set_defaults(func=run)
 

@@ -10,11 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from server.ctl import EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, CtlError, _base, _call, _check
+from server.ctl import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    CtlError,
+    _base,
+    _call,
+    _check,
+)
 
 JSON = "application/json"
 
@@ -67,6 +77,31 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     output.add_argument("--csv", action="store_true", help="print CSV (Accept: text/csv)")
     output.add_argument("--json", action="store_true", help="print the JSON answer")
     plays.set_defaults(ctl_func=cmd_plays)
+
+    broadcast = commands.add_parser(
+        "broadcast",
+        help="show an urgent item on every display of a group, confirmed screen by screen",
+        description=(
+            "POST /x/broadcasts: the item plays at the highest priority on every display of "
+            "the group for the duration. Then waits for each screen's confirmation (its "
+            "playback update, sent once the item is painted) and prints it per display. Exit "
+            "code 0 when every screen confirmed within the time-out, 1 when one did not."
+        ),
+    )
+    broadcast.add_argument("scheduler", metavar="SCHEDULER_URL")
+    broadcast.add_argument("--group", required=True, metavar="NAME")
+    broadcast.add_argument("content", metavar="CONTENT_URL")
+    broadcast.add_argument(
+        "--for", dest="duration", required=True, metavar="DURATION", help="e.g. '2 minutes'"
+    )
+    broadcast.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a screen has to confirm (30)",
+    )
+    broadcast.set_defaults(ctl_func=cmd_broadcast)
 
 
 def _body(value: dict[str, Any]) -> bytes:
@@ -180,4 +215,43 @@ def cmd_plays(args: argparse.Namespace) -> int:
             f"{play['display']}  #{play['sequence']}  {play['started']} -> {ended}  "
             f"{play['origin']}{where}  {what}{painted}"
         )
+    return EXIT_OK
+
+
+def cmd_broadcast(args: argparse.Namespace) -> int:
+    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    content = _base(args.content, "CONTENT_URL")
+    if not 0 < args.timeout <= 3600:
+        raise CtlError(EXIT_USAGE, "--timeout must be between 0 and 3600 seconds")
+    body = {
+        "group": args.group,
+        "content-item": content,
+        "duration": args.duration,
+        "timeout": args.timeout,
+    }
+    report = _check(_call("POST", f"{scheduler}/x/broadcasts", body=_body(body), content_type=JSON))
+    broadcast_id = report.get("id") if isinstance(report, dict) else None
+    if not isinstance(broadcast_id, int):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {report!r}")
+    print(f"broadcast {broadcast_id}: {content} on {len(report['displays'])} display(s) "
+          f"of {args.group} for {args.duration}")  # fmt: skip
+    told: set[str] = set()
+    deadline = time.monotonic() + args.timeout + 5
+    while True:
+        for entry in report["displays"]:
+            if entry["status"] != "waiting" and entry["display"] not in told:
+                told.add(entry["display"])
+                if entry["status"] == "confirmed":
+                    print(f"  {entry['display']}: shown after {entry['after']:.2f} s")
+                else:
+                    print(f"  {entry['display']}: NOT confirmed within {args.timeout:g} s")
+        if len(told) == len(report["displays"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+        report = _check(_call("GET", f"{scheduler}/x/broadcasts/{broadcast_id}"))
+    missing = [e["display"] for e in report["displays"] if e["status"] != "confirmed"]
+    if missing:
+        print(f"{len(missing)} of {len(report['displays'])} screen(s) did not confirm")
+        return EXIT_REFUSED
+    print(f"all {len(report['displays'])} screen(s) confirmed")
     return EXIT_OK

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from server.scheduler.app import create_app, schedule_topic
+from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.fleet import Fleet
 from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
 from server.scheduler.registry import DisplayProber
@@ -37,7 +38,11 @@ class SchedulerService(SegmentService):
         self.outbox = self._outbox(data_dir)
         self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
-        self.fleet = Fleet(self.storage, self.library, self.outbox)
+        self.broadcasts = Broadcasts()
+        self.fleet = Fleet(
+            self.storage, self.library, self.outbox, extra=self.broadcasts.documents_for
+        )
+        self.broadcasts.fleet = self.fleet
         self.library.on_change = self.fleet.schedule_changed
         self.prober = DisplayProber(
             self.storage,
@@ -56,9 +61,10 @@ class SchedulerService(SegmentService):
             fleet=self.fleet,
         )
         add_plays_routes(self.app, self.storage)
+        add_broadcast_routes(self.app, self.broadcasts)
         # The displays' playback updates come in beside the API, outside its token's reach
         # (displays send none): each display's URL carries a secret of its own instead.
-        ingest = create_ingest_app(self.storage)
+        ingest = create_ingest_app(self.storage, on_play=self.broadcasts.played)
         self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app}
         )
@@ -78,7 +84,15 @@ class SchedulerService(SegmentService):
     def _publish(self, schedule_id: str, body: bytes) -> None:
         self.outbox.publish(schedule_topic(schedule_id), body, "text/xml")
 
+    def start(self) -> SchedulerService:
+        super().start()
+        # Every display gets what it should hold now: what changed while the scheduler was
+        # down, and the removal of a broadcast that was under way when it stopped.
+        self.fleet.sync_all()
+        return self
+
     def stop(self) -> None:
+        self.broadcasts.stop()
         super().stop()
         self.storage.close()
 

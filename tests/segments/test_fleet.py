@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -486,3 +487,77 @@ def test_ingest_needs_no_token_but_plays_do_not_leak_it(tmp_path: Path) -> None:
         assert plays(service.url)["plays"][0]["origin"] == "idle"
     finally:
         service.stop()
+
+
+# -- broadcast ----------------------------------------------------------------------------------
+
+
+def playing(screen: Screen, item: str) -> bool:
+    return screen.item() == item
+
+
+def test_broadcast_to_three_displays_one_down(
+    scheduler: SchedulerService,
+    make_screen: Callable[..., Screen],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from server.cli import main
+    from server.ctl import EXIT_REFUSED
+
+    base = scheduler.url
+    put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html", priority="high"))
+    screens = [make_screen(name, groups=["floor"]) for name in ("north", "south", "east")]
+    assign(base, "lobby", group="floor")
+    for screen in screens:
+        wait_until(partial(playing, screen, "http://127.0.0.1:9/lobby.html"))
+        wait_until(partial(screen.display.outbox.subscribers, "playback"))
+    down = screens[2]
+    down.go_offline()
+
+    started = time.monotonic()
+    code = main(
+        [
+            "ctl", "broadcast", base, "--group", "floor", "http://127.0.0.1:9/fire.html",
+            "--for", "4 seconds", "--timeout", "2",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == EXIT_REFUSED, out
+    assert time.monotonic() - started < 6
+    for screen in screens[:2]:
+        assert f"{screen.url}: shown after" in out
+        assert screen.item() == "http://127.0.0.1:9/fire.html"
+        # At the highest priority: an ad-hoc request (high) waits behind it.
+        screen.display.post("/schedule", json={"content-item": "http://127.0.0.1:9/req.html"})
+    assert f"{down.url}: NOT confirmed within 2 s" in out
+    assert "1 of 3 screen(s) did not confirm" in out
+
+    listing = requests.get(f"{base}/x/broadcasts", timeout=5).json()
+    report = requests.get(f"{base}/x/broadcasts/{listing[-1]['id']}", timeout=5).json()
+    statuses = {entry["display"]: entry["status"] for entry in report["displays"]}
+    assert statuses == {
+        screens[0].url: "confirmed",
+        screens[1].url: "confirmed",
+        down.url: "not-confirmed",
+    }
+    time.sleep(0.3)
+    assert screens[0].item() == "http://127.0.0.1:9/fire.html"  # the request waits
+    # Proof of play names it too, in the broadcast's own set.
+    fire = [p for p in plays(base)["plays"] if p["content-item"] == "http://127.0.0.1:9/fire.html"]
+    assert {p["set"] for p in fire} == {f"broadcast-{report['id']}"}
+
+    # After its duration the broadcast is taken off; the screens go back to what they did.
+    for screen in screens[:2]:
+        # The request that waited behind the broadcast plays now.
+        wait_until(partial(playing, screen, "http://127.0.0.1:9/req.html"), 8)
+        assert screen.display.service.document_names() == ["lobby"]
+    assert requests.get(f"{base}/x/broadcasts/{report['id']}", timeout=5).json()["ended"]
+
+
+def test_broadcast_errors(scheduler: SchedulerService) -> None:
+    base = scheduler.url
+    body = {"group": "nobody", "content-item": "http://127.0.0.1:9/x.html", "duration": "1 min"}
+    assert requests.post(f"{base}/x/broadcasts", json=body, timeout=5).status_code == 404
+    bad = requests.post(f"{base}/x/broadcasts", json={**body, "duration": "soon"}, timeout=5)
+    assert bad.status_code == 400 and bad.json()["field"] == "duration"
+    assert requests.get(f"{base}/x/broadcasts/12", timeout=5).status_code == 404
