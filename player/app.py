@@ -56,6 +56,7 @@ from player.qtloop import (
 )
 from player.remotesets import RemoteSetFetcher
 from player.renderer import KioskRenderer, RendererOptions
+from player.renderer.idle import download_progress
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
@@ -67,6 +68,8 @@ from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
 
+#: How often the idle page's download progress is refreshed.
+PROGRESS_MS = 2_000
 #: A screen right this long after the start forgets the exits behind the restart back-off.
 RIGHT_FOR_MS = 300_000
 
@@ -209,6 +212,13 @@ def run(
         forget.setSingleShot(True)
         forget.timeout.connect(forget_exits)
         forget.start(RIGHT_FOR_MS)
+
+        # The idle page says how the schedule's files are coming ("2 of 5 ready").
+        progress = QTimer()
+        progress.timeout.connect(
+            lambda: renderer.set_idle_progress(download_progress(content.status()))
+        )
+        progress.start(PROGRESS_MS)
 
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()

@@ -7,6 +7,7 @@ so the screen is never black.
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
 
@@ -33,13 +34,27 @@ def assets_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "assets"
 
 
-def idle_html(name: str, api_url: str, ips: list[str]) -> str:
+def idle_html(name: str, api_url: str, ips: list[str], progress: str = "") -> str:
     template = (assets_dir() / "idle.html").read_text(encoding="utf-8")
     return (
         template.replace("{name}", escape(name or "pdn display"))
         .replace("{api_url}", escape(api_url or "not configured"))
         .replace("{addresses}", "<br>".join(escape(ip) for ip in ips) or "no network")
+        .replace("{progress}", escape(progress))
     )
+
+
+def progress_script(progress: str) -> str:
+    """JavaScript that puts ``progress`` on an idle page already shown."""
+    return f"window.pdnIdleProgress && window.pdnIdleProgress({json.dumps(progress)});"
+
+
+def download_progress(status: dict[str, object]) -> str:
+    """ "Downloading 3 of 5 files" while files the schedule needs are still coming, else ""."""
+    wanted, ready = status.get("wanted"), status.get("ready")
+    if not isinstance(wanted, int) or not isinstance(ready, int) or ready >= wanted:
+        return ""
+    return f"Downloading the schedule's files: {ready} of {wanted} ready"
 
 
 def idle_base_url() -> QUrl:

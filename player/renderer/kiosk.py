@@ -27,10 +27,9 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QImage
 from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEngineSettings
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QWidget
 
 from player.playitem import PlayItem, RendererListener
-from player.power import x_screen_power
 from player.renderer.content import (
     Kind,
     classify,
@@ -41,11 +40,11 @@ from player.renderer.content import (
 )
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.fade import FadeOverlay
-from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html
+from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html, progress_script
 from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
 from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.webslot import SlotState, WebSlot, classify_frame
-from player.renderer.window import KioskWindow, Stage
+from player.renderer.window import KioskWindow, Stage, keep_screen_awake
 
 log = logging.getLogger("pdn.renderer")
 
@@ -111,6 +110,7 @@ class KioskRenderer(QObject):
         self._image_serial = 0
         self._last_frame: float | None = None
         self._idle_ips: list[str] = []
+        self._idle_progress = ""
         self._closed = False
         self._started = time.monotonic()
         self._crash_times: deque[float] = deque(maxlen=64)
@@ -293,13 +293,21 @@ class KioskRenderer(QObject):
         slot = self._free_slot(for_show=True)
         assert slot is not None
         slot.load_html(
-            idle_html(self.options.display_name, self.options.api_url, self._idle_ips),
+            idle_html(
+                self.options.display_name, self.options.api_url, self._idle_ips, self._idle_progress
+            ),
             idle_base_url(),
             item,
         )
         self._pending = _Pending(item, Kind.PAGE, slot=slot, report=False)
 
     # -- extensions -----------------------------------------------------------------------
+
+    def set_idle_progress(self, text: str) -> None:
+        """What the idle page says of downloads ("" for nothing); shown at once if it is up."""
+        self._idle_progress = text
+        for slot in (s for s in self.slots if s.item is not None and s.item.token == IDLE_TOKEN):
+            slot.page.runJavaScript(progress_script(text))
 
     def grab_png(self) -> bytes:
         """A PNG of what the window shows now (rotation included). GUI thread only."""
@@ -787,12 +795,3 @@ class KioskRenderer(QObject):
             log.info("addresses changed: refreshing the idle page")
             slot.item = None  # so show_idle loads it afresh
             self.show_idle()
-
-
-def keep_screen_awake() -> None:
-    """Screen saver and DPMS off on X (best effort); elsewhere it is not ours to change."""
-    platform = QApplication.platformName()
-    if platform == "xcb":
-        x_screen_power().keep_awake()
-    elif platform not in ("offscreen", "minimal"):
-        log.info("screen blanking on %s is left to the compositor or console settings", platform)

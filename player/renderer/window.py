@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from player.power import x_screen_power
+
 log = logging.getLogger("pdn.renderer")
 
 
@@ -176,3 +178,12 @@ class KioskWindow(QWidget):
         if self.rotation in (90, 270):
             return QSize(self.height(), self.width())
         return QSize(self.width(), self.height())
+
+
+def keep_screen_awake() -> None:
+    """Screen saver and DPMS off on X (best effort); elsewhere it is not ours to change."""
+    platform = QApplication.platformName()
+    if platform == "xcb":
+        x_screen_power().keep_awake()
+    elif platform not in ("offscreen", "minimal"):
+        log.info("screen blanking on %s is left to the compositor or console settings", platform)
