@@ -7,6 +7,12 @@ Xvfb where a test needs a whole X screen. Chromium's sandbox cannot run as root.
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.pgserver import PgServer, PostgresMissingError
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
@@ -15,3 +21,23 @@ os.environ.setdefault(
     "QTWEBENGINE_CHROMIUM_FLAGS",
     "--disable-gpu --disable-background-networking --disable-component-update",
 )
+
+
+# A real PostgreSQL (tests/pgserver.py): one server per test session, a database per test.
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PgServer]:
+    try:
+        server = PgServer.start()
+    except PostgresMissingError as missing:
+        if os.environ.get("CI"):
+            raise  # the set-up installs it: CI must not skip these tests
+        pytest.skip(str(missing))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PgServer) -> Iterator[str]:
+    name = f"t{uuid.uuid4().hex[:12]}"
+    yield postgres_server.create_database(name)
+    postgres_server.drop_database(name)

@@ -83,7 +83,7 @@ def test_lock_file_pins_every_dependency_within_its_range() -> None:
 def test_setups_install_from_the_lock_file() -> None:
     dev = DEV.read_text()
     assert "x11-xserver-utils" in dev  # xset, for tests/appliance/test_power.py
-    assert '-c "$constraints" -e "${root}[display,test]"' in dev
+    assert '-c "$constraints" -e "${root}[display,test,postgres]"' in dev
     install = INSTALL.read_text()
     pip_lines = [line for line in install.splitlines() if "pip install" in line]
     assert pip_lines and all('-c "$constraints"' in line for line in pip_lines)
