@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from functools import partial
 from pathlib import Path
 
@@ -46,11 +47,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "the subscription to its playback updates (300)",
     )
     parser.add_argument(
+        "--database",
+        metavar="URL",
+        default=os.environ.get("PDN_DATABASE_URL") or None,
+        help="postgresql://user@host/db: keep the registry, schedules, fleet and webhook outbox "
+        "in PostgreSQL, shared by every scheduler process on it (needs the 'postgres' extra); "
+        "default: PDN_DATABASE_URL, else SQLite files in --data-dir",
+    )
+    parser.add_argument(
         "--public-url",
         metavar="URL",
         help="how displays reach this scheduler (their playback updates are sent there); "
         "default: the listen address, this machine's own for 0.0.0.0",
     )
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.refresh <= 0:
         log.error("--refresh must be a positive number of seconds")
         return EXIT_USAGE
+    if args.database and not is_postgres_url(args.database):
+        log.error("--database must be a postgresql:// URL")
+        return EXIT_USAGE
     data_dir: Path = args.data_dir or default_data_dir("scheduler")
     return run_service(
         args,
@@ -71,11 +87,12 @@ def run(args: argparse.Namespace) -> int:
             schedules_dir=schedules_dir,
             refresh_interval=args.refresh,
             public_url=args.public_url,
+            database=args.database,
         ),
         logger=log,
         data_dir=data_dir,
         ready=lambda service: (
             f"scheduler ready at {service.url}: {len(service.library.all())} schedules from "
-            f"{schedules_dir}, data in {data_dir}"
+            f"{schedules_dir}, data in {'PostgreSQL' if args.database else data_dir}"
         ),
     )

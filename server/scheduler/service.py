@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
@@ -15,6 +17,10 @@ from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import SchedulerStorage, SqliteStorage
 from server.standalone import SegmentService, display_token
+
+if TYPE_CHECKING:
+    from server.outbox import Outbox
+    from server.pgoutbox import PgOutbox
 
 
 class SchedulerService(SegmentService):
@@ -31,12 +37,28 @@ class SchedulerService(SegmentService):
         refresh_interval: float = 300.0,
         storage: SchedulerStorage | None = None,
         public_url: str | None = None,
+        database: str | None = None,
     ) -> None:
         """``public_url``: how displays reach this scheduler (their playback updates come
-        to it); default: the address it listens on (this machine's, for 0.0.0.0)."""
+        to it); default: the address it listens on (this machine's, for 0.0.0.0).
+        ``database``: a ``postgresql://`` URL (default: ``PDN_DATABASE_URL``) puts the registry,
+        schedules, fleet and outbox in PostgreSQL, shared with the other scheduler processes
+        on it (issue 14); without, they live in SQLite files in ``data_dir``."""
         super().__init__("scheduler")
-        self.outbox = self._outbox(data_dir)
-        self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
+        database = database or os.environ.get("PDN_DATABASE_URL") or None
+        self._pool: Any = None
+        self.outbox: Outbox | PgOutbox
+        if database:
+            from server.pg import open_pool
+            from server.pgoutbox import PgOutbox
+            from server.scheduler.pgstorage import PgStorage
+
+            self._pool = open_pool(database, name="scheduler", max_size=10)
+            self.outbox = PgOutbox(self._pool, name="scheduler", bearer_token=display_token())
+            self.storage = storage or PgStorage(self._pool)
+        else:
+            self.outbox = self._outbox(data_dir)
+            self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.broadcasts = Broadcasts()
         self.fleet = Fleet(
@@ -95,6 +117,8 @@ class SchedulerService(SegmentService):
         self.broadcasts.stop()
         super().stop()
         self.storage.close()
+        if self._pool is not None:
+            self._pool.close()
 
 
 def _reachable(url: str) -> str:

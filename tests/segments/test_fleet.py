@@ -29,6 +29,9 @@ from tests.segments.conftest import wait_until
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 XML = {"Content-Type": "text/xml"}
 
+# The whole suite on both storage backends: SQLite and PostgreSQL (issue 14).
+pytestmark = pytest.mark.usefixtures("scheduler_backend")
+
 
 @dataclass
 class Screen:

@@ -1,0 +1,440 @@
+"""The scheduler's storage on PostgreSQL (:class:`PgStorage`), for several scheduler processes
+on one database (``pdn scheduler --database postgresql://...``; issue 14).
+
+The same :class:`~server.scheduler.storage.SchedulerStorage` as :class:`SqliteStorage`, table
+for table (see its module), through a psycopg connection pool (``server.pg``); the schema is
+versioned as component ``scheduler`` in ``pdn_schema`` and migrated at start under an advisory
+lock, so processes starting together migrate once.
+
+What differs:
+- registration order is a sequence (``seq BIGSERIAL``), safe when processes register at once;
+- background reads of the displays are shared: :meth:`displays_to_check` *claims* the due
+  displays (``probe_until``, with ``FOR UPDATE SKIP LOCKED``), so each display is read by one
+  process; a claim not followed by :meth:`record_display_info` (the display did not answer, or
+  the process died) runs out after ``PROBE_CLAIM`` seconds and any process reads it again.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from server.db import Migrations
+from server.pg import Connection, migrate
+from server.scheduler.storage import (
+    Assignment,
+    DisplayRecord,
+    PlayRecord,
+    StoredSchedule,
+    display_key,
+)
+
+__all__ = ["MIGRATIONS", "PROBE_CLAIM", "PgStorage"]
+
+#: Seconds a process has to read a display it claimed before another may.
+PROBE_CLAIM = 30.0
+
+MIGRATIONS: Migrations = (
+    (
+        """CREATE TABLE displays (
+            key TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            location TEXT NOT NULL,
+            name TEXT,
+            sensors TEXT NOT NULL DEFAULT '[]',
+            registered DOUBLE PRECISION NOT NULL,
+            checked DOUBLE PRECISION,
+            seq BIGSERIAL NOT NULL,
+            ingest TEXT UNIQUE,
+            probe_until DOUBLE PRECISION
+        )""",
+        "CREATE INDEX displays_by_seq ON displays (seq)",
+        """CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            xml BYTEA NOT NULL,
+            digest TEXT NOT NULL,
+            root_name TEXT,
+            updated DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE display_groups (
+            display_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('display', 'operator')),
+            PRIMARY KEY (display_key, name, source)
+        )""",
+        """CREATE TABLE assignments (
+            schedule_id TEXT NOT NULL,
+            target_kind TEXT NOT NULL CHECK (target_kind IN ('display', 'group')),
+            target TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (schedule_id, target_kind, target)
+        )""",
+        """CREATE TABLE pushed_sets (
+            display_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            pushed DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (display_key, name)
+        )""",
+        """CREATE TABLE plays (
+            id BIGSERIAL PRIMARY KEY,
+            display_key TEXT NOT NULL,
+            display_url TEXT NOT NULL,
+            sequence BIGINT NOT NULL,
+            item TEXT,
+            content_type TEXT,
+            set_name TEXT,
+            origin TEXT NOT NULL,
+            started TEXT NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            duration DOUBLE PRECISION,
+            ended TEXT,
+            painted BOOLEAN NOT NULL,
+            received DOUBLE PRECISION NOT NULL,
+            UNIQUE (display_key, sequence, started)
+        )""",
+        "CREATE INDEX plays_by_time ON plays (started_at)",
+        "CREATE INDEX plays_by_display ON plays (display_key, sequence)",
+    ),
+)
+
+_DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
+
+
+def _display(row: tuple[Any, ...]) -> DisplayRecord:
+    return DisplayRecord(
+        url=row[0],
+        location=json.loads(row[1]),
+        name=row[2],
+        sensors=json.loads(row[3]),
+        registered=row[4],
+        checked=row[5],
+    )
+
+
+def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
+    return StoredSchedule(row[0], bytes(row[1]), row[2], row[3], row[4])
+
+
+class PgStorage:
+    """:class:`SchedulerStorage` in PostgreSQL, shared by every scheduler process."""
+
+    def __init__(self, pool: ConnectionPool[Connection], *, own_pool: bool = False) -> None:
+        """``own_pool``: close the pool in :meth:`close`."""
+        self._pool = pool
+        self._own_pool = own_pool
+        migrate(pool, MIGRATIONS, component="scheduler")
+
+    def _write(self, sql: Any, params: tuple[Any, ...]) -> int:
+        with self._pool.connection() as connection:
+            return connection.execute(sql, params).rowcount
+
+    def _rows(self, sql: Any, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._pool.connection() as connection:
+            return connection.execute(sql, params).fetchall()
+
+    def upsert_display(self, url: str, location: dict[str, str], name: str | None) -> None:
+        self._write(
+            """
+            INSERT INTO displays (key, url, location, name, registered, ingest)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            ON CONFLICT (key) DO UPDATE SET
+                url = excluded.url,
+                location = excluded.location,
+                name = COALESCE(excluded.name, displays.name),
+                checked = NULL,
+                probe_until = NULL,
+                ingest = COALESCE(displays.ingest, excluded.ingest)
+            """,
+            (
+                display_key(url),
+                url,
+                json.dumps(location),
+                name,
+                time.time(),
+                secrets.token_urlsafe(18),
+            ),
+        )
+
+    def record_display_info(
+        self, url: str, name: str | None, sensors: list[dict[str, str]]
+    ) -> None:
+        self._write(
+            "UPDATE displays SET name = COALESCE(%s, name), sensors = %s, checked = %s,"
+            " probe_until = NULL WHERE key = %s",
+            (name, json.dumps(sensors), time.time(), display_key(url)),
+        )
+
+    def displays(self) -> list[DisplayRecord]:
+        rows = self._rows(f"SELECT {_DISPLAY_COLUMNS} FROM displays ORDER BY seq".encode())
+        return [_display(row) for row in rows]
+
+    def displays_to_check(self, checked_before: float) -> list[str]:
+        now = time.time()
+        rows = self._rows(
+            "UPDATE displays SET probe_until = %s WHERE key IN (SELECT key FROM displays"
+            " WHERE (checked IS NULL OR checked < %s) AND (probe_until IS NULL OR probe_until < %s)"
+            " ORDER BY seq FOR UPDATE SKIP LOCKED) RETURNING url, seq",
+            (now + PROBE_CLAIM, checked_before, now),
+        )
+        return [url for url, _seq in sorted(rows, key=lambda row: row[1])]
+
+    def save_schedule(self, schedule: StoredSchedule) -> None:
+        self._write(
+            """
+            INSERT INTO schedules (id, xml, digest, root_name, updated) VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (id) DO UPDATE SET xml = excluded.xml, digest = excluded.digest,
+                root_name = excluded.root_name, updated = excluded.updated
+            """,
+            (
+                schedule.schedule_id,
+                schedule.xml,
+                schedule.digest,
+                schedule.root_name,
+                schedule.updated,
+            ),
+        )
+
+    def schedule(self, schedule_id: str) -> StoredSchedule | None:
+        rows = self._rows(
+            "SELECT id, xml, digest, root_name, updated FROM schedules WHERE id = %s",
+            (schedule_id,),
+        )
+        return _schedule(rows[0]) if rows else None
+
+    def schedules(self) -> list[StoredSchedule]:
+        rows = self._rows("SELECT id, xml, digest, root_name, updated FROM schedules ORDER BY id")
+        return [_schedule(row) for row in rows]
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        return self._write("DELETE FROM schedules WHERE id = %s", (schedule_id,)) > 0
+
+    # -- the fleet ----------------------------------------------------------------------------
+
+    def display(self, url: str) -> DisplayRecord | None:
+        rows = self._rows(
+            f"SELECT {_DISPLAY_COLUMNS} FROM displays WHERE key = %s".encode(),
+            (display_key(url),),
+        )
+        return _display(rows[0]) if rows else None
+
+    def set_declared_groups(self, url: str, groups: list[str]) -> None:
+        key = display_key(url)
+        with self._pool.connection() as connection, connection.transaction():
+            connection.execute(
+                "DELETE FROM display_groups WHERE display_key = %s AND source = 'display'",
+                (key,),
+            )
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO display_groups (display_key, name, source)"
+                    " VALUES (%s, %s, 'display') ON CONFLICT DO NOTHING",
+                    [(key, group) for group in groups],
+                )
+
+    def add_to_group(self, url: str, group: str) -> bool:
+        return (
+            self._write(
+                "INSERT INTO display_groups (display_key, name, source)"
+                " VALUES (%s, %s, 'operator') ON CONFLICT DO NOTHING",
+                (display_key(url), group),
+            )
+            > 0
+        )
+
+    def remove_from_group(self, url: str, group: str) -> bool:
+        return (
+            self._write(
+                "DELETE FROM display_groups WHERE display_key = %s AND name = %s",
+                (display_key(url), group),
+            )
+            > 0
+        )
+
+    def groups(self) -> dict[str, list[str]]:
+        rows = self._rows(
+            "SELECT DISTINCT g.name, d.url, d.seq FROM display_groups g"
+            " JOIN displays d ON d.key = g.display_key ORDER BY g.name, d.seq"
+        )
+        found: dict[str, list[str]] = {}
+        for name, url, _seq in rows:
+            found.setdefault(name, []).append(url)
+        return found
+
+    def display_groups(self, url: str) -> list[str]:
+        rows = self._rows(
+            "SELECT DISTINCT name FROM display_groups WHERE display_key = %s ORDER BY name",
+            (display_key(url),),
+        )
+        return [row[0] for row in rows]
+
+    @staticmethod
+    def _target(assignment: Assignment) -> tuple[str, str]:
+        if assignment.display is not None:
+            return "display", display_key(assignment.display)
+        if assignment.group is not None:
+            return "group", assignment.group
+        raise ValueError("an assignment names a display or a group")
+
+    def assign(self, assignment: Assignment) -> bool:
+        kind, target = self._target(assignment)
+        return (
+            self._write(
+                "INSERT INTO assignments (schedule_id, target_kind, target, created)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (assignment.schedule_id, kind, target, time.time()),
+            )
+            > 0
+        )
+
+    def unassign(self, assignment: Assignment) -> bool:
+        kind, target = self._target(assignment)
+        return (
+            self._write(
+                "DELETE FROM assignments WHERE schedule_id = %s AND target_kind = %s"
+                " AND target = %s",
+                (assignment.schedule_id, kind, target),
+            )
+            > 0
+        )
+
+    def assignments(self) -> list[Assignment]:
+        rows = self._rows(
+            "SELECT a.schedule_id, a.target_kind, a.target, a.created, d.url"
+            " FROM assignments a LEFT JOIN displays d"
+            " ON a.target_kind = 'display' AND d.key = a.target"
+            " ORDER BY a.created, a.schedule_id"
+        )
+        return [
+            Assignment(
+                schedule_id=row[0],
+                display=(row[4] or row[2]) if row[1] == "display" else None,
+                group=row[2] if row[1] == "group" else None,
+                created=row[3],
+            )
+            for row in rows
+        ]
+
+    def schedules_for(self, url: str) -> list[str]:
+        key = display_key(url)
+        rows = self._rows(
+            "SELECT schedule_id, MIN(created) FROM assignments WHERE"
+            " (target_kind = 'display' AND target = %s) OR (target_kind = 'group' AND target IN"
+            " (SELECT name FROM display_groups WHERE display_key = %s))"
+            " GROUP BY schedule_id ORDER BY MIN(created), schedule_id",
+            (key, key),
+        )
+        return [row[0] for row in rows]
+
+    def pushed(self, url: str) -> dict[str, str]:
+        rows = self._rows(
+            "SELECT name, digest FROM pushed_sets WHERE display_key = %s", (display_key(url),)
+        )
+        return {name: digest for name, digest in rows}
+
+    def set_pushed(self, url: str, name: str, digest: str | None) -> None:
+        if digest is None:
+            self._write(
+                "DELETE FROM pushed_sets WHERE display_key = %s AND name = %s",
+                (display_key(url), name),
+            )
+            return
+        self._write(
+            "INSERT INTO pushed_sets (display_key, name, digest, pushed) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (display_key, name) DO UPDATE SET digest = excluded.digest,"
+            " pushed = excluded.pushed",
+            (display_key(url), name, digest, time.time()),
+        )
+
+    def ingest_secret(self, url: str) -> str | None:
+        rows = self._rows("SELECT ingest FROM displays WHERE key = %s", (display_key(url),))
+        return None if not rows else rows[0][0]
+
+    def display_for_secret(self, secret: str) -> str | None:
+        rows = self._rows("SELECT url FROM displays WHERE ingest = %s", (secret,))
+        return None if not rows else str(rows[0][0])
+
+    def record_play(self, play: PlayRecord) -> bool:
+        key = display_key(play.display)
+        with self._pool.connection() as connection, connection.transaction():
+            inserted = connection.execute(
+                "INSERT INTO plays (display_key, display_url, sequence, item, content_type,"
+                " set_name, origin, started, started_at, duration, ended, painted, received)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                (
+                    key,
+                    play.display,
+                    play.sequence,
+                    play.item,
+                    play.content_type,
+                    play.set_name,
+                    play.origin,
+                    play.started,
+                    play.started_at,
+                    play.duration,
+                    play.ended,
+                    play.painted,
+                    play.received,
+                ),
+            ).rowcount
+            if inserted:
+                connection.execute(
+                    "UPDATE plays SET ended = %s WHERE display_key = %s AND sequence = %s"
+                    " AND ended IS NULL",
+                    (play.started, key, play.sequence - 1),
+                )
+                connection.execute(
+                    "UPDATE plays SET ended = (SELECT started FROM plays WHERE display_key = %s"
+                    " AND sequence = %s ORDER BY id DESC LIMIT 1)"
+                    " WHERE display_key = %s AND sequence = %s AND ended IS NULL",
+                    (key, play.sequence + 1, key, play.sequence),
+                )
+        return inserted > 0
+
+    def plays(
+        self, url: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[PlayRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        if url is not None:
+            where.append("display_key = %s")
+            params.append(display_key(url))
+        if since is not None:
+            where.append("started_at >= %s")
+            params.append(since)
+        if until is not None:
+            where.append("started_at < %s")
+            params.append(until)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self._rows(
+            "SELECT display_url, sequence, item, content_type, set_name, origin, started,"
+            " started_at, duration, ended, painted, received FROM plays"
+            f" {clause} ORDER BY display_key, sequence, id".encode(),
+            params,
+        )
+        return [
+            PlayRecord(
+                display=row[0],
+                sequence=row[1],
+                item=row[2],
+                content_type=row[3],
+                set_name=row[4],
+                origin=row[5],
+                started=row[6],
+                started_at=row[7],
+                duration=row[8],
+                ended=row[9],
+                painted=bool(row[10]),
+                received=row[11],
+            )
+            for row in rows
+        ]
+
+    def close(self) -> None:
+        if self._own_pool:
+            self._pool.close()
