@@ -9,6 +9,7 @@ and :meth:`Display.set_remote` too, the same code path as ``POST /schedule``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -24,6 +25,7 @@ from player.config import DisplayConfig
 from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.store import DisplayStore, SensorReading
+from server.cli import package_version
 from server.db import last_disk_full
 from server.display.port import Rejected, SensorMessage
 
@@ -243,6 +245,7 @@ class Display:
         )
         return {
             "status": "ok" if healthy else "degraded",
+            "version": _version(),
             "time": now.isoformat(),
             "uptime": round(time.monotonic() - self._started, 3),
             "renderer": screen,
@@ -272,6 +275,11 @@ class Display:
         if self._screen is None:
             raise RuntimeError("this display has no screen attached")
         return self._screen.grab_png(timeout)
+
+
+@functools.cache
+def _version() -> str:
+    return package_version()
 
 
 def _iso(timestamp: float | None) -> str | None:

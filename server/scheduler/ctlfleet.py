@@ -3,6 +3,7 @@
 pdn ctl assign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
 pdn ctl unassign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
 pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]
+pdn ctl fleet SCHEDULER_URL [--json] [--thumbnail DISPLAY_URL -o FILE]
 """
 
 from __future__ import annotations
@@ -102,6 +103,22 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="how long a screen has to confirm (30)",
     )
     broadcast.set_defaults(ctl_func=cmd_broadcast)
+
+    fleet = commands.add_parser(
+        "fleet",
+        help="every display: online, what it shows since when, health, version (GET /x/fleet)",
+        description=(
+            "The scheduler's view of each registered display, re-read every few seconds: "
+            "online or offline (last seen), what it shows now and since when, its health "
+            "(and the first problem), its version, and when its thumbnail was taken. With "
+            "--thumbnail: take a new thumbnail of one display now and save it as a PNG."
+        ),
+    )
+    fleet.add_argument("scheduler", metavar="SCHEDULER_URL")
+    fleet.add_argument("--json", action="store_true", help="print the JSON answer")
+    fleet.add_argument("--thumbnail", metavar="DISPLAY_URL", help="take its thumbnail now")
+    fleet.add_argument("-o", "--output", metavar="FILE", help="where the thumbnail goes")
+    fleet.set_defaults(ctl_func=cmd_fleet)
 
 
 def _body(value: dict[str, Any]) -> bytes:
@@ -255,3 +272,60 @@ def cmd_broadcast(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     print(f"all {len(report['displays'])} screen(s) confirmed")
     return EXIT_OK
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    if args.thumbnail:
+        if not args.output:
+            raise CtlError(EXIT_USAGE, "--thumbnail needs -o FILE")
+        query = urlencode({"display": _base(args.thumbnail, "--thumbnail")})
+        taken = _check(_call("POST", f"{scheduler}/x/displays/thumbnail?{query}"))
+        problem = (taken.get("thumbnail") or {}).get("error") if isinstance(taken, dict) else None
+        if problem:
+            raise CtlError(EXIT_REFUSED, f"no new thumbnail: {problem}")
+        response = _call("GET", f"{scheduler}/x/displays/thumbnail?{query}", accept="image/png")
+        if response.status_code != 200:
+            _check(response)
+        with open(args.output, "wb") as out:
+            out.write(response.content)
+        print(f"{args.output}: {len(response.content)} bytes")
+        return EXIT_OK
+    answer = _check(_call("GET", f"{scheduler}/x/fleet"))
+    if not isinstance(answer, list):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not answer:
+        print("no display has registered")
+    for display in answer:
+        print(describe_fleet_entry(display))
+    return EXIT_OK
+
+
+def describe_fleet_entry(display: dict[str, Any]) -> str:
+    """Two lines: who and in what state; what it shows."""
+    name = f"{display['name']}  " if display.get("name") else ""
+    if display.get("online"):
+        state = f"online (seen {display.get('last-seen')})"
+    elif display.get("online") is None:
+        state = "not read yet"
+    else:
+        state = f"OFFLINE since {display.get('offline-since')}: {display.get('last-error')}"
+    health = display.get("health") or {}
+    verdict = health.get("status") or "?"
+    if health.get("problem"):
+        verdict += f" ({health['problem']})"
+    playing = display.get("playing") or {}
+    what = playing.get("content-item") or "(idle page)"
+    where = f" [{playing['set']}]" if playing.get("set") else ""
+    thumbnail = display.get("thumbnail") or {}
+    picture = "no thumbnail"
+    if thumbnail.get("available"):
+        picture = f"thumbnail {thumbnail.get('taken')}"
+    return (
+        f"{name}{display['display']}  {state}  health {verdict}  "
+        f"version {display.get('version') or '?'}\n"
+        f"    shows {what}{where} since {playing.get('started') or '?'}; {picture}"
+    )

@@ -11,11 +11,13 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
+from server.scheduler.console import create_console_app
 from server.scheduler.fleet import Fleet
+from server.scheduler.fleetstatus import FleetStatus, add_fleet_status_routes
 from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
-from server.scheduler.storage import SchedulerStorage, SqliteStorage
+from server.scheduler.storage import PlayRecord, SchedulerStorage, SqliteStorage
 from server.standalone import SegmentService, display_token
 
 if TYPE_CHECKING:
@@ -73,6 +75,10 @@ class SchedulerService(SegmentService):
             subscriber_for=self._playback_subscriber,
             display_token=display_token(),
         )
+        # What every display is doing now (in memory, re-learnt in seconds): GET /x/fleet.
+        self.fleet_status = FleetStatus(
+            self.storage, interval=min(refresh_interval, 10.0), display_token=display_token()
+        )
         self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(
             self.storage,
@@ -84,13 +90,29 @@ class SchedulerService(SegmentService):
         )
         add_plays_routes(self.app, self.storage)
         add_broadcast_routes(self.app, self.broadcasts)
+        add_fleet_status_routes(self.app, self.storage, self.fleet_status)
         # The displays' playback updates come in beside the API, outside its token's reach
         # (displays send none): each display's URL carries a secret of its own instead.
-        ingest = create_ingest_app(self.storage, on_play=self.broadcasts.played)
-        self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
-            self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app}
+        ingest = create_ingest_app(self.storage, on_play=self._played)
+        # The console (server-rendered pages, its own sign-in cookie), beside the API too.
+        console = create_console_app(
+            storage=self.storage,
+            library=self.library,
+            fleet=self.fleet,
+            status=self.fleet_status,
+            broadcasts=self.broadcasts,
+            token=token,
         )
-        self._listen(self.app, host, port, self.outbox, self.library, self.prober)
+        self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
+            self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}
+        )
+        self._listen(
+            self.app, host, port, self.outbox, self.library, self.prober, self.fleet_status
+        )
+
+    def _played(self, play: PlayRecord) -> None:
+        self.broadcasts.played(play)
+        self.fleet_status.played(play)
 
     def _playback_subscriber(self, url: str) -> str | None:
         secret = self.storage.ingest_secret(url)
@@ -102,6 +124,7 @@ class SchedulerService(SegmentService):
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
         self.prober.poke(url)
+        self.fleet_status.poke()
 
     def _publish(self, schedule_id: str, body: bytes) -> None:
         self.outbox.publish(schedule_topic(schedule_id), body, "text/xml")

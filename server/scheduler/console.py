@@ -1,0 +1,468 @@
+"""The console at ``/console/``: the fleet in a browser, server-rendered (Jinja), offline.
+
+A Flask app of its own, mounted at ``/console`` in front of the scheduler's API
+(``SchedulerService``), so it is no part of the API's OpenAPI document. Everything it serves is
+its own (``templates/console``, ``static/console.css`` and ``console.js``); its
+Content-Security-Policy allows nothing from elsewhere.
+
+When the scheduler has an API token, every page asks for it once (``/console/signin``) and then
+carries a cookie (HttpOnly, SameSite=Strict: no other site can send it, so no other site can
+post a form here): an HMAC of the token, so changing the token signs everyone out. The API
+itself keeps ``Authorization: Bearer``.
+
+Pages: the displays (thumbnail, online state, now playing; live through server-sent events at
+``/console/events``, polling ``/console/fleet.json`` when the stream is refused), a display
+(status, health, schedules, groups, recent plays, its next 24 hours), schedules with an editor
+that validates on save and shows the line at fault, assignments, groups, broadcasts with their
+per-screen confirmations, and plays per item per day.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+from collections.abc import Generator, Iterator
+from datetime import UTC, date, datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from flask import Flask, Response, abort, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response as BaseResponse
+
+from cds.errors import CdsError
+from server.http import ApiError
+from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
+from server.scheduler.consolecharts import plays_per_item_per_day, timeline
+from server.scheduler.fleet import Fleet
+from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
+from server.scheduler.fleetstatus import FleetStatus, thumbnail_response
+from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
+from server.scheduler.storage import Assignment, SchedulerStorage
+from server.validation import ValidationError
+
+COOKIE = "pdn_console"
+MAX_STREAMS = 4  # each live page holds one of the API server's worker threads
+HEARTBEAT = 15.0
+RECENT_PLAYS = 25
+NEW_SCHEDULE = """<?xml version="1.0" encoding="UTF-8"?>
+<content-set name="{id}" type="inline">
+  <content-item content-type="text/html">
+    <requires-file><sources><uri>https://example.org/</uri></sources></requires-file>
+  </content-item>
+</content-set>
+"""
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+Redirect = BaseResponse
+
+
+def cookie_value(token: str) -> str:
+    return hmac.new(token.encode(), b"pdn-console-v1", hashlib.sha256).hexdigest()
+
+
+def _time(text: Any) -> str:
+    """An ISO date-time as 'HH:MM:SS' (UTC) when today, else 'YYYY-MM-DD HH:MM'."""
+    if not isinstance(text, str) or not text:
+        return "–"
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    value = value.astimezone(UTC) if value.tzinfo else value
+    if value.date() == datetime.now(UTC).date():
+        return value.strftime("%H:%M:%S")
+    return value.strftime("%Y-%m-%d %H:%M")
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).netloc or url
+
+
+def create_console_app(
+    *,
+    storage: SchedulerStorage,
+    library: ScheduleLibrary,
+    fleet: Fleet,
+    status: FleetStatus,
+    broadcasts: Broadcasts,
+    token: str | None = None,
+) -> Flask:
+    app = Flask(
+        __name__,
+        template_folder="templates",
+        static_folder="static",
+        static_url_path="/static",
+    )
+    app.jinja_env.filters["time"] = _time
+    app.jinja_env.filters["host"] = _host
+    app.jinja_env.filters["q"] = lambda text: quote(str(text), safe="")
+    streams = threading.BoundedSemaphore(MAX_STREAMS)
+    expected = cookie_value(token) if token else None
+
+    @app.after_request
+    def _headers(response: Response) -> Response:
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        if response.mimetype == "text/html":
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.before_request
+    def _signed_in() -> Redirect | None:
+        if expected is None or request.endpoint in ("signin", "static"):
+            return None
+        given = request.cookies.get(COOKIE, "")
+        if hmac.compare_digest(given.encode(), expected.encode()):
+            return None
+        if request.method == "GET" and request.endpoint not in ("events", "fleet_json"):
+            return redirect(url_for("signin", next=request.full_path.rstrip("?")))
+        abort(401)
+
+    @app.context_processor
+    def _common() -> dict[str, Any]:
+        return {"signed_in": expected is not None, "section": request.endpoint}
+
+    # -- signing in ---------------------------------------------------------------------------
+
+    @app.route("/signin", methods=["GET", "POST"])
+    def signin() -> Response | Redirect | str:
+        target = request.values.get("next") or url_for("displays")
+        if not target.startswith("/") or target.startswith("//"):
+            target = url_for("displays")
+        if expected is None:
+            return redirect(target)
+        error = None
+        if request.method == "POST":
+            given = request.form.get("token", "")
+            if token is not None and hmac.compare_digest(given.encode(), token.encode()):
+                response = redirect(target)
+                response.set_cookie(
+                    COOKIE,
+                    expected,
+                    httponly=True,
+                    samesite="Strict",
+                    secure=request.is_secure,
+                    path=request.script_root or "/",
+                    max_age=30 * 24 * 3600,
+                )
+                return response
+            error = "That is not the scheduler's API token."
+        page = render_template("console/signin.html", error=error, next=target)
+        return Response(page, status=401 if error else 200, mimetype="text/html")
+
+    @app.post("/signout")
+    def signout() -> Redirect:
+        response = redirect(url_for("signin"))
+        response.delete_cookie(COOKIE, path=request.script_root or "/")
+        return response
+
+    # -- displays -------------------------------------------------------------------------------
+
+    def cards() -> list[dict[str, Any]]:
+        return status.snapshot()
+
+    @app.get("/")
+    def displays() -> str:
+        return render_template("console/displays.html", displays=cards())
+
+    @app.get("/fleet.json")
+    def fleet_json() -> Response:
+        return app.response_class(
+            app.json.dumps({"revision": status.revision, "displays": cards()}),
+            mimetype="application/json",
+        )
+
+    @app.get("/events")
+    def events() -> Response:
+        if not streams.acquire(blocking=False):
+            return Response("too many live pages", status=503, mimetype="text/plain")
+        body = _EventStream(status, storage, streams.release)
+        response = Response(body, mimetype="text/event-stream")
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Accel-Buffering"] = "no"
+        return response
+
+    def registered(given: str | None) -> str:
+        display = storage.display(given) if given else None
+        if display is None:
+            abort(404)
+        return display.url
+
+    @app.get("/thumbnail")
+    def thumbnail() -> Response:
+        url = registered(request.args.get("display"))
+        found = status.thumbnail(url)
+        if found is None:
+            abort(404)
+        return thumbnail_response(*found)
+
+    @app.post("/thumbnail")
+    def take_thumbnail() -> Response | Redirect:
+        url = registered(request.args.get("display") or request.form.get("display"))
+        status.refresh_thumbnail(url)
+        if request.headers.get("X-Requested-With") == "console":
+            return Response(status=204)
+        return redirect(request.referrer or url_for("display", url=url))
+
+    @app.get("/display")
+    def display() -> str:
+        url = registered(request.args.get("url"))
+        record = storage.display(url)
+        now = datetime.now(UTC)
+        documents = fleet.documents_for(url)
+        plays = storage.plays(url, time.time() - 7 * 24 * 3600, None)
+        state = status.status_json(url)
+        state["name"] = record.name if record else None
+        return render_template(
+            "console/display.html",
+            display=record,
+            state=state,
+            groups=storage.display_groups(url),
+            schedules=storage.schedules_for(url),
+            direct=[a for a in storage.assignments() if a.display == url],
+            documents=[document.name for document in documents],
+            timeline=timeline(documents, now),
+            plays=list(reversed(plays[-RECENT_PLAYS:])),
+            all_schedules=[s.schedule_id for s in library.all()],
+        )
+
+    # -- schedules ------------------------------------------------------------------------------
+
+    @app.get("/schedules")
+    def schedules() -> str:
+        assigned: dict[str, list[str]] = {}
+        for assignment in storage.assignments():
+            target = (
+                f"group {assignment.group}" if assignment.group else _host(assignment.display or "")
+            )
+            assigned.setdefault(assignment.schedule_id, []).append(target)
+        return render_template(
+            "console/schedules.html", schedules=library.all(), assigned=assigned, error=None
+        )
+
+    @app.post("/schedules")
+    def new_schedule() -> Response | Redirect | str:
+        schedule_id = request.form.get("id", "").strip()
+        if not is_schedule_id(schedule_id):
+            page = render_template(
+                "console/schedules.html",
+                schedules=library.all(),
+                assigned={},
+                error="A schedule id is 1 to 200 letters, digits, '.', '_' or '-', "
+                "not starting with '.' or '-'.",
+            )
+            return Response(page, status=400, mimetype="text/html")
+        return redirect(url_for("schedule", schedule_id=schedule_id))
+
+    def editor(
+        schedule_id: str, text: str, problems: list[dict[str, Any]], status_code: int = 200
+    ) -> Response:
+        lines = text.splitlines()
+        fault = next((p["line"] for p in problems if p["line"]), None)
+        page = render_template(
+            "console/schedule.html",
+            schedule_id=schedule_id,
+            text=text,
+            exists=library.get(schedule_id) is not None,
+            problems=problems,
+            fault=fault,
+            excerpt=[
+                (number, lines[number - 1])
+                for number in range(max(1, (fault or 1) - 3), min(len(lines), (fault or 1) + 3) + 1)
+            ]
+            if fault
+            else [],
+            saved=request.args.get("saved") is not None,
+            displays=[d.url for d in storage.displays()],
+            groups=sorted(storage.groups()),
+        )
+        return Response(page, status=status_code, mimetype="text/html")
+
+    @app.get("/schedules/<schedule_id>")
+    def schedule(schedule_id: str) -> Response:
+        if not is_schedule_id(schedule_id):
+            abort(404)
+        stored = library.get(schedule_id)
+        text = (
+            stored.xml.decode("utf-8", "replace") if stored else NEW_SCHEDULE.format(id=schedule_id)
+        )
+        return editor(schedule_id, text, [])
+
+    @app.post("/schedules/<schedule_id>")
+    def save_schedule(schedule_id: str) -> Response | Redirect:
+        if not is_schedule_id(schedule_id):
+            abort(404)
+        text = request.form.get("cds", "").replace("\r\n", "\n")
+        try:
+            library.put(schedule_id, text.encode())
+        except CdsError as error:
+            problems = [
+                {"line": p.line, "element": p.element, "message": p.message, "text": str(p)}
+                for p in error.problems
+            ]
+            return editor(schedule_id, text, problems, 400)
+        return redirect(url_for("schedule", schedule_id=schedule_id, saved=1))
+
+    @app.post("/schedules/<schedule_id>/delete")
+    def delete_schedule(schedule_id: str) -> Redirect:
+        if is_schedule_id(schedule_id):
+            library.delete(schedule_id)
+        return redirect(url_for("schedules"))
+
+    # -- assignments and groups -----------------------------------------------------------------
+
+    def assignment_from_form() -> Assignment:
+        schedule_id = request.form.get("schedule", "")
+        target = request.form.get("target", "")
+        kind, _, value = target.partition(":")
+        if library.get(schedule_id) is None:
+            raise ValueError(f"There is no schedule '{schedule_id}'.")
+        if kind == "display":
+            return Assignment(schedule_id, display=registered(value))
+        if kind == "group" and GROUP_NAME.match(value):
+            return Assignment(schedule_id, group=value)
+        raise ValueError(f"Choose a display or a group ({GROUP_NAME_TEXT}).")
+
+    def back(default: str) -> Redirect:
+        target = request.form.get("back", "")
+        if target.startswith("/") and not target.startswith("//"):
+            return redirect(target)
+        return redirect(default)
+
+    @app.get("/assignments")
+    def assignments() -> str:
+        return render_template(
+            "console/assignments.html",
+            assignments=storage.assignments(),
+            schedules=[s.schedule_id for s in library.all()],
+            displays=storage.displays(),
+            groups=sorted(storage.groups()),
+            error=request.args.get("error"),
+        )
+
+    @app.post("/assignments")
+    def assign() -> Redirect:
+        try:
+            assignment = assignment_from_form()
+        except ValueError as error:
+            return redirect(url_for("assignments", error=str(error)))
+        if request.form.get("action") == "remove":
+            fleet.unassign(assignment)
+        else:
+            fleet.assign(assignment)
+        return back(url_for("assignments"))
+
+    @app.get("/groups")
+    def groups() -> str:
+        return render_template(
+            "console/groups.html",
+            groups=storage.groups(),
+            displays=storage.displays(),
+            error=request.args.get("error"),
+        )
+
+    @app.post("/groups")
+    def group_member() -> Redirect:
+        url = registered(request.form.get("display"))
+        group = request.form.get("group", "").strip()
+        if not GROUP_NAME.match(group):
+            return redirect(url_for("groups", error=f"A group name is {GROUP_NAME_TEXT}."))
+        if request.form.get("action") == "remove":
+            fleet.remove_from_group(url, group)
+        else:
+            fleet.add_to_group(url, group)
+        return back(url_for("groups"))
+
+    # -- broadcasts and plays -------------------------------------------------------------------
+
+    @app.get("/broadcasts")
+    def broadcasts_page() -> str:
+        now = time.time()
+        return render_template(
+            "console/broadcasts.html",
+            broadcasts=[b.report(now) for b in reversed(broadcasts.all())],
+            groups=sorted(storage.groups()),
+            error=request.args.get("error"),
+        )
+
+    @app.post("/broadcasts")
+    def broadcast() -> Redirect:
+        try:
+            fields = BROADCAST.validate(
+                {
+                    "group": request.form.get("group", ""),
+                    "content-item": request.form.get("item", ""),
+                    "duration": request.form.get("duration", ""),
+                }
+            )
+            broadcasts.start(
+                fields["group"], fields["content-item"], fields["duration"], DEFAULT_TIMEOUT
+            )
+        except (ValidationError, ApiError) as error:
+            return redirect(url_for("broadcasts_page", error=error.message))
+        return redirect(url_for("broadcasts_page"))
+
+    @app.get("/plays")
+    def plays() -> str:
+        today = date.today()
+        records = storage.plays(None, time.time() - 8 * 24 * 3600, None)
+        return render_template(
+            "console/plays.html", chart=plays_per_item_per_day(records, today), total=len(records)
+        )
+
+    return app
+
+
+class _EventStream:
+    """One console page's live feed: every display's status first, then each change. Its
+    ``close`` (called by the WSGI server, also when the page went away) frees its slot."""
+
+    def __init__(self, status: FleetStatus, storage: SchedulerStorage, release: Any) -> None:
+        self._status = status
+        self._storage = storage
+        self._release = release
+        self._closed = False
+        self._events = self._generate()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._events)
+
+    def _event(self, url: str, revision: int) -> bytes:
+        body = self._status.status_json(url)
+        record = self._storage.display(url)
+        body["name"] = record.name if record else None
+        data = _json(body)
+        return f"id: {revision}\nevent: display\ndata: {data}\n\n".encode()
+
+    def _generate(self) -> Generator[bytes]:
+        yield b"retry: 3000\n: fleet status\n\n"
+        after = self._status.revision
+        yield b"".join(self._event(d.url, after) for d in self._storage.displays())
+        while not self._closed:
+            revision, changed = self._status.changes(after, HEARTBEAT)
+            if not changed:
+                yield b": heartbeat\n\n"
+                continue
+            after = revision
+            yield b"".join(self._event(url, revision) for url in changed)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._events.close()
+            self._release()
+
+
+def _json(body: Any) -> str:
+    import json
+
+    return json.dumps(body, separators=(",", ":"))

@@ -1,0 +1,438 @@
+"""Fleet status: what every registered display is doing now, learnt from the displays.
+
+Kept in memory only: it is re-learnt from the displays within seconds of a scheduler start.
+Per display:
+
+- online/offline and when it was last seen (a successful read, or a playback update received);
+- what it shows now and since when: from the playback updates the scheduler ingests (proof of
+  play, :meth:`FleetStatus.played`) and from the ``playback`` section of its ``/x/health``;
+- a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
+- its version (``/x/health``'s extension field ``version``);
+- a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
+  the display extra, is installed beside the scheduler; else kept as the display sent it),
+  taken when there is none, when what it shows changed (at most every ``THUMBNAIL_MIN_GAP``
+  seconds), every ``thumbnail_interval`` seconds, and on demand (:meth:`refresh_thumbnail`).
+
+Every change bumps a revision counter; :meth:`changes` waits for the next one (the console's
+server-sent events stream).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from flask import Flask, Response, request
+from werkzeug.http import http_date
+
+from server.http import ApiError, json_response
+from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
+from server.validation import HTTP, Uri
+
+log = logging.getLogger("pdn.scheduler.fleetstatus")
+
+TIMEOUT = 5.0
+THUMBNAIL_WIDTH = 320
+THUMBNAIL_MIN_GAP = 3.0
+MAX_THUMBNAIL_BYTES = 16 * 1024 * 1024
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def downscale_png(png: bytes, width: int = THUMBNAIL_WIDTH) -> bytes:
+    """The PNG scaled to ``width`` pixels wide (aspect kept), or unchanged when it is no wider,
+    not readable, or Qt is not installed here."""
+    try:
+        from PySide6.QtCore import QBuffer, QIODevice, Qt
+        from PySide6.QtGui import QImage
+    except ImportError:  # a scheduler host without the display extra
+        return png
+    image = QImage.fromData(png)
+    if image.isNull() or image.width() <= width:
+        return png
+    small = image.scaledToWidth(width, Qt.TransformationMode.SmoothTransformation)
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    small.save(buffer, "PNG")  # type: ignore[call-overload]  # a str at run time
+    return bytes(buffer.data().data())
+
+
+def health_problem(health: dict[str, Any]) -> str | None:
+    """The first thing wrong in a display's ``/x/health`` body, in words (None: nothing)."""
+    renderer = health.get("renderer")
+    if isinstance(renderer, dict):
+        if isinstance(renderer.get("problem"), str):
+            return f"screen: {renderer['problem']}"
+        if renderer.get("alive") is False:
+            return "the renderer is not alive"
+    storage = health.get("storage")
+    if isinstance(storage, dict) and storage.get("record-stored") is False:
+        return "the playback record cannot be stored"
+    disk = health.get("disk")
+    free = disk.get("free") if isinstance(disk, dict) else None
+    if isinstance(free, int) and free < 64 * 1024 * 1024:
+        return f"disk nearly full ({free // (1024 * 1024)} MiB free)"
+    if health.get("status") not in (None, "ok"):
+        return "degraded"
+    return None
+
+
+@dataclass
+class DisplayStatus:
+    url: str
+    online: bool | None = None  # None: not tried yet
+    last_seen: float | None = None
+    last_error: str | None = None
+    offline_since: float | None = None
+    playing: dict[str, Any] | None = None
+    health: str | None = None  # "ok" | "degraded"
+    problem: str | None = None
+    health_checked: float | None = None
+    version: str | None = None
+    thumbnail: bytes | None = field(default=None, repr=False)
+    thumbnail_taken: float | None = None
+    thumbnail_error: str | None = None
+    thumbnail_of: str | None = None  # the item on screen when the thumbnail was taken
+    revision: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "display": self.url,
+            "online": self.online,
+            "last-seen": _iso(self.last_seen),
+            "offline-since": _iso(self.offline_since),
+            "last-error": self.last_error,
+            "playing": self.playing,
+            "health": {
+                "status": self.health,
+                "problem": self.problem,
+                "checked": _iso(self.health_checked),
+            },
+            "version": self.version,
+            "thumbnail": {
+                "available": self.thumbnail is not None,
+                "taken": _iso(self.thumbnail_taken),
+                "error": self.thumbnail_error,
+            },
+            "revision": self.revision,
+        }
+
+
+def _now_playing(record: dict[str, Any]) -> dict[str, Any]:
+    """The part of a playback record (or update) that says what is on screen."""
+    return {
+        "content-item": record.get("content-item"),
+        "set": record.get("set"),
+        "origin": record.get("origin"),
+        "started": record.get("started"),
+        "sequence": record.get("sequence"),
+    }
+
+
+class FleetStatus:
+    """Reads every registered display's ``/x/health`` (and screenshot) in the background."""
+
+    def __init__(
+        self,
+        storage: SchedulerStorage,
+        *,
+        interval: float = 10.0,
+        thumbnail_interval: float = 60.0,
+        display_token: str | None = None,
+        workers: int = 4,
+        downscale: Callable[[bytes], bytes] = downscale_png,
+    ) -> None:
+        self._storage = storage
+        self._interval = interval
+        self._thumbnail_interval = thumbnail_interval
+        self._token = display_token
+        self._downscale = downscale
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleet-status")
+        self._session = requests.Session()
+        self._changed = threading.Condition()
+        self._revision = 0
+        self._status: dict[str, DisplayStatus] = {}
+        self._in_flight: set[str] = set()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="fleet-status", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        with self._changed:
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._session.close()
+
+    def poke(self) -> None:
+        """Read every display soon (one has just registered)."""
+        self._wake.set()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def status(self, url: str) -> DisplayStatus | None:
+        with self._changed:
+            return self._status.get(display_key(url))
+
+    def status_json(self, url: str) -> dict[str, Any]:
+        status = self._entry(url)
+        with self._changed:
+            return status.to_json()
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every registered display's status, in registration order (JSON-ready)."""
+        records = []
+        for display in self._storage.displays():
+            body = self.status_json(display.url)
+            body["name"] = display.name
+            records.append(body)
+        return records
+
+    def thumbnail(self, url: str) -> tuple[bytes, float] | None:
+        status = self.status(url)
+        if status is None or status.thumbnail is None or status.thumbnail_taken is None:
+            return None
+        return status.thumbnail, status.thumbnail_taken
+
+    @property
+    def revision(self) -> int:
+        with self._changed:
+            return self._revision
+
+    def changes(self, after: int, timeout: float) -> tuple[int, list[str]]:
+        """Wait up to ``timeout`` s for changes after revision ``after``: the new revision and
+        the URLs of the displays that changed (empty on time-out)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._revision <= after and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            changed = [s.url for s in self._status.values() if s.revision > after]
+            return self._revision, changed
+
+    # -- learning ---------------------------------------------------------------------------------
+
+    def _entry(self, url: str) -> DisplayStatus:
+        key = display_key(url)
+        with self._changed:
+            status = self._status.get(key)
+            if status is None:
+                status = self._status[key] = DisplayStatus(url)
+            return status
+
+    def _update(self, url: str, **fields: Any) -> None:
+        status = self._entry(url)
+        with self._changed:
+            changed = False
+            for name, value in fields.items():
+                if getattr(status, name) != value:
+                    setattr(status, name, value)
+                    changed = changed or name not in ("last_seen", "health_checked")
+            if changed:
+                self._revision += 1
+                status.revision = self._revision
+                self._changed.notify_all()
+
+    def played(self, play: PlayRecord) -> None:
+        """A playback update came in from the display (proof of play): it is online, and this
+        is on its screen."""
+        self._update(
+            play.display,
+            online=True,
+            last_seen=time.time(),
+            last_error=None,
+            offline_since=None,
+            playing={
+                "content-item": play.item,
+                "set": play.set_name,
+                "origin": play.origin,
+                "started": play.started,
+                "sequence": play.sequence,
+            },
+        )
+        self._wake.set()  # its thumbnail follows what it shows
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                urls = [display.url for display in self._storage.displays()]
+            except Exception:
+                log.exception("cannot list the displays")
+                urls = []
+            due = time.monotonic()
+            for url in urls:
+                with self._changed:
+                    if url in self._in_flight:
+                        continue
+                    self._in_flight.add(url)
+                try:
+                    self._pool.submit(self._check, url)
+                except RuntimeError:  # shut down
+                    return
+            self._wake.wait(timeout=max(0.0, self._interval - (time.monotonic() - due)))
+            self._wake.clear()
+
+    def _check(self, url: str) -> None:
+        try:
+            self._read_health(url)
+            status = self._entry(url)
+            if status.online and self._thumbnail_due(status):
+                self.refresh_thumbnail(url)
+        except Exception:
+            log.exception("reading the status of %s failed", url)
+        finally:
+            with self._changed:
+                self._in_flight.discard(url)
+
+    def _read_health(self, url: str) -> None:
+        try:
+            response = self._session.get(
+                url.rstrip("/") + "/x/health",
+                timeout=TIMEOUT,
+                headers={"Accept": "application/json", **self._headers()},
+            )
+            if response.status_code not in (200, 503):
+                raise ValueError(f"/x/health answered {response.status_code}")
+            body = response.json()
+            if not isinstance(body, dict):
+                raise ValueError("/x/health did not answer a JSON object")
+        except (requests.RequestException, ValueError) as error:
+            status = self._entry(url)
+            self._update(
+                url,
+                online=False,
+                last_error=str(error)[:300],
+                offline_since=status.offline_since or time.time(),
+            )
+            return
+        fields: dict[str, Any] = {
+            "online": True,
+            "last_seen": time.time(),
+            "last_error": None,
+            "offline_since": None,
+            "health": body.get("status") if body.get("status") in ("ok", "degraded") else None,
+            "problem": health_problem(body),
+            "health_checked": time.time(),
+            "version": body["version"] if isinstance(body.get("version"), str) else None,
+        }
+        playback = body.get("playback")
+        if isinstance(playback, dict):
+            current = self._entry(url).playing
+            known = current.get("sequence") if current else None
+            sequence = playback.get("sequence")
+            # An ingested update newer than this read wins; a newer record replaces it.
+            if not isinstance(known, int) or not isinstance(sequence, int) or sequence >= known:
+                fields["playing"] = _now_playing(playback)
+        self._update(url, **fields)
+
+    def _thumbnail_due(self, status: DisplayStatus) -> bool:
+        if status.thumbnail_taken is None:
+            return True
+        age = time.time() - status.thumbnail_taken
+        if age >= self._thumbnail_interval:
+            return True
+        item = (status.playing or {}).get("content-item")
+        return item != status.thumbnail_of and age >= min(THUMBNAIL_MIN_GAP, self._interval)
+
+    def refresh_thumbnail(self, url: str) -> DisplayStatus:
+        """Take a new thumbnail of the display now (its ``/x/screenshot``, scaled down)."""
+        status = self._entry(url)
+        showing = (status.playing or {}).get("content-item")
+        try:
+            response = self._session.get(
+                url.rstrip("/") + "/x/screenshot",
+                timeout=TIMEOUT + 5,
+                headers={"Accept": "image/png", **self._headers()},
+            )
+            if response.status_code != 200:
+                problem = f"/x/screenshot answered {response.status_code}"
+                with contextlib.suppress(ValueError, AttributeError):
+                    problem += f": {response.json().get('message')}"
+                raise ValueError(problem)
+            if len(response.content) > MAX_THUMBNAIL_BYTES:
+                raise ValueError("the screenshot is too large")
+            small = self._downscale(response.content)
+        except (requests.RequestException, ValueError) as error:
+            self._update(
+                url,
+                thumbnail_error=str(error)[:300],
+                thumbnail_taken=time.time(),
+                thumbnail_of=showing,
+            )
+        else:
+            self._update(
+                url,
+                thumbnail=small,
+                thumbnail_taken=time.time(),
+                thumbnail_error=None,
+                thumbnail_of=showing,
+            )
+        return self._entry(url)
+
+
+def add_fleet_status_routes(app: Flask, storage: SchedulerStorage, status: FleetStatus) -> None:
+    """GET /x/fleet; GET and POST /x/displays/thumbnail?display=URL."""
+
+    def registered(given: str | None) -> str:
+        if not given:
+            raise ApiError(400, "invalid-field", "'display' is required.", field="display")
+        display = storage.display(Uri(schemes=HTTP)("display", given))
+        if display is None:
+            raise ApiError(
+                404,
+                "unknown-display",
+                f"No display {given} is registered here.",
+                field="display",
+            )
+        return display.url
+
+    @app.get("/x/fleet")
+    def fleet_status() -> Response:
+        return json_response(status.snapshot())
+
+    @app.get("/x/displays/thumbnail")
+    def get_thumbnail() -> Response:
+        url = registered(request.args.get("display"))
+        thumbnail = status.thumbnail(url)
+        if thumbnail is None:
+            raise ApiError(404, "no-thumbnail", f"There is no thumbnail of {url} yet.")
+        return thumbnail_response(*thumbnail)
+
+    @app.post("/x/displays/thumbnail")
+    def take_thumbnail() -> Response:
+        url = registered(request.args.get("display"))
+        # 200 either way: the display's status, whose thumbnail.error says why there is no
+        # new picture (unreachable, no screen, busy); the scheduler itself did not fail.
+        status.refresh_thumbnail(url)
+        return json_response(status.status_json(url), 200)
+
+
+def thumbnail_response(png: bytes, taken: float) -> Response:
+    response = Response(png, mimetype="image/png")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Last-Modified"] = http_date(taken)
+    return response
