@@ -121,7 +121,8 @@ def create_console_app(
         if hmac.compare_digest(given.encode(), expected.encode()):
             return None
         if request.method == "GET" and request.endpoint not in ("events", "fleet_json"):
-            return redirect(url_for("signin", next=request.full_path.rstrip("?")))
+            here = request.script_root + request.full_path.rstrip("?")
+            return redirect(url_for("signin", next=here))
         abort(401)
 
     @app.context_processor

@@ -37,7 +37,7 @@
     state.className = "state " + (d.online ? "on" : (d.online === null ? "unknown" : "off"));
     var health = card.querySelector(".health");
     health.textContent = d.health.status || "–";
-    health.className = "health " + (d.health.status || "unknown");
+    health.className = "health h-" + (d.health.status || "unknown");
     set(card, ".problem", d.health.problem ? ": " + d.health.problem : "");
     set(card, ".version", d.version || "–");
     var img = card.querySelector("img.thumb");
