@@ -23,8 +23,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run the Scheduling and Management Segment (display registry, CDS schedules)",
         description=(
             "Run the Scheduling and Management Segment: a registry of displays (POST/GET "
-            "/displays) and the schedules, one CDS file <id>.xml per schedule in --schedules, "
-            "served at /schedule/<id>/ and pushed to subscribers within a second of a change. "
+            "/displays) and the schedules, kept in its storage (SQLite in --data-dir, or "
+            "PostgreSQL: --database), written through PUT /x/schedules/<id> or imported from "
+            "--schedules, a folder with one CDS file <id>.xml per schedule; served at "
+            "/schedule/<id>/ and pushed to subscribers within a second of a change. "
             "A file that does not validate is logged with its line and the last good version "
             "keeps being served. Set PDN_API_TOKEN in the environment to require "
             "'Authorization: Bearer <token>' on every POST, and PDN_DISPLAY_TOKEN to send one "
@@ -35,8 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--schedules",
         type=Path,
-        required=True,
-        help="directory of schedules: each <id>.xml file is the schedule <id>",
+        default=None,
+        help="a folder to import schedules from and watch: each <id>.xml file is the schedule "
+        "<id> (optional: schedules also come through PUT /x/schedules/<id>)",
     )
     parser.add_argument(
         "--refresh",
@@ -55,6 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "default: PDN_DATABASE_URL, else SQLite files in --data-dir",
     )
     parser.add_argument(
+        "--migrate-to",
+        metavar="URL",
+        help="copy this scheduler's registry (displays, schedules, groups, assignments, proof "
+        "of play, subscriptions and undelivered pushes) from the SQLite files in --data-dir "
+        "into the empty PostgreSQL database at URL, then exit; stop the scheduler first",
+    )
+    parser.add_argument(
         "--public-url",
         metavar="URL",
         help="how displays reach this scheduler (their playback updates are sent there); "
@@ -66,11 +76,36 @@ def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
+def migrate_to(url: str, data_dir: Path) -> int:
+    """``--migrate-to``: copy the SQLite registry in ``data_dir`` into PostgreSQL."""
+    from server.pg import open_pool
+    from server.scheduler.migrate import MigrationRefusedError, copy_to_postgres
+
+    if not is_postgres_url(url):
+        log.error("--migrate-to must be a postgresql:// URL")
+        return EXIT_USAGE
+    pool = open_pool(url, name="scheduler-migrate", max_size=2)
+    try:
+        counts = copy_to_postgres(data_dir, pool)
+    except MigrationRefusedError as error:
+        log.error("%s", error)
+        return EXIT_USAGE
+    finally:
+        pool.close()
+    print(
+        f"copied {', '.join(f'{n} {what}' for what, n in counts.items())} from {data_dir} to "
+        "PostgreSQL; now start the schedulers with --database (or PDN_DATABASE_URL)"
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from server.scheduler.service import SchedulerService
 
-    schedules_dir: Path = args.schedules
-    if not schedules_dir.is_dir():
+    if args.migrate_to:
+        return migrate_to(args.migrate_to, args.data_dir or default_data_dir("scheduler"))
+    schedules_dir: Path | None = args.schedules
+    if schedules_dir is not None and not schedules_dir.is_dir():
         log.error("--schedules %s is not a directory; create it first", schedules_dir)
         return EXIT_USAGE
     if args.refresh <= 0:
@@ -92,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         logger=log,
         data_dir=data_dir,
         ready=lambda service: (
-            f"scheduler ready at {service.url}: {len(service.library.all())} schedules from "
-            f"{schedules_dir}, data in {'PostgreSQL' if args.database else data_dir}"
+            f"scheduler ready at {service.url}: {len(service.library.all())} schedules"
+            + (f" (watching {schedules_dir})" if schedules_dir is not None else "")
+            + f", data in {'PostgreSQL' if args.database else data_dir}"
         ),
     )

@@ -12,15 +12,24 @@ What differs:
   displays (``probe_until``, with ``FOR UPDATE SKIP LOCKED``), so each display is read by one
   process; a claim not followed by :meth:`record_display_info` (the display did not answer, or
   the process died) runs out after ``PROBE_CLAIM`` seconds and any process reads it again.
+- schedules are the database's, not any process's: a change is stored with ``INSERT ... ON
+  CONFLICT DO UPDATE ... WHERE digest differs`` and published (``publish(connection, ...)``) in
+  that same transaction only when the row changed, so of several processes taking in the same
+  file change one publishes it; the transaction ends with ``NOTIFY pdn_schedules, '<id>'`` and
+  :meth:`watch_schedules` LISTENs on a connection of its own so each process refreshes its copy.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from server.db import Migrations
@@ -29,11 +38,18 @@ from server.scheduler.storage import (
     Assignment,
     DisplayRecord,
     PlayRecord,
+    SchedulePublish,
     StoredSchedule,
     display_key,
 )
 
-__all__ = ["MIGRATIONS", "PROBE_CLAIM", "PgStorage"]
+__all__ = ["MIGRATIONS", "PROBE_CLAIM", "SCHEDULES_CHANNEL", "PgStorage"]
+
+log = logging.getLogger("pdn.scheduler.pgstorage")
+
+#: NOTIFY channel of schedule changes; the payload is the schedule id.
+SCHEDULES_CHANNEL = "pdn_schedules"
+_SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
 
 #: Seconds a process has to read a display it claimed before another may.
 PROBE_CLAIM = 30.0
@@ -100,6 +116,10 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX plays_by_time ON plays (started_at)",
         "CREATE INDEX plays_by_display ON plays (display_key, sequence)",
     ),
+    (
+        # Where each schedule came from (a folder, or the API); those stored before: any folder.
+        "ALTER TABLE schedules ADD COLUMN source TEXT NOT NULL DEFAULT '*'",
+    ),
 )
 
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
@@ -117,7 +137,7 @@ def _display(row: tuple[Any, ...]) -> DisplayRecord:
 
 
 def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
-    return StoredSchedule(row[0], bytes(row[1]), row[2], row[3], row[4])
+    return StoredSchedule(row[0], bytes(row[1]), row[2], row[3], row[4], row[5])
 
 
 class PgStorage:
@@ -183,35 +203,110 @@ class PgStorage:
         )
         return [url for url, _seq in sorted(rows, key=lambda row: row[1])]
 
-    def save_schedule(self, schedule: StoredSchedule) -> None:
-        self._write(
-            """
-            INSERT INTO schedules (id, xml, digest, root_name, updated) VALUES (%s, %s, %s, %s, %s)
-            ON CONFLICT (id) DO UPDATE SET xml = excluded.xml, digest = excluded.digest,
-                root_name = excluded.root_name, updated = excluded.updated
-            """,
-            (
-                schedule.schedule_id,
-                schedule.xml,
-                schedule.digest,
-                schedule.root_name,
-                schedule.updated,
-            ),
+    def save_schedule(
+        self, schedule: StoredSchedule, publish: SchedulePublish | None = None
+    ) -> bool:
+        values = (
+            schedule.xml,
+            schedule.digest,
+            schedule.root_name,
+            schedule.updated,
+            schedule.source,
+            schedule.schedule_id,
         )
+        with self._pool.connection() as connection, connection.transaction():
+            # The row locked first: a concurrent writer of the same schedule waits here, then
+            # sees the digest it stored, so of two processes storing the same change the second
+            # changes nothing and publishes nothing.
+            for _attempt in range(2):
+                row = connection.execute(
+                    "SELECT digest, source FROM schedules WHERE id = %s FOR UPDATE",
+                    (schedule.schedule_id,),
+                ).fetchone()
+                if row is not None:
+                    break
+                inserted = connection.execute(
+                    "INSERT INTO schedules (xml, digest, root_name, updated, source, id)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                    values,
+                ).fetchone()
+                if inserted is not None:
+                    break
+                # Inserted by another process meanwhile (now committed): compare with it.
+            if row is not None:
+                if row[0] == schedule.digest and row[1] == schedule.source:
+                    return False
+                connection.execute(
+                    "UPDATE schedules SET xml = %s, digest = %s, root_name = %s, updated = %s,"
+                    " source = %s WHERE id = %s",
+                    values,
+                )
+            changed = row is None or row[0] != schedule.digest
+            if changed and publish is not None:
+                publish(connection, schedule)
+            connection.execute(
+                "SELECT pg_notify(%s, %s)", (SCHEDULES_CHANNEL, schedule.schedule_id)
+            )
+        return changed
 
     def schedule(self, schedule_id: str) -> StoredSchedule | None:
         rows = self._rows(
-            "SELECT id, xml, digest, root_name, updated FROM schedules WHERE id = %s",
-            (schedule_id,),
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = %s", (schedule_id,)
         )
         return _schedule(rows[0]) if rows else None
 
     def schedules(self) -> list[StoredSchedule]:
-        rows = self._rows("SELECT id, xml, digest, root_name, updated FROM schedules ORDER BY id")
+        rows = self._rows(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules ORDER BY id")
         return [_schedule(row) for row in rows]
 
-    def delete_schedule(self, schedule_id: str) -> bool:
-        return self._write("DELETE FROM schedules WHERE id = %s", (schedule_id,)) > 0
+    def delete_schedule(self, schedule_id: str, publish: SchedulePublish | None = None) -> bool:
+        with self._pool.connection() as connection, connection.transaction():
+            row = connection.execute(
+                f"DELETE FROM schedules WHERE id = %s RETURNING {_SCHEDULE_COLUMNS}",
+                (schedule_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            if publish is not None:
+                publish(connection, _schedule(row))
+            connection.execute("SELECT pg_notify(%s, %s)", (SCHEDULES_CHANNEL, schedule_id))
+        return True
+
+    def watch_schedules(self, changed: Callable[[str | None], None]) -> Callable[[], None]:
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._watch, args=(changed, stop), name="schedules-listener", daemon=True
+        )
+        thread.start()
+
+        def stop_watching() -> None:
+            stop.set()
+            thread.join(timeout=5)
+
+        return stop_watching
+
+    def _watch(self, changed: Callable[[str | None], None], stop: threading.Event) -> None:
+        first = True
+        while not stop.is_set():
+            conninfo = self._pool.conninfo
+            try:
+                with psycopg.connect(
+                    conninfo() if callable(conninfo) else conninfo,
+                    autocommit=True,
+                    application_name="pdn-schedules",
+                ) as connection:
+                    connection.execute(f"LISTEN {SCHEDULES_CHANNEL}")
+                    if not first:
+                        changed(None)  # what changed while not listening is unknown
+                    first = False
+                    while not stop.is_set():
+                        for notification in connection.notifies(timeout=0.5):
+                            changed(notification.payload)
+            except Exception as error:  # the database went away: listen again when it is back
+                if stop.is_set():
+                    return
+                log.warning("listening for schedule changes failed (%s); retrying", error)
+                stop.wait(1.0)
 
     # -- the fleet ----------------------------------------------------------------------------
 

@@ -1,19 +1,28 @@
-"""Schedules are CDS files in a directory; this module notices changes and publishes them.
+"""Schedules live in the scheduler's storage; this module takes them in (from a folder, from the
+API), keeps a copy in memory and publishes every change.
 
-``<id>.xml`` in the schedules directory is the schedule ``<id>``. The directory is polled
-(stat every half second, and the content hash of every file now and then, so a change that
-keeps size and mtime is still seen): no extra dependency, works on every file system, network
-mounts included. A changed file is validated with ``cds``; a good one becomes the schedule's
-new version (stored, then pushed to the schedule's subscribers), a broken one is logged with
-its lines and the last good version keeps being served. A deleted file removes the schedule
-and tells subscribers with an empty content-set of the same name (which the display reads as
-"remove this set").
+The storage is the one source of schedules: with several scheduler processes on one PostgreSQL each
+serves what the database holds (its copy is refreshed when the storage says another process changed
+a schedule: ``watch_schedules``, LISTEN/NOTIFY there), and a change is published by the process
+that stored it only, in the transaction that stored it (``save_schedule(publish=...)``: when two
+processes take in the same file change, the second finds it stored and publishes nothing). Without
+a folder (``directory`` None) schedules come only through the API.
 
-Schedules written through the API (``PUT``/``DELETE /x/schedules/<id>``) go through the same
-directory: :meth:`ScheduleLibrary.put` validates the document, writes ``<id>.xml`` atomically and
-takes it in at once; :meth:`ScheduleLibrary.delete` removes the file and the schedule. Every
-change is also told to ``on_change(schedule_id)`` once stored (the fleet re-pushes the schedule
-to the displays it is assigned to).
+A folder, if given, is imported from and watched: ``<id>.xml`` in it is the schedule ``<id>``. The
+directory is polled (stat every half second, and the content hash of every file now and then, so a
+change that keeps size and mtime is still seen): no extra dependency, works on every file system,
+network mounts included. A changed file is validated with ``cds``; a good one becomes the
+schedule's new version (stored, then pushed to the schedule's subscribers), a broken one is logged
+with its lines and the last good version keeps being served. A deleted file removes the schedule
+(one imported from this folder; not one written through the API to a scheduler without a folder,
+nor one from another process's folder) and tells subscribers with an empty content-set of the same
+name (which the display reads as "remove this set").
+
+Schedules written through the API (``PUT``/``DELETE /x/schedules/<id>``) are validated by
+:meth:`ScheduleLibrary.put` and stored; with a folder, ``<id>.xml`` is also written there
+atomically (so the folder stays the editable copy); :meth:`ScheduleLibrary.delete` removes the file
+and the schedule. Every change is also told to ``on_change(schedule_id)`` once stored (the fleet
+re-pushes the schedule to the displays it is assigned to).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lxml import etree
 
@@ -38,8 +48,9 @@ log = logging.getLogger("pdn.scheduler.schedules")
 
 SCHEDULE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 
-#: publish(schedule_id, cds_bytes): hand a schedule update to the subscribers' outbox.
-Publisher = Callable[[str, bytes], None]
+#: publish(schedule_id, cds_bytes, connection): hand a schedule update to the subscribers'
+#: outbox; ``connection``: the storage's transaction to join (PostgreSQL), or None.
+Publisher = Callable[[str, bytes, Any], None]
 
 _SAFE_PARSER = etree.XMLParser(
     resolve_entities=False, no_network=True, load_dtd=False, remove_comments=False
@@ -72,11 +83,11 @@ def _with_root_name(data: bytes, name: str) -> bytes:
 
 
 class ScheduleLibrary:
-    """Keeps storage in step with the schedules directory and publishes every change."""
+    """Schedules from storage, kept in step with the folder (if any); publishes every change."""
 
     def __init__(
         self,
-        directory: Path,
+        directory: Path | None,
         storage: SchedulerStorage,
         publish: Publisher,
         *,
@@ -85,6 +96,9 @@ class ScheduleLibrary:
         on_change: Callable[[str], None] = lambda schedule_id: None,
     ) -> None:
         self.directory = directory
+        # What this folder's imports are marked with (a folder shared by several processes,
+        # e.g. a network mount, has the same path on each).
+        self._source = str(directory.resolve()) if directory is not None else ""
         self._storage = storage
         self._publish = publish
         self.on_change = on_change
@@ -100,6 +114,7 @@ class ScheduleLibrary:
         self._thread: threading.Thread | None = None
         self._last_rehash = 0.0
         self._directory_missing = False
+        self._unwatch: Callable[[], None] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -114,6 +129,10 @@ class ScheduleLibrary:
     # -- watching --------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._unwatch = self._storage.watch_schedules(self._refresh)
+        self._refresh(None)  # what changed before the watch began
+        if self.directory is None:
+            return
         self.scan(rehash=True)
         self._thread = threading.Thread(target=self._run, name="schedules-watcher", daemon=True)
         self._thread.start()
@@ -122,6 +141,22 @@ class ScheduleLibrary:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._unwatch is not None:
+            self._unwatch()
+
+    def _refresh(self, schedule_id: str | None) -> None:
+        """Another process changed ``schedule_id`` (None: perhaps any): read it again."""
+        if schedule_id is None:
+            every = {s.schedule_id: s for s in self._storage.schedules()}
+            with self._lock:
+                self._known = every
+            return
+        schedule = self._storage.schedule(schedule_id)
+        with self._lock:
+            if schedule is None:
+                self._known.pop(schedule_id, None)
+            else:
+                self._known[schedule_id] = schedule
 
     def _run(self) -> None:
         while not self._stop.wait(self._poll_interval):
@@ -145,9 +180,12 @@ class ScheduleLibrary:
         Raises ``cds.errors.CdsError`` for a document that is not a valid CDS (nothing
         changes), OSError when the file cannot be written."""
         parse(data)
-        path = self.directory / f"{schedule_id}.xml"
         with self._change_lock:
             created = self.get(schedule_id) is None
+            if self.directory is None:
+                self._take(schedule_id, data, f"PUT /x/schedules/{schedule_id}")
+                return created
+            path = self.directory / f"{schedule_id}.xml"
             temporary = self.directory / f".{schedule_id}.xml.tmp"
             with open(temporary, "wb") as handle:
                 handle.write(data)
@@ -163,14 +201,17 @@ class ScheduleLibrary:
         """Remove the schedule and its file; False when there was no such schedule."""
         with self._change_lock:
             known = self.get(schedule_id) is not None
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / f"{schedule_id}.xml").unlink()
+            if self.directory is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.directory / f"{schedule_id}.xml").unlink()
             self._stats.pop(schedule_id, None)
             self._file_digests.pop(schedule_id, None)
             self._remove(schedule_id)
         return known
 
     def _scan(self, *, rehash: bool) -> None:
+        if self.directory is None:
+            return
         if rehash:
             self._last_rehash = time.monotonic()
         try:
@@ -209,7 +250,13 @@ class ScheduleLibrary:
                 continue
             self._stats[schedule_id] = signature
             self._consider(schedule_id, Path(entry.path))
-        for schedule_id in [s for s in self._known if s not in present]:
+        with self._lock:
+            gone = [
+                s.schedule_id
+                for s in self._known.values()
+                if s.schedule_id not in present and s.source in (self._source, "*")
+            ]
+        for schedule_id in gone:
             self._remove(schedule_id)
         for schedule_id in [s for s in self._stats if s not in present]:
             del self._stats[schedule_id]
@@ -225,9 +272,16 @@ class ScheduleLibrary:
         if self._file_digests.get(schedule_id) == digest:
             return
         self._file_digests[schedule_id] = digest
+        if not self._take(schedule_id, data, str(path), digest):
+            # Storage failed: look again at the next full pass.
+            self._file_digests.pop(schedule_id, None)
+
+    def _take(self, schedule_id: str, data: bytes, path: str, digest: str = "") -> bool:
+        """Validate and store one schedule document; False when storing failed."""
+        digest = digest or hashlib.sha256(data).hexdigest()
         known = self.get(schedule_id)
-        if known is not None and known.digest == digest:
-            return
+        if known is not None and known.digest == digest and known.source == self._source:
+            return True
         try:
             document = parse(data)
         except CdsError as error:
@@ -242,7 +296,7 @@ class ScheduleLibrary:
                 )
             else:
                 log.error("schedule %r is not served until the file is fixed", schedule_id)
-            return
+            return True  # logged once: looked at again when the file changes
         for warning in document.warnings:
             log.warning("%s:%s: %s", path, warning.line or "", warning.message)
         root_name = document.root.name
@@ -252,32 +306,45 @@ class ScheduleLibrary:
             # beside the old version instead of replacing it.
             root_name = schedule_id
             served = _with_root_name(data, root_name)
-        schedule = StoredSchedule(schedule_id, served, digest, root_name, time.time())
-        # Publish first: if the process dies in between, the next start sees the file differ
-        # from storage and publishes again (a duplicate, never a lost update).
-        self._publish_safely(schedule_id, served)
-        self._storage.save_schedule(schedule)
+        schedule = StoredSchedule(
+            schedule_id, served, digest, root_name, time.time(), source=self._source
+        )
+        # Published in the storing transaction (PostgreSQL), or just before it (SQLite: if the
+        # process dies in between, the next start sees the file differ from storage and
+        # publishes again: a duplicate, never a lost update); by this process only when it is
+        # the one that changed the stored schedule.
+        try:
+            changed = self._storage.save_schedule(schedule, self._publish_stored)
+        except Exception:
+            log.exception("could not store schedule %r", schedule_id)
+            return False
         with self._lock:
             self._known[schedule_id] = schedule
-        self._changed(schedule_id)
-        log.info(
-            "schedule %r %s (%d bytes)",
-            schedule_id,
-            "updated" if known is not None else "added",
-            len(served),
-        )
+        if changed:
+            self._changed(schedule_id)
+            log.info(
+                "schedule %r %s (%d bytes)",
+                schedule_id,
+                "updated" if known is not None else "added",
+                len(served),
+            )
+        return True
 
     def _remove(self, schedule_id: str) -> None:
         with self._lock:
             known = self._known.get(schedule_id)
         if known is None:
             return
-        self._publish_safely(schedule_id, removal_document(known.root_name or schedule_id))
-        self._storage.delete_schedule(schedule_id)
+        try:
+            removed = self._storage.delete_schedule(schedule_id, self._publish_removal)
+        except Exception:
+            log.exception("could not remove schedule %r", schedule_id)
+            return
         with self._lock:
             self._known.pop(schedule_id, None)
-        self._changed(schedule_id)
-        log.info("schedule %r removed (its file is gone)", schedule_id)
+        if removed:
+            self._changed(schedule_id)
+            log.info("schedule %r removed", schedule_id)
 
     def _changed(self, schedule_id: str) -> None:
         try:
@@ -285,9 +352,20 @@ class ScheduleLibrary:
         except Exception:
             log.exception("could not pass on the change of schedule %r", schedule_id)
 
-    def _publish_safely(self, schedule_id: str, data: bytes) -> None:
+    def _publish_stored(self, connection: Any, schedule: StoredSchedule) -> None:
+        self._publish_safely(schedule.schedule_id, schedule.xml, connection)
+
+    def _publish_removal(self, connection: Any, schedule: StoredSchedule) -> None:
+        body = removal_document(schedule.root_name or schedule.schedule_id)
+        self._publish_safely(schedule.schedule_id, body, connection)
+
+    def _publish_safely(self, schedule_id: str, data: bytes, connection: Any) -> None:
+        if connection is not None:
+            # Inside the storing transaction: a failure undoes the change (nothing half-done).
+            self._publish(schedule_id, data, connection)
+            return
         try:
-            self._publish(schedule_id, data)
+            self._publish(schedule_id, data, None)
         except Exception:
             log.exception(
                 "could not queue the update of schedule %r for its subscribers", schedule_id

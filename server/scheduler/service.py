@@ -32,7 +32,7 @@ class SchedulerService(SegmentService):
         self,
         *,
         data_dir: Path,
-        schedules_dir: Path,
+        schedules_dir: Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
@@ -45,7 +45,9 @@ class SchedulerService(SegmentService):
         to it); default: the address it listens on (this machine's, for 0.0.0.0).
         ``database``: a ``postgresql://`` URL (default: ``PDN_DATABASE_URL``) puts the registry,
         schedules, fleet and outbox in PostgreSQL, shared with the other scheduler processes
-        on it (issue 14); without, they live in SQLite files in ``data_dir``."""
+        on it (issue 14); without, they live in SQLite files in ``data_dir``.
+        ``schedules_dir``: a folder of ``<id>.xml`` files to import schedules from and watch
+        (optional: the schedules themselves live in the storage)."""
         super().__init__("scheduler")
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
@@ -126,8 +128,16 @@ class SchedulerService(SegmentService):
         self.prober.poke(url)
         self.fleet_status.poke()
 
-    def _publish(self, schedule_id: str, body: bytes) -> None:
-        self.outbox.publish(schedule_topic(schedule_id), body, "text/xml")
+    def _publish(self, schedule_id: str, body: bytes, connection: Any = None) -> None:
+        """``connection``: the storage's transaction storing the change (PostgreSQL: the
+        outbox's events join it, so they exist exactly when the change was stored)."""
+        if connection is not None:
+            self.outbox.publish(
+                schedule_topic(schedule_id), body, "text/xml", connection=connection
+            )
+            self.outbox.notify()
+        else:
+            self.outbox.publish(schedule_topic(schedule_id), body, "text/xml")
 
     def start(self) -> SchedulerService:
         super().start()

@@ -21,6 +21,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +57,15 @@ class StoredSchedule:
     digest: str  # sha256 hex of xml
     root_name: str | None
     updated: float
+    #: Where it came from: the resolved path of the schedules folder it was imported from, ""
+    #: when written through the API only, "*" for one stored before this was recorded (any
+    #: folder watcher may remove it when its file is gone).
+    source: str = ""
+
+
+#: publish(connection, schedule): queue a schedule change for its subscribers. ``connection`` is
+#: the storage's transaction when the outbox can join it (PostgreSQL), else None.
+SchedulePublish = Callable[[Any, StoredSchedule], None]
 
 
 @dataclass(frozen=True)
@@ -115,15 +125,26 @@ class SchedulerStorage(Protocol):
     def displays_to_check(self, checked_before: float) -> list[str]:
         """URLs of displays never read, or last read before ``checked_before`` (epoch s)."""
 
-    def save_schedule(self, schedule: StoredSchedule) -> None:
-        """Store the new last good version of a schedule."""
+    def save_schedule(
+        self, schedule: StoredSchedule, publish: SchedulePublish | None = None
+    ) -> bool:
+        """Store the new last good version of a schedule; True when its content changed (new,
+        or another digest), and then only, ``publish(connection, schedule)`` is called: in the
+        same transaction on PostgreSQL (so of several processes storing the same change, one
+        publishes it), just before the write on SQLite (a crash in between: a duplicate)."""
 
     def schedule(self, schedule_id: str) -> StoredSchedule | None: ...
 
     def schedules(self) -> list[StoredSchedule]: ...
 
-    def delete_schedule(self, schedule_id: str) -> bool:
-        """Forget a schedule; False when there was none."""
+    def delete_schedule(self, schedule_id: str, publish: SchedulePublish | None = None) -> bool:
+        """Forget a schedule; False when there was none. ``publish(connection, removed)`` as
+        for :meth:`save_schedule`, only by the call that removed it."""
+
+    def watch_schedules(self, changed: Callable[[str | None], None]) -> Callable[[], None]:
+        """Call ``changed(schedule_id)`` when another process changes a schedule (``None``:
+        reload them all, some changes may have been missed); returns a function that stops
+        watching. SQLite has one process: nothing to watch."""
 
     # -- the fleet ----------------------------------------------------------------------------
 
@@ -246,7 +267,13 @@ MIGRATIONS: Migrations = (
         # scheduler subscribes to their updates without waiting for them to register again.
         "UPDATE displays SET ingest = lower(hex(randomblob(18))) WHERE ingest IS NULL",
     ),
+    (
+        # Where each schedule came from (a folder, or the API); those stored before: any folder.
+        "ALTER TABLE schedules ADD COLUMN source TEXT NOT NULL DEFAULT '*'",
+    ),
 )
+
+_SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
 
 
 class SqliteStorage:
@@ -314,39 +341,65 @@ class SqliteStorage:
             ).fetchall()
         return [row[0] for row in rows]
 
-    def save_schedule(self, schedule: StoredSchedule) -> None:
-        self._write(
-            """
-            INSERT INTO schedules (id, xml, digest, root_name, updated) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET xml = excluded.xml, digest = excluded.digest,
-                root_name = excluded.root_name, updated = excluded.updated
-            """,
-            (
-                schedule.schedule_id,
-                schedule.xml,
-                schedule.digest,
-                schedule.root_name,
-                schedule.updated,
-            ),
-        )
+    def save_schedule(
+        self, schedule: StoredSchedule, publish: SchedulePublish | None = None
+    ) -> bool:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT digest, source FROM schedules WHERE id = ?", (schedule.schedule_id,)
+            ).fetchone()
+            changed = row is None or row[0] != schedule.digest
+            if not changed and row[1] == schedule.source:
+                return False
+            if changed and publish is not None:
+                publish(None, schedule)
+            self._db.execute(
+                """
+                INSERT INTO schedules (id, xml, digest, root_name, updated, source)
+                VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET xml = excluded.xml, digest = excluded.digest,
+                    root_name = excluded.root_name, updated = excluded.updated,
+                    source = excluded.source
+                """,
+                (
+                    schedule.schedule_id,
+                    schedule.xml,
+                    schedule.digest,
+                    schedule.root_name,
+                    schedule.updated,
+                    schedule.source,
+                ),
+            )
+        return changed
 
     def schedule(self, schedule_id: str) -> StoredSchedule | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT id, xml, digest, root_name, updated FROM schedules WHERE id = ?",
-                (schedule_id,),
+                f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
             ).fetchone()
         return None if row is None else StoredSchedule(row[0], bytes(row[1]), *row[2:])
 
     def schedules(self) -> list[StoredSchedule]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, xml, digest, root_name, updated FROM schedules ORDER BY id"
+                f"SELECT {_SCHEDULE_COLUMNS} FROM schedules ORDER BY id"
             ).fetchall()
         return [StoredSchedule(row[0], bytes(row[1]), *row[2:]) for row in rows]
 
-    def delete_schedule(self, schedule_id: str) -> bool:
-        return self._write("DELETE FROM schedules WHERE id = ?", (schedule_id,)) > 0
+    def delete_schedule(self, schedule_id: str, publish: SchedulePublish | None = None) -> bool:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
+            ).fetchone()
+            if row is None:
+                return False
+            if publish is not None:
+                publish(None, StoredSchedule(row[0], bytes(row[1]), *row[2:]))
+            self._db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,))
+        return True
+
+    def watch_schedules(self, changed: Callable[[str | None], None]) -> Callable[[], None]:
+        return lambda: None
 
     # -- the fleet ----------------------------------------------------------------------------
 

@@ -139,7 +139,9 @@ def test_put_validates_serves_and_delete_removes(scheduler: SchedulerService) ->
     served = requests.get(f"{base}/schedule/lobby/", timeout=5)
     assert served.status_code == 200 and served.content == lobby
     assert served.headers["Content-Type"].startswith("text/xml")
-    assert (scheduler.library.directory / "lobby.xml").read_bytes() == lobby  # the folder too
+    folder = scheduler.library.directory
+    assert folder is not None
+    assert (folder / "lobby.xml").read_bytes() == lobby  # the folder too
     replaced = put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/two.html"))
     assert replaced.status_code == 204
     assert b"two.html" in requests.get(f"{base}/schedule/lobby/", timeout=5).content
@@ -158,7 +160,7 @@ def test_put_validates_serves_and_delete_removes(scheduler: SchedulerService) ->
 
     assert requests.delete(f"{base}/x/schedules/lobby", timeout=5).status_code == 204
     assert requests.get(f"{base}/schedule/lobby/", timeout=5).status_code == 404
-    assert not (scheduler.library.directory / "lobby.xml").exists()
+    assert not (folder / "lobby.xml").exists()
     assert requests.delete(f"{base}/x/schedules/lobby", timeout=5).status_code == 404
 
 

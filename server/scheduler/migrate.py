@@ -1,0 +1,146 @@
+"""Move a scheduler's registry from its SQLite files to PostgreSQL (``pdn scheduler --data-dir
+DIR --migrate-to postgresql://...``; issue 14).
+
+Copies everything the scheduler keeps, in one PostgreSQL transaction (all of it or nothing):
+displays (in registration order, with their names, sensors and playback-ingest secrets, so the
+displays' playback updates keep arriving), schedules (with where they came from), groups,
+assignments, what was pushed to each display, proof of play, and from the outbox the
+subscriptions and the events not yet delivered (with their event ids: a receiver that already
+had one de-duplicates it). Back-off state is not copied: the first delivery is tried at once.
+
+The target must hold no scheduler data yet (its tables are created if need be): copying twice,
+or onto a registry in use, is refused rather than merged. Stop the SQLite scheduler first (a
+registration it answers during the copy would be lost); then start the schedulers with
+``--database``. The SQLite files are only read and are left as they were, to go back to.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from server.pg import Connection, transaction
+from server.pgoutbox import install_schema as install_outbox_schema
+from server.scheduler.pgstorage import PgStorage
+
+__all__ = ["MigrationRefusedError", "copy_to_postgres"]
+
+log = logging.getLogger("pdn.scheduler.migrate")
+
+#: SQLite table -> (its columns to read, the PostgreSQL columns they go to).
+_TABLES: dict[str, tuple[str, str]] = {
+    "displays": (
+        "key, url, location, name, sensors, registered, checked, ingest",
+        "key, url, location, name, sensors, registered, checked, ingest",
+    ),
+    "schedules": (
+        "id, xml, digest, root_name, updated, source",
+        "id, xml, digest, root_name, updated, source",
+    ),
+    "display_groups": ("display_key, name, source", "display_key, name, source"),
+    "assignments": (
+        "schedule_id, target_kind, target, created",
+        "schedule_id, target_kind, target, created",
+    ),
+    "pushed_sets": ("display_key, name, digest, pushed", "display_key, name, digest, pushed"),
+    "plays": (
+        "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
+        " started_at, duration, ended, painted, received",
+        "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
+        " started_at, duration, ended, painted, received",
+    ),
+}
+_ORDER = {"displays": "seq", "plays": "id"}
+
+
+class MigrationRefusedError(Exception):
+    """The copy cannot be made (no registry to copy, or the target already has data)."""
+
+
+def copy_to_postgres(data_dir: Path, pool: ConnectionPool[Connection]) -> dict[str, int]:
+    """Copy the scheduler in ``data_dir`` (``scheduler.sqlite3``, ``outbox.sqlite3``) into the
+    database behind ``pool``; returns how many rows of each kind were copied."""
+    registry = data_dir / "scheduler.sqlite3"
+    if not registry.is_file():
+        raise MigrationRefusedError(f"no scheduler registry in {data_dir} (no scheduler.sqlite3)")
+    # Opening them migrates old SQLite files to the current schema first (as a start would).
+    from server.scheduler.storage import SqliteStorage
+
+    SqliteStorage(registry).close()
+    PgStorage(pool)  # creates or upgrades the PostgreSQL tables
+    install_outbox_schema(pool)
+    counts: dict[str, int] = {}
+    source = sqlite3.connect(f"file:{registry}?mode=ro", uri=True)
+    try:
+        with transaction(pool) as target:
+            _refuse_if_in_use(target)
+            for table, (columns, pg_columns) in _TABLES.items():
+                order = _ORDER.get(table, "rowid")
+                rows = source.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall()
+                if table == "plays":
+                    rows = [(*row[:11], bool(row[11]), row[12]) for row in rows]
+                _insert(target, table, pg_columns, rows)
+                counts[table] = len(rows)
+            outbox = data_dir / "outbox.sqlite3"
+            if outbox.is_file():
+                counts.update(_copy_outbox(outbox, target))
+    finally:
+        source.close()
+    log.info("copied to PostgreSQL: %s", ", ".join(f"{n} {t}" for t, n in counts.items()))
+    return counts
+
+
+def _refuse_if_in_use(target: Connection) -> None:
+    for table in ("displays", "schedules", "assignments", "plays", "pdn_outbox_subscriptions"):
+        row = target.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()
+        if row is not None and row[0]:
+            raise MigrationRefusedError(
+                f"the database already holds scheduler data (table {table} is not empty); "
+                "copy into a new, empty database"
+            )
+
+
+def _insert(target: Connection, table: str, columns: str, rows: list[Any]) -> None:
+    if not rows:
+        return
+    marks = ", ".join(["%s"] * len(columns.split(",")))
+    with target.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
+def _copy_outbox(path: Path, target: Connection) -> dict[str, int]:
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        subscriptions = source.execute(
+            "SELECT id, topic, uri FROM outbox_subscriptions ORDER BY id"
+        ).fetchall()
+        events = source.execute(
+            "SELECT subscription_id, event_id, topic, body, content_type FROM outbox_events"
+            " ORDER BY id"
+        ).fetchall()
+    finally:
+        source.close()
+    new_ids: dict[int, int] = {}
+    for old_id, topic, uri in subscriptions:
+        row = target.execute(
+            "INSERT INTO pdn_outbox_subscriptions (topic, uri) VALUES (%s, %s) RETURNING id",
+            (topic, uri),
+        ).fetchone()
+        assert row is not None
+        new_ids[old_id] = int(row[0])
+    pending = [
+        (new_ids[subscription], event_id, topic, bytes(body), content_type)
+        for subscription, event_id, topic, body, content_type in events
+        if subscription in new_ids
+    ]
+    _insert(
+        target,
+        "pdn_outbox_events",
+        "subscription_id, event_id, topic, body, content_type",
+        pending,
+    )
+    return {"subscriptions": len(subscriptions), "pending-events": len(pending)}
