@@ -11,12 +11,16 @@
   scheduler (``scheduler = URL``) plays what it is assigned; the display keeps what it was
   pushed in its own store, for a start without network;
 - then checks again every ``poll_interval`` (and re-subscribes, which is idempotent), so a
-  scheduler that was down, or lost its state, is caught up with as soon as it is back.
+  scheduler that was down, or lost its state, is caught up with as soon as it is back. The
+  checks are conditional: ``If-None-Match`` with the ETag of the document it has (the one the
+  scheduler sent, or the SHA-256 of the kept copy, which is how the scheduler makes its ETags),
+  and a ``304 Not Modified`` means unchanged: nothing is downloaded, applied or written.
   Failures retry after 2 s, doubling up to the poll interval.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -80,6 +84,7 @@ class ScheduleFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: bytes | None = None
+        self._etag: str | None = None  # of _last, as the scheduler gave it (or computed)
         self._registered_at: float | None = None
         self._subscribed = False
         self._warned: set[str] = set()
@@ -114,6 +119,7 @@ class ScheduleFollower:
             log.error("the kept schedule %s is not valid any more: %s", self.saved_path, error)
             return
         self._last = data
+        self._etag = f'"{hashlib.sha256(data).hexdigest()}"'
         log.info("playing the kept copy of %s until the scheduler answers", self.schedule_url)
 
     def _run(self) -> None:
@@ -153,15 +159,19 @@ class ScheduleFollower:
 
     def _fetch(self) -> bool:
         assert self.schedule_url is not None
+        headers = {"Accept": "text/xml"}
+        if self._last is not None and self._etag:
+            headers["If-None-Match"] = self._etag
         try:
-            response = self._session.get(
-                self.schedule_url, timeout=TIMEOUT, headers={"Accept": "text/xml"}
-            )
+            response = self._session.get(self.schedule_url, timeout=TIMEOUT, headers=headers)
         except requests.RequestException as error:
             self._subscribed = False
             self._registered_at = None
             self._problem("fetch", "cannot fetch the schedule %s: %s", self.schedule_url, error)
             return False
+        if response.status_code == 304 and "If-None-Match" in headers:
+            self._cleared("fetch", "the schedule %s is reachable again", self.schedule_url)
+            return True  # unchanged: what the display plays is current
         if response.status_code != 200:
             self._problem(
                 "fetch",
@@ -172,7 +182,9 @@ class ScheduleFollower:
             return False
         self._cleared("fetch", "the schedule %s is reachable again", self.schedule_url)
         data = response.content
+        etag = response.headers.get("ETag")
         if data == self._last:
+            self._etag = etag or self._etag
             return True
         try:
             self._apply(data)
@@ -180,6 +192,7 @@ class ScheduleFollower:
             log.error("the schedule %s is not a valid CDS: %s", self.schedule_url, error)
             return True  # the scheduler answered; its document is at fault
         self._last = data
+        self._etag = etag
         try:
             write_atomically(self.saved_path, data)
         except OSError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import threading
 import time
@@ -208,3 +209,52 @@ def test_remote_set_over_http_with_default_refresh(tmp_path: Path, peer: HttpPee
     )
     assert fetcher.step() == 3600.0
     assert delivered == [b"{}"]  # the peer answers {}; deliver decides validity
+
+
+def test_periodic_checks_are_conditional(
+    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+) -> None:
+    """The scheduler answers a strong ETag (the document's SHA-256) and 304 to If-None-Match;
+    the follower sends it on every check and a 304 is 'unchanged': nothing applied again."""
+    scheduler = start(tmp_path, schedules_dir)
+    base = f"{scheduler.url}/schedule/lobby/"
+    try:
+        first = requests.get(base, timeout=5)
+        etag = first.headers["ETag"]
+        assert etag == f'"{hashlib.sha256(first.content).hexdigest()}"'
+        again = requests.get(base, headers={"If-None-Match": etag}, timeout=5)
+        assert again.status_code == 304 and again.content == b""
+        assert again.headers["ETag"] == etag
+        assert requests.get(base, headers={"If-None-Match": "*"}, timeout=5).status_code == 304
+        other = requests.get(base, headers={"If-None-Match": '"abc", W/"x"'}, timeout=5)
+        assert other.status_code == 200 and other.content == first.content
+
+        answers: list[int] = []
+        applied = Applied()
+        follower = follower_for(tmp_path, scheduler.url, peer, applied)
+        follower._session.hooks["response"].append(
+            lambda response, **kwargs: (
+                answers.append(response.status_code) if response.request.method == "GET" else None
+            )
+        )
+        assert follower.sync_once() and follower.sync_once() and follower.sync_once()
+        assert answers == [200, 304, 304]
+        assert applied.documents == [LOBBY]
+        write(schedules_dir / "lobby.xml", LOBBY_V2)
+        wait_until(lambda: requests.get(base, timeout=5).content == LOBBY_V2)
+        assert follower.sync_once()
+        assert answers[-1] == 200 and applied.documents == [LOBBY, LOBBY_V2]
+        assert follower.sync_once() and answers[-1] == 304
+        # After a restart the kept copy's hash is the ETag: the first check is conditional too.
+        restarted = follower_for(tmp_path, scheduler.url, peer, applied)
+        restarted.replay_saved()
+        statuses: list[int] = []
+        restarted._session.hooks["response"].append(
+            lambda response, **kwargs: (
+                statuses.append(response.status_code) if response.request.method == "GET" else None
+            )
+        )
+        assert restarted.sync_once() and statuses == [304]
+        assert applied.documents == [LOBBY, LOBBY_V2, LOBBY_V2]  # the replay, not the check
+    finally:
+        scheduler.stop()

@@ -58,6 +58,10 @@ class Document:
             pointer = documented["$ref"][1:]
             documented = self.data["components"]["responses"][documented["$ref"].rsplit("/", 1)[1]]
         self.checked.add((path, method, status))
+        for header, spec in documented.get("headers", {}).items():
+            assert not spec.get("required") or header in response.headers, (
+                f"{method} {path} {status}: no {header} header"
+            )
         content = documented.get("content")
         if content is None:
             return
