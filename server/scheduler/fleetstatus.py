@@ -183,9 +183,23 @@ class FleetStatus:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._session.close()
 
-    def poke(self) -> None:
-        """Read every display soon (one has just registered)."""
-        self._wake.set()
+    def poke(self, url: str | None = None) -> None:
+        """Read ``url`` now (it has just registered); without one, every display soon.
+
+        One display, not a sweep of all: with thousands registering (a fleet starting up),
+        a sweep per registration read the whole registry each time (issue 14's benchmark)."""
+        if url is None:
+            self._wake.set()
+            return
+        with self._changed:
+            if url in self._in_flight:
+                return
+            self._in_flight.add(url)
+        try:
+            self._pool.submit(self._check, url)
+        except RuntimeError:  # shut down
+            with self._changed:
+                self._in_flight.discard(url)
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -126,7 +126,7 @@ class SchedulerService(SegmentService):
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
         self.prober.poke(url)
-        self.fleet_status.poke()
+        self.fleet_status.poke(url)
 
     def _publish(self, schedule_id: str, body: bytes, connection: Any = None) -> None:
         """``connection``: the storage's transaction storing the change (PostgreSQL: the
