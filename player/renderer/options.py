@@ -24,9 +24,9 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
 )
-# ``gc()`` in every page, so a slot can collect its render process's garbage once blank
-# (webslot.py: without it a render process grows by about 1 MB per page load). A page could
-# call it too, which only costs that page time. Chromium keeps only the last --js-flags.
+# ``gc()`` in every page. Slots no longer need it (each item gets a fresh page, whose render
+# process ends when it is dropped: webslot.py); kept for pages and tools that call it, at no
+# cost to those that do not. Chromium keeps only the last --js-flags.
 JS_FLAGS = "--js-flags=--expose-gc"
 # Chromium's "paint holding" keeps a same-origin page's first frames back for up to 500 ms
 # (until a contentful paint): a page that is only a colour would be reported painted long

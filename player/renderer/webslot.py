@@ -1,10 +1,17 @@
 """One recycled web view: loads an item behind the screen and says when it has really painted.
 
 A slot goes BLANK -> LOADING -> READY (painted, still covered) -> SHOWN -> BLANK. "Painted" is
-the page's own word for it: after ``loadFinished`` an isolated-world script waits two
-animation frames (the second runs only once the first frame with the content has been
-produced) and reports over the console channel, whose prefix carries a per-renderer secret so
-a page cannot speak for the renderer. Our media pages (video) report the same way.
+the page's own word for it: after ``loadFinished`` an isolated-world script waits a few
+animation frames (the last runs only once a frame with the content has been produced) and
+reports over the console channel, whose prefix carries a per-renderer secret so a page cannot
+speak for the renderer. Our media pages (video) report the same way.
+
+The view is recycled; its page is not. Every navigation gets a fresh ``QWebEnginePage`` and
+every event handler is bound to the page it came from, so a load event, a channel message or a
+crash of one navigation can never be taken for another's: a page replaced while still loading
+goes on reporting to nobody. A fresh page also shows nothing of an earlier item (it starts
+with no frame, in the views' UNPAINTED colour), and dropping a page ends its render process
+(when no other page uses it), so a blank slot holds no document, no heap and no process.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
 # page is likely to paint everywhere, so a view still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
 CONFIRM_INTERVAL_MS = 8
-BLANK_OVERDUE_MS = 500  # a blanking that has not reported back by then is not waited for
 CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
 
 
@@ -123,7 +129,7 @@ class Callbacks:
 
 
 class WebSlot(QObject):
-    """A web view on the stage and the item it holds."""
+    """A web view on the stage, the page it shows and the item that page holds."""
 
     def __init__(
         self,
@@ -149,49 +155,69 @@ class WebSlot(QObject):
         self.state = SlotState.BLANK
         self.item: PlayItem | None = None
         self.kind = Kind.PAGE
+        # One per navigation (and per clear): what the page's reports must carry.
         self.generation = 0
         self.natural_duration: float | None = None
         self.loads = 0  # loads since this view was made
         self.renewals = 0  # views replaced by fresh ones
+        self.pages = 0  # pages made over the slot's life
         self.last_beat = time.monotonic()
         # Moved only by the page's own answers (and the swap): what the visual watchdog trusts.
         self.last_answer = self.last_beat
         # What the page looked like when it reported painted ("black", "content", ...).
         self.painted_as = "content"
         self._beat_pending = False
-        # clear() navigates to about:blank; a navigation asked for before that one finished is
-        # swallowed by it (seen with QtWebEngine after an error page), so it waits here.
-        self._blanking = False
-        self._deferred: Callable[[], None] | None = None
         self._timeout = QTimer(self)
         self._timeout.setSingleShot(True)
         self._timeout.setInterval(round(load_timeout * 1000))
         self._timeout.timeout.connect(self._timed_out)
         self.view = self._make_view()
+        self._page = self._fresh_page()
 
-    # -- the view -------------------------------------------------------------------------
+    # -- the view and its page -------------------------------------------------------------
 
     def _make_view(self) -> QWebEngineView:
         view = QWebEngineView()
-        page = KioskPage(self._profile, self._channel, view)
-        view.setPage(page)
         view.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)
         view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         view.setCursor(Qt.CursorShape.BlankCursor)
+        self._stage.add_layer(view)
+        view.hide()  # until it has something to load (see clear())
+        return view
+
+    def _fresh_page(self) -> KioskPage:
+        """A new page in the view, bound to this navigation; the old one is dropped (and with
+        it its document, its heap and, unless another page shares it, its render process).
+        Until something is loaded in it, a page has no render process at all."""
+        old: KioskPage | None = getattr(self, "_page", None)
+        page = KioskPage(self._profile, self._channel, self.view)
         page.setBackgroundColor(UNPAINTED)
         page.setAudioMuted(True)
-        page.loadingChanged.connect(self._loading_changed)
-        page.channel_message.connect(self._message)
-        page.renderProcessTerminated.connect(self._terminated)
-        self._stage.add_layer(view)
-        return view
+        # Every handler is told which page spoke: an event of a dropped page is ignored.
+        page.loadingChanged.connect(lambda info: self._loading_changed(page, info))
+        page.channel_message.connect(lambda text: self._message(page, text))
+        page.renderProcessTerminated.connect(
+            lambda status, code: self._terminated(page, status, code)
+        )
+        self.view.setPage(page)
+        self._page = page
+        self._beat_pending = False  # an answer to a probe of the old page never comes
+        self.pages += 1
+        if old is not None:
+            self._drop(old)
+        return page
+
+    @staticmethod
+    def _drop(page: KioskPage) -> None:
+        page.setAudioMuted(True)
+        page.triggerAction(QWebEnginePage.WebAction.Stop)
+        page.deleteLater()
 
     def renew_view(self) -> None:
         """Replace the view by a fresh one (whatever the old one accumulated goes with it)."""
         old = self.view
         self.view = self._make_view()
-        self._blanking = False  # a fresh view has nothing to blank
-        self._deferred = None
+        self._fresh_page()
         self.loads = 0
         self.renewals += 1
         self._stage.stack.removeWidget(old)
@@ -201,65 +227,41 @@ class WebSlot(QObject):
 
     @property
     def page(self) -> KioskPage:
-        page = self.view.page()
-        assert isinstance(page, KioskPage)
-        return page
+        return self._page
 
     def render_pid(self) -> int:
-        return int(self.page.renderProcessPid())
+        return int(self._page.renderProcessPid())
 
     # -- loading --------------------------------------------------------------------------
 
-    def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
-        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
+    def _begin(self, item: PlayItem, kind: Kind) -> KioskPage:
         self.generation += 1
         self.item = item
         self.kind = kind
         self.state = SlotState.LOADING
         self.natural_duration = None
         self.loads += 1
-        self.page.setAudioMuted(True)
         self._timeout.start()
+        # Shown underneath whatever is on screen (its page must not be throttled), at the
+        # stage's size now: a layout leaves hidden widgets out, and a page laid out for an
+        # old size would report painted before the resize reaches it.
+        self.view.setGeometry(self._stage.rect())
+        self.view.show()
+        return self._fresh_page()
+
+    def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
+        page = self._begin(item, kind)
         url = QUrl(item.url)
         if kind is Kind.VIDEO:
-            html = video_page(item.url, media_type, self._channel, self.generation)
-            self._navigate(lambda: self.page.setHtml(html, url), blank_first=holds_older)
+            page.setHtml(video_page(item.url, media_type, self._channel, self.generation), url)
         elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            html = image_page(item.url)
-            self._navigate(lambda: self.page.setHtml(html, url), blank_first=holds_older)
+            page.setHtml(image_page(item.url), url)
         else:
-            self._navigate(lambda: self.page.setUrl(url), blank_first=holds_older)
-
-    def _navigate(self, start: Callable[[], None], *, blank_first: bool = False) -> None:
-        """Start a navigation once the view shows nothing of an earlier item.
-
-        A view that still holds an older page (swapped out less than a moment ago, or
-        prepared for something else) is blanked first: otherwise the check that the new item
-        has reached Qt's side of the view would take the old frame for it, and the old item
-        would flash on screen.
-        """
-        if blank_first and not self._blanking:
-            self._blanking = True
-            self.page.setUrl(QUrl("about:blank"))
-            generation = self.generation
-            QTimer.singleShot(BLANK_OVERDUE_MS, lambda: self._blank_overdue(generation))
-        if self._blanking:
-            self._deferred = start
-        else:
-            self._deferred = None
-            start()
+            page.setUrl(url)
 
     def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
         """A page of our own (the idle page)."""
-        holds_older = self.state in (SlotState.SHOWN, SlotState.READY)
-        self.generation += 1
-        self.item = item
-        self.kind = Kind.PAGE
-        self.state = SlotState.LOADING
-        self.natural_duration = None
-        self.loads += 1
-        self._timeout.start()
-        self._navigate(lambda: self.page.setHtml(html, base), blank_first=holds_older)
+        self._begin(item, Kind.PAGE).setHtml(html, base)
 
     def holds(self, item: PlayItem) -> bool:
         """Whether this slot holds (or is loading) the same content as ``item``."""
@@ -275,40 +277,41 @@ class WebSlot(QObject):
         self.state = SlotState.SHOWN
         self.last_beat = self.last_answer = time.monotonic()
         self._beat_pending = False
-        self.page.setAudioMuted(False)
+        self._page.setAudioMuted(False)
         if self.kind is Kind.VIDEO:
-            self.page.runJavaScript("window.pdnPlay && window.pdnPlay();")
+            self._page.runJavaScript("window.pdnPlay && window.pdnPlay();")
 
     def clear(self) -> None:
-        """Forget the item and free what its page holds; the view is kept for the next one."""
+        """Forget the item and drop its page (its render process ends with it); the view is
+        kept, hidden, with a fresh page that has loaded nothing, for the next item.
+
+        Hidden, because Chromium gives even an empty page a render process as soon as it is
+        in a visible view (measured: 30-50 MB PSS for nothing); a hidden view's fresh page has
+        none until the next load shows the view again, underneath the one on screen."""
         self.generation += 1
         self.item = None
         self.state = SlotState.BLANK
         self._timeout.stop()
-        self.page.setAudioMuted(True)
-        self._deferred = None
-        self._blanking = True
-        self.page.setUrl(QUrl("about:blank"))
+        self.view.hide()
+        self._fresh_page()
 
-    def _loading_changed(self, info: QWebEngineLoadingInfo) -> None:
+    def _loading_changed(self, page: KioskPage, info: QWebEngineLoadingInfo) -> None:
         status = info.status()
-        if status == QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus:
+        if page is not self._page or self.state is SlotState.BLANK:
             return
-        if self._blanking and info.url().toString() == "about:blank":
-            self._blanking = False
-            self._collect_garbage()
-            deferred, self._deferred = self._deferred, None
-            if deferred is not None:
-                self._start_when_blank(deferred, self.generation, 0)
-                return
-        if self.state is SlotState.BLANK:
-            # Navigation history is never used on a kiosk and grows with every load.
-            self.page.history().clear()
+        log.debug(
+            "slot %s (generation %d, %s): %s %.80s",
+            self.name,
+            self.generation,
+            self.state.value,
+            status.name,
+            info.url().toString(),
+        )
+        if status in (
+            QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus,
+            QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus,  # the timeout covers it
+        ):
             return
-        if info.url().toString() == "about:blank":
-            return  # the blanking of the previous item, finishing after this load started
-        if status == QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus:
-            return  # we replaced it; the timeout covers a load nobody finishes
         if status == QWebEngineLoadingInfo.LoadStatus.LoadFailedStatus:
             if info.errorCode() == ERR_ABORTED:
                 return
@@ -324,19 +327,6 @@ class WebSlot(QObject):
         ):
             self._probe_painted()
 
-    def _collect_garbage(self) -> None:
-        """Collect the render process's garbage now that it shows only the blank page.
-
-        Left alone, a render process that loads document after document keeps the old ones
-        (V8 and Blink heaps) for hundreds of loads: measured here about 1 MB per load, never
-        collected before the view was renewed. A full collection on the blank page, with
-        little alive, is quick and keeps the process flat. ``gc`` exists when Chromium runs
-        with ``--js-flags=--expose-gc`` (see options.py); without it this does nothing.
-        """
-        self.page.runJavaScript(
-            "typeof gc === 'function' && gc();", QWebEngineScript.ScriptWorldId.ApplicationWorld
-        )
-
     def _probe_painted(self) -> None:
         generation = self.generation
         # Three frames, not two: the frame with the content must also have reached Qt's side
@@ -347,7 +337,7 @@ class WebSlot(QObject):
         )
         frame = "requestAnimationFrame(() => {})"
         script = frame.format(frame.format(frame.format(report))) + ";"
-        self.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+        self._page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
 
     def probe_alive(self) -> None:
         """Ask the render process for a frame; the answer moves ``last_beat``."""
@@ -359,9 +349,11 @@ class WebSlot(QObject):
             f"{json.dumps(self._channel)} + JSON.stringify({{generation: {self.generation}, "
             "event: 'alive'})));"
         )
-        self.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+        self._page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
 
-    def _message(self, text: str) -> None:
+    def _message(self, page: KioskPage, text: str) -> None:
+        if page is not self._page:
+            return
         try:
             message = json.loads(text)
             generation = int(message["generation"])
@@ -369,13 +361,12 @@ class WebSlot(QObject):
         except (ValueError, KeyError, TypeError):
             log.debug("slot %s: unreadable channel message %.100r", self.name, text)
             return
+        if generation != self.generation:
+            return
         if event == "alive":
             self._beat_pending = False
             self.last_beat = self.last_answer = time.monotonic()
-            return
-        if generation != self.generation:
-            return
-        if event == "painted" and self.state is SlotState.LOADING:
+        elif event == "painted" and self.state is SlotState.LOADING:
             duration = message.get("duration")
             if isinstance(duration, int | float) and duration > 0:
                 self.natural_duration = float(duration)
@@ -385,29 +376,9 @@ class WebSlot(QObject):
         elif event == "ended" and self.state is SlotState.SHOWN:
             self.ended.emit(self)
 
-    def _blank_overdue(self, generation: int) -> None:
-        """The blanking never reported back (Chromium may drop a navigation it deems
-        redundant): go ahead, still waiting for Qt's side to show no old frame."""
-        if self._blanking and generation == self.generation:
-            self._blanking = False
-            deferred, self._deferred = self._deferred, None
-            if deferred is not None:
-                self._start_when_blank(deferred, generation, 0)
-
-    def _start_when_blank(self, start: Callable[[], None], generation: int, attempt: int) -> None:
-        """Run ``start`` once Qt's side of the view shows the blank page, not the old frame."""
-        if generation != self.generation:
-            return  # a newer load took over
-        if attempt < CONFIRM_ATTEMPTS and self._shows_content():
-            QTimer.singleShot(
-                CONFIRM_INTERVAL_MS, lambda: self._start_when_blank(start, generation, attempt + 1)
-            )
-            return
-        start()
-
     def _confirm_painted(self, generation: int, attempt: int) -> None:
         """The page says it painted; wait until Qt's side of the view shows it too (a new
-        document gets a new compositor view in Qt, whose first frame can lag the page)."""
+        page gets a new compositor view in Qt, whose first frame can lag the page)."""
         if generation != self.generation or self.state is not SlotState.LOADING:
             return
         if attempt < CONFIRM_ATTEMPTS and not self._shows_content():
@@ -428,20 +399,19 @@ class WebSlot(QObject):
         self.failed.emit(self, reason)
 
     def _timed_out(self) -> None:
-        # A blanking that never finished must not hold back every later navigation.
-        self._blanking = False
-        self._deferred = None
         if self.state is SlotState.LOADING:
-            self.page.triggerAction(QWebEnginePage.WebAction.Stop)
+            self._page.triggerAction(QWebEnginePage.WebAction.Stop)
             seconds = self._timeout.interval() / 1000
             self._fail(f"not painted within {seconds:g} s")
 
-    def _terminated(self, status: QWebEnginePage.RenderProcessTerminationStatus, code: int) -> None:
+    def _terminated(
+        self, page: KioskPage, status: QWebEnginePage.RenderProcessTerminationStatus, code: int
+    ) -> None:
+        if page is not self._page:
+            return
         if status == QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus:
             return
         self._timeout.stop()
-        self._blanking = False  # the dead process will not finish it
-        self._deferred = None
         self.crashed.emit(self, f"render process {status.name} (exit code {code})")
 
     def kill_render_process(self) -> None:
