@@ -57,6 +57,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if path in served.slow_paths:
             time.sleep(30)
             return
+        slow = re.fullmatch(r"/slow/(\d+)/([0-9a-f]{6})", path)
+        if slow:  # the first byte after this many milliseconds (tests of the load race)
+            time.sleep(int(slow.group(1)) / 1000)
+            path = f"/colour/{slow.group(2)}"
         match = re.fullmatch(r"/colour/([0-9a-f]{6})", path)
         if match:
             body = (
