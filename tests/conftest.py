@@ -29,9 +29,8 @@ def postgres_server() -> Iterator[PgServer]:
     try:
         server = PgServer.start()
     except PostgresMissingError as missing:
-        if os.environ.get("CI"):
-            raise  # the set-up installs it: CI must not skip these tests
-        pytest.skip(str(missing))
+        # bash packaging/dev.sh installs Debian's postgresql: missing, the set-up is broken.
+        pytest.fail(f"{missing} (bash packaging/dev.sh setup installs it)")
     yield server
     server.stop()
 

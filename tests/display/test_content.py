@@ -15,12 +15,11 @@ import pytest
 
 from cds.parser import parse
 from cds.playlist import Playlist
+from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.engine import Engine
 from player.store import DisplayStore
 from tests.display.test_engine import ManualRenderer
-
-cache_module = pytest.importorskip("player.cache")
 
 IMAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 
@@ -57,7 +56,7 @@ def item(url: str, content_type: str, digest: str | None = None) -> str:
 def test_files_play_from_the_cache_once_verified(tmp_path: Path, files: str) -> None:
     good = hashlib.sha256(IMAGE).hexdigest()
     woken = threading.Event()
-    cache = cache_module.ContentCache(tmp_path, on_ready=lambda spec, path: woken.set())
+    cache = ContentCache(tmp_path, on_ready=lambda spec, path: woken.set())
     content = CachedContent(cache)
     store = DisplayStore(tmp_path / "display.db")
     renderer = ManualRenderer()
@@ -92,7 +91,7 @@ def test_files_play_from_the_cache_once_verified(tmp_path: Path, files: str) -> 
 def test_a_file_failing_its_hash_never_plays_but_pages_play_live(
     tmp_path: Path, files: str
 ) -> None:
-    cache = cache_module.ContentCache(tmp_path, retry_initial=60)
+    cache = ContentCache(tmp_path, retry_initial=60)
     content = CachedContent(cache)
     bad = "0" * 64
     document = parse(

@@ -8,12 +8,9 @@ tests play the service manager (``Restart=always``) and time the way back to the
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import signal
-import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -222,27 +219,3 @@ def test_repeated_losses_back_off_between_restarts(
     assert took >= 5, took  # the second exit in a row: waits 5 s before starting again
     assert "waiting 5 s before starting again" in supervisor.text()
     assert (supervisor.data / EXITS_FILE).exists()
-
-
-@pytest.mark.skipif(not os.environ.get("PDN_MEASURE_ENGINE_LOSS"), reason="a measurement")
-def test_measure_loss_to_content_back(supervisor: Supervisor, red: ContentServer) -> None:
-    """PDN_MEASURE_ENGINE_LOSS=N: N losses, the back-off file cleared in between (each loss
-    is a first one), and the figures printed."""
-    runs = int(os.environ["PDN_MEASURE_ENGINE_LOSS"])
-    sequence = show_red(supervisor, red)
-    figures = []
-    for _ in range(runs):
-        (supervisor.data / EXITS_FILE).unlink(missing_ok=True)
-        figures.append(lose_and_recover(supervisor, red, sequence))
-        record = playback(supervisor.url)
-        assert record is not None and isinstance(record["sequence"], int)
-        sequence = record["sequence"]
-        time.sleep(1)
-    out = io.StringIO()
-    print(
-        f"web engine loss -> content back on screen, {runs} runs: "
-        f"p50 {statistics.median(figures):.2f} s, max {max(figures):.2f} s; "
-        + ", ".join(f"{f:.2f}" for f in figures),
-        file=out,
-    )
-    sys.stderr.write(out.getvalue())

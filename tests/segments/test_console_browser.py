@@ -26,16 +26,18 @@ from tests.display.conftest import build_display, cds, close_display
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import LOCATION, Screen
 from tests.segments.test_fleetstatus import with_screen
+from tests.tools import require_tools
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TOKEN = "console-t0k"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
-pytestmark = pytest.mark.skipif(
-    not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-    reason="Debian's chromium and chromium-driver are not installed (packaging/dev.sh does)",
-)
+
+@pytest.fixture(autouse=True)
+def debian_chromium() -> None:
+    """Debian's chromium and chromium-driver, which packaging/dev.sh installs."""
+    require_tools(CHROMIUM, CHROMEDRIVER)
 
 
 @pytest.fixture

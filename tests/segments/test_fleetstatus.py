@@ -90,7 +90,6 @@ def showing(base: str, url: str) -> str:
 
 
 def test_downscale_keeps_the_aspect() -> None:
-    pytest.importorskip("PySide6")
     small = downscale_png(png(1920, 1080, (1, 2, 3)))
     assert png_size(small) == (320, 180)
     tiny = png(100, 50, (1, 2, 3))
