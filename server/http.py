@@ -29,6 +29,7 @@ from typing import Any, Literal
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
+from cds.errors import CdsError
 from server.db import disk_full, note_disk_full
 from server.limits import SubscriptionLimitError, protect_reads_from_env
 from server.validation import ValidationError, invalid_field
@@ -138,6 +139,23 @@ def install_error_handlers(app: Flask) -> None:
 
     app.register_error_handler(ApiError, _client_error)
     app.register_error_handler(ValidationError, _client_error)
+
+    @app.errorhandler(CdsError)
+    def _invalid_cds(error: CdsError) -> Response:
+        # A CDS body refused by cds.parser, wherever a segment takes one.
+        first = error.problems[0]
+        return json_response(
+            {
+                "error": "invalid-cds",
+                "message": f"The CDS is not valid: {first}.",
+                "line": first.line,
+                "problems": [
+                    {"line": p.line, "element": p.element, "message": p.message}
+                    for p in error.problems
+                ],
+            },
+            400,
+        )
 
     @app.errorhandler(SubscriptionLimitError)
     def _too_many_subscriptions(error: SubscriptionLimitError) -> Response:

@@ -18,7 +18,6 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from cds.errors import CdsError
 from server.http import ApiError, body_kind, json_response, read_json_object, read_xml_body
 from server.scheduler.fleet import Fleet
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
@@ -96,22 +95,7 @@ def add_fleet_routes(
                 415, "unsupported-media-type", "Send the schedule as a CDS, Content-Type text/xml."
             )
         data = read_xml_body()
-        try:
-            created = library.put(id, data)
-        except CdsError as error:
-            first = error.problems[0]
-            raise ApiError(
-                400,
-                "invalid-cds",
-                f"The CDS is not valid: {first}.",
-                extra={
-                    "line": first.line,
-                    "problems": [
-                        {"line": p.line, "element": p.element, "message": p.message}
-                        for p in error.problems
-                    ],
-                },
-            ) from None
+        created = library.put(id, data)  # invalid: 400 invalid-cds (server.http)
         if created:
             response = json_response({}, 201)
             response.headers["Location"] = f"/schedule/{id}/"
