@@ -40,6 +40,7 @@ from server.scheduler.storage import (
     PlayRecord,
     SchedulePublish,
     StoredSchedule,
+    assignment_target,
     display_key,
 )
 
@@ -367,16 +368,8 @@ class PgStorage:
         )
         return [row[0] for row in rows]
 
-    @staticmethod
-    def _target(assignment: Assignment) -> tuple[str, str]:
-        if assignment.display is not None:
-            return "display", display_key(assignment.display)
-        if assignment.group is not None:
-            return "group", assignment.group
-        raise ValueError("an assignment names a display or a group")
-
     def assign(self, assignment: Assignment) -> bool:
-        kind, target = self._target(assignment)
+        kind, target = assignment_target(assignment)
         return (
             self._write(
                 "INSERT INTO assignments (schedule_id, target_kind, target, created)"
@@ -387,7 +380,7 @@ class PgStorage:
         )
 
     def unassign(self, assignment: Assignment) -> bool:
-        kind, target = self._target(assignment)
+        kind, target = assignment_target(assignment)
         return (
             self._write(
                 "DELETE FROM assignments WHERE schedule_id = %s AND target_kind = %s"

@@ -276,6 +276,16 @@ MIGRATIONS: Migrations = (
 _SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
 
 
+def assignment_target(assignment: Assignment) -> tuple[str, str]:
+    """How an assignment's target is stored by every backend: ("display", key) or ("group",
+    name)."""
+    if assignment.display is not None:
+        return "display", display_key(assignment.display)
+    if assignment.group is not None:
+        return "group", assignment.group
+    raise ValueError("an assignment names a display or a group")
+
+
 class SqliteStorage:
     """:class:`SchedulerStorage` in one SQLite file (WAL, synchronous=FULL)."""
 
@@ -457,16 +467,8 @@ class SqliteStorage:
             ).fetchall()
         return [row[0] for row in rows]
 
-    @staticmethod
-    def _target(assignment: Assignment) -> tuple[str, str]:
-        if assignment.display is not None:
-            return "display", display_key(assignment.display)
-        if assignment.group is not None:
-            return "group", assignment.group
-        raise ValueError("an assignment names a display or a group")
-
     def assign(self, assignment: Assignment) -> bool:
-        kind, target = self._target(assignment)
+        kind, target = assignment_target(assignment)
         return (
             self._write(
                 "INSERT OR IGNORE INTO assignments (schedule_id, target_kind, target, created) "
@@ -477,7 +479,7 @@ class SqliteStorage:
         )
 
     def unassign(self, assignment: Assignment) -> bool:
-        kind, target = self._target(assignment)
+        kind, target = assignment_target(assignment)
         return (
             self._write(
                 "DELETE FROM assignments WHERE schedule_id = ? AND target_kind = ? AND target = ?",
