@@ -26,14 +26,13 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import QImage
-from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEngineSettings
+from PySide6.QtWebEngineCore import QWebEngineScript
 from PySide6.QtWidgets import QWidget
 
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import (
     Kind,
     classify,
-    context_script,
     local_path,
     media_type,
     update_script,
@@ -43,6 +42,7 @@ from player.renderer.fade import FadeOverlay
 from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html, progress_script
 from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
 from player.renderer.options import RendererOptions, add_chromium_flags
+from player.renderer.profile import install_context_script, make_profile
 from player.renderer.webslot import SlotState, WebSlot, classify_frame
 from player.renderer.window import KioskWindow, Stage, keep_screen_awake
 
@@ -124,7 +124,7 @@ class KioskRenderer(QObject):
         self._watch_count = 0
         self._zygotes = ZygoteWatch()
 
-        self.profile = self._make_profile(options)
+        self.profile = make_profile(options, self, self._readings)
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
@@ -169,46 +169,6 @@ class KioskRenderer(QObject):
         self.show_idle()
 
     # -- set-up ---------------------------------------------------------------------------
-
-    def _make_profile(self, options: RendererOptions) -> QWebEngineProfile:
-        cache_bytes = options.http_cache_mb * 1024 * 1024
-        if options.data_dir is not None:
-            root = Path(options.data_dir)
-            profile = QWebEngineProfile("pdn-kiosk", self)
-            profile.setPersistentStoragePath(str(root / "web" / "storage"))
-            profile.setCachePath(str(root / "web" / "cache"))
-            profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.DiskHttpCache)
-        else:
-            profile = QWebEngineProfile(self)  # off the record: nothing on disk
-            profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.MemoryHttpCache)
-        # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
-        profile.setHttpCacheMaximumSize(cache_bytes)
-        settings = profile.settings()
-        attribute = QWebEngineSettings.WebAttribute
-        for key, value in (
-            (attribute.ShowScrollBars, False),
-            (attribute.PlaybackRequiresUserGesture, False),
-            (attribute.ErrorPageEnabled, False),
-            (attribute.JavascriptCanOpenWindows, False),
-            (attribute.FocusOnNavigationEnabled, False),
-            (attribute.LocalContentCanAccessFileUrls, True),
-            (attribute.FullScreenSupportEnabled, False),
-        ):
-            settings.setAttribute(key, value)
-        self._install_context_script(profile)
-        return profile
-
-    def _install_context_script(self, profile: QWebEngineProfile) -> None:
-        scripts = profile.scripts()
-        for old in scripts.find("pdn-context"):
-            scripts.remove(old)
-        script = QWebEngineScript()
-        script.setName("pdn-context")
-        script.setSourceCode(context_script(self._readings))
-        script.setInjectionPoint(QWebEngineScript.InjectionPoint.DocumentCreation)
-        script.setWorldId(QWebEngineScript.ScriptWorldId.MainWorld)
-        script.setRunsOnSubFrames(True)
-        scripts.insert(script)
 
     # -- the Renderer protocol ------------------------------------------------------------
 
@@ -325,7 +285,7 @@ class KioskRenderer(QObject):
     def set_context(self, readings: dict[str, object]) -> None:
         """Push the latest sensor readings to web content (see the package docstring)."""
         self._readings = dict(readings)
-        self._install_context_script(self.profile)
+        install_context_script(self.profile, self._readings)
         script = update_script(self._readings)
         for slot in self.slots:
             if slot.state is not SlotState.BLANK:
