@@ -1,0 +1,124 @@
+"""What the fleet benchmarks share: scheduler processes on one PostgreSQL, parallel HTTP calls,
+and the process figures (CPU seconds, resident memory) they report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.pgserver import free_port  # noqa: E402
+
+XML = {"Content-Type": "text/xml"}
+
+
+def schedule_document(marker: str) -> bytes:
+    return (
+        '<content-set name="bench" type="inline"><content-item content-type="text/html">'
+        f"<requires-file><sources><uri>http://127.0.0.1:9/{marker}.html</uri></sources>"
+        "</requires-file></content-item></content-set>"
+    ).encode()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+class Scheduler:
+    def __init__(self, database: str, data_dir: Path, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        # 10,000 subscribers of one schedule: far above the default bound (100 per topic).
+        env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_MAX_SUBSCRIPTIONS": "50000"}
+        env.pop("PDN_API_TOKEN", None)
+        self._log = open(log, "wb")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server.cli",
+                "scheduler",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(data_dir),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/x/schedules", timeout=2).ok:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"scheduler on {self.port} did not start: see {log}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self._log.close()
+
+
+def parallel(
+    calls: list[tuple[str, str, dict[str, Any]]], workers: int = 16, deadline: float | None = None
+) -> list[int]:
+    """Status codes (0: not sent, the ``deadline`` (monotonic) had passed)."""
+    local = threading.local()
+
+    def one(call: tuple[str, str, dict[str, Any]]) -> int:
+        if deadline is not None and time.monotonic() > deadline:
+            return 0
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = requests.Session()
+        method, url, kwargs = call
+        return session.request(method, url, timeout=30, **kwargs).status_code
+
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, calls))
+
+
+def save(path: Path, results: dict[str, Any]) -> None:
+    """Written after every phase: a run stopped half-way keeps what it measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
