@@ -75,8 +75,10 @@ def video_page(url: str, media: str, channel: str, generation: int) -> str:
 
     It says ``painted`` once the first frame is decoded and drawn (with the natural length),
     ``failed`` with a reason when the platform cannot decode it (checked with ``canPlayType``
-    first, so an undecodable item never reaches the screen), and ``ended``. Playback starts
-    when the renderer calls ``window.pdnPlay()`` (the item is due), not while it waits.
+    first, so an undecodable item never reaches the screen), and ``ended`` with the frames
+    presented and dropped (``getVideoPlaybackQuality``: whether this board keeps up). It
+    waits paused on its first frame until the renderer calls ``window.pdnPlay()`` (the item
+    is due); an ended video keeps its last frame on screen until the next item replaces it.
     """
     return f"""<!doctype html><html><head><meta charset="utf-8"><style>
 html,body{{margin:0;height:100%;background:{BACKDROP};overflow:hidden}}
@@ -113,7 +115,11 @@ video{{width:100vw;height:100vh;object-fit:contain;display:block;background:{BAC
       setTimeout(painted, 500);
     }} else painted();
   }}, {{once: true}});
-  video.addEventListener('ended', () => send('ended'));
+  video.addEventListener('ended', () => {{
+    const quality = video.getVideoPlaybackQuality ? video.getVideoPlaybackQuality() : null;
+    send('ended', quality ? {{frames: quality.totalVideoFrames,
+                             dropped: quality.droppedVideoFrames}} : {{}});
+  }});
   video.src = {_js(url)};
 }})();
 </script></body></html>"""

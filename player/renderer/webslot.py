@@ -46,6 +46,7 @@ ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
 UNPAINTED = QColor(1, 2, 3)
 CONFIRM_INTERVAL_MS = 8
 CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
+DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is logged as a warning
 
 
 def sample_points(width: int, height: int) -> list[tuple[int, int]]:
@@ -374,7 +375,25 @@ class WebSlot(QObject):
         elif event == "failed" and self.state is not SlotState.BLANK:
             self._fail(str(message.get("reason") or "the media could not be played"))
         elif event == "ended" and self.state is SlotState.SHOWN:
+            self._log_frames(message)
             self.ended.emit(self)
+
+    def _log_frames(self, message: dict[str, object]) -> None:
+        """How many of the ended video's frames this machine could not present in time."""
+        frames, dropped = message.get("frames"), message.get("dropped")
+        if not isinstance(frames, int) or not isinstance(dropped, int) or frames <= 0:
+            return
+        url = self.item.url if self.item is not None else "?"
+        share = dropped / frames
+        level = logging.WARNING if share > DROPPED_WARNING else logging.INFO
+        log.log(
+            level,
+            "video ended: %d of %d frames dropped (%.1f %%): %.200s",
+            dropped,
+            frames,
+            share * 100,
+            url,
+        )
 
     def _confirm_painted(self, generation: int, attempt: int) -> None:
         """The page says it painted; wait until Qt's side of the view shows it too (a new
