@@ -44,6 +44,7 @@ from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
 from player.engine import Engine
 from player.follower import ScheduleFollower
+from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
 from player.power import start_power_schedule
 from player.qtloop import (
@@ -57,6 +58,7 @@ from player.qtloop import (
 from player.remotesets import RemoteSetFetcher
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.idle import download_progress
+from player.renderer.options import add_chromium_flags
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
@@ -132,11 +134,19 @@ def run(
 
         # 3. Qt, on this (main) thread: the application, then the kiosk window. systemd's
         #    socket is taken out of the environment first: render processes must not inherit it.
+        #    The memory plan comes first: the low-memory profile's Chromium flags are read once,
+        #    when Qt WebEngine starts.
         notifier = SdNotifier.from_environment(unset=True)
+        plan = memory_plan(config.screen.memory_budget_mb, config.screen.low_memory)
+        add_chromium_flags(low_memory=plan.low_memory)
         application = start_application()
         waker = Waker()
         bridge = GuiBridge()
-        renderer = KioskRenderer(RendererOptions.from_config(config, url))
+        # The last resort of the memory budget (player.memory): exit for systemd to restart us.
+        memory = MemoryWatch(
+            plan, on_restart=lambda reason: bridge.post(lambda: screen_lost(reason))
+        )
+        renderer = KioskRenderer(RendererOptions.from_config(config, url), memory=memory)
         stopping.callback(renderer.close)
 
         # 4. What plays: the schedule, the content cache, the engine, the playback record.
@@ -169,6 +179,7 @@ def run(
             playback=playback,
             screen=QtScreen(bridge, renderer),
             content=content,
+            memory=memory,
         )
         renderer.set_context(display.context())
 
@@ -228,6 +239,8 @@ def run(
         log.info("Display Segment API on %s (base URL %s)", server.url, url)
         remote_sets.start()
         stopping.callback(remote_sets.stop)
+        memory.start()
+        stopping.callback(memory.stop)
         if follower is not None:
             follower.start()
             stopping.callback(follower.stop)

@@ -29,6 +29,8 @@ then command-line flags. Example (every key is optional)::
     index = 0                           # which screen, when several are attached
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
+    memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
+    low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
 
     [power]                             # daily screen on/off: player/power.py
     [clock]                             # clock sanity: player/clocksanity.py
@@ -55,6 +57,7 @@ from urllib.parse import urlsplit
 from cds.timezone import system_timezone_name
 from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
+from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
 from server.validation import check_uri, parse_coordinate
 
@@ -77,6 +80,8 @@ class ScreenConfig:
     index: int = 0
     rotation: int = 0
     crossfade: float = 0.3
+    memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
+    low_memory: str = "auto"  # auto, on, off
 
 
 @dataclass
@@ -265,9 +270,25 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         or not 0 <= crossfade <= 10
     ):
         problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
+    budget: int | None = None
+    low_memory = "auto"
+    try:
+        budget = parse_budget(table.get("memory_budget", "auto"))
+    except ValueError as error:
+        problems.append(f"'{key}.memory-budget': {error}")
+    try:
+        low_memory = parse_low_memory(table.get("low_memory", "auto"))
+    except ValueError as error:
+        problems.append(f"'{key}.low-memory': {error}")
     if problems:
         raise ConfigError(*problems)
-    return ScreenConfig(index=index, rotation=rotation, crossfade=float(crossfade))
+    return ScreenConfig(
+        index=index,
+        rotation=rotation,
+        crossfade=float(crossfade),
+        memory_budget_mb=budget,
+        low_memory=low_memory,
+    )
 
 
 def _norm(table: dict[str, Any]) -> dict[str, Any]:
@@ -331,7 +352,7 @@ def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any
     return check
 
 
-_SCREEN_KEYS = {"index", "rotation", "crossfade", *_PLATFORM_KEYS}
+_SCREEN_KEYS = {"index", "rotation", "crossfade", "memory_budget", "low_memory", *_PLATFORM_KEYS}
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
     "screen": _SCREEN_KEYS,

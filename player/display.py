@@ -57,6 +57,14 @@ class ContentFiles(Protocol):
         """Files, bytes and downloads, for health."""
 
 
+class MemoryStatus(Protocol):
+    """The display's memory as health reports it (``player.memory.MemoryWatch``)."""
+
+    def status(self) -> dict[str, Any]:
+        """The tree's PSS and RSS, by role, the budget, profile and recycles, and a
+        ``problem`` when memory makes the display degraded (thread-safe)."""
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -75,8 +83,10 @@ class Display:
         screen: ScreenAccess | None = None,
         content: ContentFiles | None = None,
         clock: Callable[[], datetime] = utc_now,
+        memory: MemoryStatus | None = None,
     ) -> None:
         self.config = config
+        self._memory = memory
         self.engine = engine
         self._store = store
         self._playlist = playlist
@@ -238,10 +248,12 @@ class Display:
         storage["last-disk-full"] = (
             None if full is None else {"time": _iso(full[0]), "error": full[1]}
         )
+        memory = self._memory.status() if self._memory is not None else None
         healthy = (
             bool(screen.get("alive"))
             and disk.free > MIN_FREE_DISK
             and bool(storage["record-stored"])
+            and (memory is None or "problem" not in memory)
         )
         return {
             "status": "ok" if healthy else "degraded",
@@ -269,6 +281,7 @@ class Display:
             "disk": {"path": str(self._store.path.parent), "free": disk.free, "total": disk.total},
             "storage": storage,
             "webhooks": self._playback.delivery_stats(),
+            "memory": memory,
         }
 
     def screenshot(self, timeout: float = 5.0) -> bytes:

@@ -43,6 +43,7 @@ from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html,
 from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
 from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.profile import install_context_script, make_profile
+from player.renderer.recycler import MemoryPressure, Recycler
 from player.renderer.webslot import SlotState, WebSlot, classify_frame
 from player.renderer.window import KioskWindow, Stage, keep_screen_awake
 
@@ -94,7 +95,9 @@ class KioskRenderer(QObject):
     #: The screen cannot be brought back in this process: (reason).
     engine_lost = Signal(str)
 
-    def __init__(self, options: RendererOptions | None = None) -> None:
+    def __init__(
+        self, options: RendererOptions | None = None, memory: MemoryPressure | None = None
+    ) -> None:
         super().__init__()
         self.options = options = options or RendererOptions()
         add_chromium_flags()  # in case prepare_process was not called: before any profile
@@ -125,6 +128,7 @@ class KioskRenderer(QObject):
         self._zygotes = ZygoteWatch()
 
         self.profile = make_profile(options, self, self._readings)
+        self.recycler = Recycler(self.profile, options.recycle_after_loads, memory)
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
@@ -363,8 +367,7 @@ class KioskRenderer(QObject):
         for state in (SlotState.BLANK, SlotState.READY, SlotState.LOADING, SlotState.SHOWN):
             for slot in candidates:
                 if slot.state is state:
-                    if slot.loads >= self.options.recycle_after_loads > 0:
-                        slot.renew_view()
+                    self.recycler.before_load(slot)  # renewed when due (recycler.py)
                     return slot
         return candidates[0]
 
