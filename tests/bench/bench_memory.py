@@ -1,0 +1,637 @@
+"""Memory of a real display over thousands of transitions, against the floor of one bare view.
+
+    .venv/bin/python -m tests.bench.bench_memory [--transitions 2000] [--profile both]
+        [--item-seconds 1] [--checkout PATH] [--plot-also OTHER.json]
+
+Issue 11's benchmark. On an Xvfb of its own (1920x1080, no window manager) it first measures
+the *floor*: one bare ``QWebEngineView`` in a process of its own, fullscreen, showing one of the
+signage pages below. Then, per profile, a real ``pdn display`` (of this checkout or of
+``--checkout PATH``, with ``[screen] low-memory = "off"`` or ``"on"`` in its config file) plays
+the mix: signage pages (DOM and script that allocates, every URL a new document) and WebM
+videos (VP8/VP9, ffmpeg) sent as queued JSON requests of ``--item-seconds`` each, two queued
+ahead of the screen, and, whenever the driver lets the queue run dry (2 items in 10), the
+cached 1920x1080 JPEG/PNG images of a CDS (hashes given, so the display's cache downloads and
+verifies them; lowest priority, so they fill the moments between requests). The mix is pages
+60%, images 20%, videos 20%. A transition is one change of the playback record
+(``sequence``), whatever its origin.
+
+Memory: every ``--sample-every`` transitions, a point is the median of ``--samples`` readings
+``--spacing`` seconds apart (taken while the display goes on playing) of the PSS and RSS of
+the display's whole process tree (/proc/PID/smaps_rollup of the Python process, which hosts
+Chromium's browser, and of each QtWebEngineProcess: render, gpu, zygote, utility by their
+--type=), with the display's own /x/health "memory" (null where the checkout has none).
+The floor is measured the same way (6 points after 15 s of settling), before each profile.
+
+Figures: *steady* PSS is the median of the points from transition 100 on; its ratio to the
+floor; *growth* is the median of the last 5 points minus the median of the first 5 from
+transition 100 (also a Theil-Sen slope, MB per 1000 transitions); *peak* is the highest single
+reading. Targets (printed PASS/FAIL, not asserted): steady <= 1.25x the floor (default profile),
+<= 1.1x (low-memory); growth < 10 MB; 0 blank frames.
+
+Blank frames: Xvfb keeps its screen in a file (-fbdir), mapped here read-only, so the screen is
+sampled every ``--frame-ms`` milliseconds at the 13 points of webslot.classify_frame at no cost
+to the X server or the display (no grab, no screenshot request). None of the content is ever
+near black or near white at all 13 points at once, so such a sample, during an item or in the
+middle of a transition (when the screen must show the outgoing item, a cross-fade of the two,
+or the incoming one), is a black/white/unpainted frame the viewer would see. Consecutive blank
+samples count as one blank frame; their duration is kept too.
+
+This process imports no Qt until the end (the plot): sharing Qt's libraries with the measured
+processes would lower their PSS. Other programs mapping Qt WebEngine meanwhile do the same; each
+point records how many such foreign processes there were, and the load average.
+Needs Xvfb and ffmpeg (apt-get install -y xvfb ffmpeg). Writes bench-results/bench_memory.json
+and bench-results/bench_memory.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.bench.memory_tools import (
+    ROLES,
+    BareView,
+    Display,
+    Framebuffer,
+    XServer,
+    classify,
+    foreign_engine_processes,
+    run_bare_view,
+    tree_memory,
+    xvfb,
+)
+from tests.bench.signage_content import ContentServer, Image, make_media
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench-results"
+MIX = "PPIPVPPIVP"  # page, image (the queue runs dry), video
+AHEAD = 2  # requests queued beyond the one on screen
+TARGETS = {"default": 1.25, "low-memory": 1.1}
+GROWTH_TARGET_MB = 10.0
+WINDOW_POINTS = 5
+STEADY_FROM = 100
+
+
+# -- sampling -------------------------------------------------------------------------------
+
+
+def median_of(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def memory_point(
+    root: int, samples: int, spacing: float, label: int, started: float
+) -> dict[str, Any]:
+    """``samples`` readings of the tree, ``spacing`` s apart; the point is their median."""
+    readings = []
+    for index in range(samples):
+        if index:
+            time.sleep(spacing)
+        readings.append(tree_memory(root))
+    roles = sorted({role for reading in readings for role in reading["by_role"]})
+    return {
+        "transitions": label,
+        "seconds": round(time.monotonic() - started, 1),
+        "pss_mb": round(median_of([r["pss_mb"] for r in readings]), 1),
+        "rss_mb": round(median_of([r["rss_mb"] for r in readings]), 1),
+        "readings_pss_mb": [round(r["pss_mb"], 1) for r in readings],
+        "readings_rss_mb": [round(r["rss_mb"], 1) for r in readings],
+        "processes": median_of([float(r["processes"]) for r in readings]),
+        "by_role": {
+            role: {
+                key: round(
+                    median_of([r["by_role"].get(role, {}).get(key, 0.0) for r in readings]), 1
+                )
+                for key in ("count", "pss_mb", "rss_mb")
+            }
+            for role in roles
+        },
+        "foreign_engine_processes": foreign_engine_processes(root),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+    }
+
+
+class ScreenWatch(threading.Thread):
+    """Samples the X screen's 13 points every ``interval`` s; counts blank frames."""
+
+    def __init__(self, framebuffer: Framebuffer, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.framebuffer = framebuffer
+        self.interval = interval
+        self.samples = 0
+        self.blank_samples: dict[str, int] = {"black": 0, "white": 0}
+        self.episodes: list[dict[str, Any]] = []  # one per run of blank samples
+        self.context = ""  # what the driver last saw on screen, kept with each blank frame
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        current: dict[str, Any] | None = None
+        started = time.monotonic()
+        while not self._stop_event.wait(self.interval):
+            kind = classify(self.framebuffer.pixels())
+            self.samples += 1
+            now = time.monotonic()
+            if kind == "content":
+                current = None
+                continue
+            self.blank_samples[kind] += 1
+            if current is None:
+                current = {
+                    "at_s": round(now - started, 3),
+                    "kind": kind,
+                    "samples": 0,
+                    "during": self.context,
+                }
+                self.episodes.append(current)
+            current["samples"] += 1
+            current["ms"] = round((now - started - current["at_s"]) * 1000 + self.interval * 1000)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(5)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "interval_ms": round(self.interval * 1000, 1),
+            "samples": self.samples,
+            "blank_samples": self.blank_samples,
+            "blank_frames": len(self.episodes),
+            "longest_ms": max((e.get("ms", 0) for e in self.episodes), default=0),
+            "examples": self.episodes[:20],
+        }
+
+
+# -- one display run -------------------------------------------------------------------------
+
+
+class Driver:
+    """Keeps the display fed with the mix and counts transitions by the playback sequence."""
+
+    def __init__(
+        self, display: Display, content: ContentServer, videos: list[str], seconds: float
+    ) -> None:
+        self.display = display
+        self.content = content
+        self.videos = videos
+        self.seconds = seconds
+        self.plan_index = 0
+        self.sent = 0
+        self.pending: list[tuple[str, float]] = []  # requests sent, not yet seen on screen
+        self.shown = {"page": 0, "image": 0, "video": 0, "idle": 0, "other": 0}
+        self.never_shown = 0
+        self.image_timeouts = 0
+        self.record: dict[str, Any] = {}
+        self.record_seen = time.monotonic()
+        self.last_shown = time.monotonic()
+
+    def _kind(self, record: dict[str, Any]) -> str:
+        url = str(record.get("content-item") or "")
+        if record.get("origin") == "idle":
+            return "idle"
+        if "/page/" in url:
+            return "page"
+        if url.endswith(".webm") or ".webm?" in url:
+            return "video"
+        if "/media/" in url:
+            return "image"
+        return "other"
+
+    def observe(self) -> int:
+        """Read the playback record; returns its sequence."""
+        record = self.display.playback()
+        if record.get("sequence") != self.record.get("sequence"):
+            self.record, self.record_seen = record, time.monotonic()
+            self.shown[self._kind(record)] += 1
+            url = record.get("content-item")
+            for index, (sent_url, _) in enumerate(self.pending):
+                if sent_url == url:  # the queue is first in, first out: earlier ones are done
+                    del self.pending[: index + 1]
+                    self.last_shown = time.monotonic()
+                    break
+        if self.pending and time.monotonic() - self.pending[0][1] > 30 + AHEAD * self.seconds:
+            self.pending.pop(0)  # failed or skipped by the display
+            self.never_shown += 1
+        return int(record.get("sequence") or 0)
+
+    def feed(self) -> None:
+        step = MIX[self.plan_index % len(MIX)]
+        now = time.monotonic()
+        if step == "I":
+            # Let the queue run dry: the schedule's next cached image takes the screen; the
+            # next request goes once it has had most of its time (it is loaded behind it).
+            showing_image = self.record.get("origin") == "schedule"
+            if not self.pending and showing_image and now - self.record_seen >= 0.7 * self.seconds:
+                self.plan_index += 1
+            elif not self.pending and now - self.last_shown > self.seconds + 15:
+                self.image_timeouts += 1
+                self.plan_index += 1
+            return
+        if len(self.pending) >= AHEAD:
+            return
+        n = self.sent
+        if step == "P":
+            url = f"{self.content.url}/page/{n}.html"
+        else:
+            url = f"{self.content.url}/media/{self.videos[n % len(self.videos)]}?n={n}"
+        self.display.schedule_json(url, self.seconds)
+        self.pending.append((url, now))
+        self.sent += 1
+        self.plan_index += 1
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "shown": self.shown,
+            "requests_sent": self.sent,
+            "requests_never_shown": self.never_shown,
+            "image_timeouts": self.image_timeouts,
+        }
+
+
+def low_memory_supported(checkout: Path, workdir: Path) -> bool:
+    """Whether the checkout's config knows ``[screen] low-memory``."""
+    probe = workdir / "probe.toml"
+    probe.write_text('[screen]\nlow-memory = "off"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "display", "--check-config", "--config", str(probe)],
+        cwd=checkout,
+        env=dict(os.environ, PYTHONPATH=str(checkout)),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def run_display(
+    server: XServer,
+    args: argparse.Namespace,
+    profile: str,
+    content: ContentServer,
+    images: list[Image],
+    videos: list[str],
+    workdir: Path,
+) -> dict[str, Any]:
+    config = ""
+    if low_memory_supported(args.checkout, workdir):
+        config = f'[screen]\nlow-memory = "{"on" if profile == "low-memory" else "off"}"\n'
+        if args.memory_budget:
+            config += f'memory-budget = "{args.memory_budget}"\n'
+    elif profile == "low-memory":
+        raise SystemExit(f"{args.checkout} has no [screen] low-memory: no low-memory profile")
+    display = Display(server, args.checkout, workdir, config, f"display-{profile}")
+    print(
+        f"[{profile}] pdn display of {args.checkout} on {display.url}, pid "
+        f"{display.process.pid}, config: {config.strip() or '(none)'}",
+        flush=True,
+    )
+    framebuffer = Framebuffer(server.framebuffer)
+    watch = ScreenWatch(framebuffer, args.frame_ms / 1000)
+    points: list[dict[str, Any]] = []
+    health: list[dict[str, Any]] = []
+    sampler: threading.Thread | None = None
+    driver = Driver(display, content, videos, args.item_seconds)
+    try:
+        display.schedule_cds(content.image_schedule(images, args.item_seconds))
+        deadline = time.monotonic() + 120
+        while driver.record.get("origin") != "schedule":  # images downloaded and playing
+            driver.observe()
+            if time.monotonic() > deadline or not display.alive():
+                raise SystemExit(f"the cached images never played; see {display.log_path}")
+            time.sleep(0.1)
+        first = driver.observe()
+        started = time.monotonic()
+        watch.start()
+        next_point = 0
+
+        def take_point(label: int) -> None:
+            point = memory_point(display.process.pid, args.samples, args.spacing, label, started)
+            try:
+                body = display.health()
+                point["health_memory"] = body.get("memory")
+                health.append({"transitions": label, "memory": body.get("memory")})
+            except (OSError, ValueError) as error:
+                point["health_memory"] = None
+                point["health_error"] = str(error)
+            points.append(point)
+            print(
+                f"[{profile}] {label} transitions ({point['seconds']:.0f} s): PSS "
+                f"{point['pss_mb']:.0f} MB, RSS {point['rss_mb']:.0f} MB; "
+                + ", ".join(
+                    f"{role} x{f['count']:.0f} {f['pss_mb']:.0f}"
+                    for role, f in sorted(point["by_role"].items())
+                )
+                + f"; blank frames so far {len(watch.episodes)}; load "
+                f"{point['load_average'][0]}",
+                flush=True,
+            )
+
+        transitions = 0
+        while True:
+            transitions = driver.observe() - first
+            if transitions >= next_point and (sampler is None or not sampler.is_alive()):
+                sampler = threading.Thread(target=take_point, args=(transitions,), daemon=True)
+                sampler.start()
+                next_point = (transitions // args.sample_every + 1) * args.sample_every
+            if transitions >= args.transitions:
+                break
+            if not display.alive():
+                raise SystemExit(f"the display exited; see {display.log_path}")
+            watch.context = f"{driver.record.get('origin')} {driver.record.get('content-item')}"
+            driver.feed()
+            time.sleep(0.05)
+        if sampler is not None:
+            sampler.join()
+        elapsed = time.monotonic() - started
+    finally:
+        watch.stop()
+        display.stop()
+        framebuffer.close()
+    return {
+        "profile": profile,
+        "config": config,
+        "transitions": transitions,
+        "seconds": round(elapsed, 1),
+        "driver": driver.summary(),
+        "blank": watch.summary(),
+        "points": points,
+    }
+
+
+def measure_floor(
+    server: XServer, content: ContentServer, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    view = BareView(server, f"{content.url}/page/1000000.html", workdir)
+    try:
+        time.sleep(args.floor_settle)
+        started = time.monotonic()
+        points = []
+        for index in range(6):
+            if index:
+                time.sleep(2)
+            points.append(
+                memory_point(view.process.pid, args.samples, args.spacing, index, started)
+            )
+    finally:
+        view.stop()
+    pss = [p["pss_mb"] for p in points]
+    rss = [p["rss_mb"] for p in points]
+    floor = {
+        "pss_mb": median_of(pss),
+        "rss_mb": median_of(rss),
+        "pss_range_mb": [min(pss), max(pss)],
+        "rss_range_mb": [min(rss), max(rss)],
+        "by_role": points[len(points) // 2]["by_role"],
+        "points": points,
+    }
+    print(
+        f"floor (one bare QWebEngineView): PSS {floor['pss_mb']:.0f} MB "
+        f"({min(pss):.0f}-{max(pss):.0f}), RSS {floor['rss_mb']:.0f} MB",
+        flush=True,
+    )
+    return floor
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+def theil_sen_per_1000(points: list[tuple[float, float]]) -> float | None:
+    """The median of the slopes between every pair of points (robust to a few outliers, such
+    as a point that caught a recycle), in MB per 1000 transitions."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for index, (x1, y1) in enumerate(points)
+        for x2, y2 in points[index + 1 :]
+        if x2 != x1
+    ]
+    return float(statistics.median(slopes)) * 1000 if slopes else None
+
+
+def point_near(points: list[dict[str, Any]], transitions: int) -> dict[str, Any]:
+    return min(points, key=lambda p: abs(int(p["transitions"]) - transitions))
+
+
+def figures(run: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
+    points = run["points"]
+    steady_points = [p for p in points if p["transitions"] >= STEADY_FROM] or points
+    first, last = steady_points[:WINDOW_POINTS], steady_points[-WINDOW_POINTS:]
+    steady = median_of([p["pss_mb"] for p in steady_points])
+    result: dict[str, Any] = {
+        "steady_pss_mb": round(steady, 1),
+        "steady_rss_mb": round(median_of([p["rss_mb"] for p in steady_points]), 1),
+        "steady_points": len(steady_points),
+        "pss_ratio_to_floor": round(steady / floor["pss_mb"], 3),
+        "rss_ratio_to_floor": round(
+            median_of([p["rss_mb"] for p in steady_points]) / floor["rss_mb"], 3
+        ),
+        "growth_windows": [[p["transitions"] for p in first], [p["transitions"] for p in last]],
+        "growth_pss_mb": round(
+            median_of([p["pss_mb"] for p in last]) - median_of([p["pss_mb"] for p in first]), 1
+        ),
+        "growth_rss_mb": round(
+            median_of([p["rss_mb"] for p in last]) - median_of([p["rss_mb"] for p in first]), 1
+        ),
+        "slope_pss_mb_per_1000": theil_sen_per_1000(
+            [(p["transitions"], p["pss_mb"]) for p in steady_points]
+        ),
+        "peak_pss_mb": max(max(p["readings_pss_mb"]) for p in points),
+        "peak_rss_mb": max(max(p["readings_rss_mb"]) for p in points),
+        "by_role": {
+            "floor": floor["by_role"],
+            **{
+                f"at {p['transitions']}": p["by_role"]
+                for p in (points[0], point_near(points, STEADY_FROM), points[-1])
+            },
+        },
+    }
+    health = [p.get("health_memory") for p in points if p.get("health_memory")]
+    result["display_says_last"] = health[-1] if health else None
+    return result
+
+
+def verdicts(run: dict[str, Any]) -> list[tuple[str, bool]]:
+    found = run["figures"]
+    ratio_target = TARGETS.get(run["profile"], 1.25)
+    return [
+        (
+            f"steady PSS {found['steady_pss_mb']:.0f} MB = {found['pss_ratio_to_floor']:.2f}x the "
+            f"floor (target <= {ratio_target}x)",
+            found["pss_ratio_to_floor"] <= ratio_target,
+        ),
+        (
+            f"PSS growth from transition {STEADY_FROM} to {run['transitions']}: "
+            f"{found['growth_pss_mb']:+.1f} MB (target < {GROWTH_TARGET_MB:g} MB)",
+            found["growth_pss_mb"] < GROWTH_TARGET_MB,
+        ),
+        (
+            f"blank frames: {run['blank']['blank_frames']} in {run['blank']['samples']} samples "
+            "(target 0)",
+            run["blank"]["blank_frames"] == 0,
+        ),
+    ]
+
+
+def print_run(run: dict[str, Any]) -> None:
+    found, floor = run["figures"], run["floor"]
+    print(
+        f"== {run['profile']}: {run['transitions']} transitions in {run['seconds']:.0f} s; "
+        f"shown {run['driver']['shown']}; floor PSS {floor['pss_mb']:.0f} MB, RSS "
+        f"{floor['rss_mb']:.0f} MB",
+        flush=True,
+    )
+    slope = found["slope_pss_mb_per_1000"]
+    print(
+        f"steady PSS {found['steady_pss_mb']:.0f} MB, RSS {found['steady_rss_mb']:.0f} MB; "
+        f"peak PSS {found['peak_pss_mb']:.0f} MB, RSS {found['peak_rss_mb']:.0f} MB; "
+        f"growth PSS {found['growth_pss_mb']:+.1f} MB, RSS {found['growth_rss_mb']:+.1f} MB "
+        f"(windows {found['growth_windows']}); Theil-Sen slope "
+        + (f"{slope:+.1f} MB/1000" if slope is not None else "n/a")
+    )
+    header = f"{'PSS (RSS) MB':<14}" + "".join(f"{role:>16}" for role in ROLES)
+    print(header)
+    for when, roles in found["by_role"].items():
+        cells = "".join(
+            f"{roles[r]['pss_mb']:>7.0f} ({roles[r]['rss_mb']:>4.0f}) x{roles[r]['count']:.0f}"
+            if r in roles
+            else f"{'-':>16}"
+            for r in ROLES
+        )
+        print(f"{when:<14}{cells}")
+    print(f"the display's own figure (last /x/health memory): {found['display_says_last']}")
+    for text, passed in verdicts(run):
+        print(f"{'PASS' if passed else 'FAIL'}  {text}")
+
+
+def commit_of(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(checkout), "status", "--porcelain", "--", "player", "server", "cds"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() + ("+uncommitted" if dirty.stdout.strip() else "")
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add = parser.add_argument
+    add("--transitions", type=int, default=2000)
+    add("--profile", choices=("default", "low-memory", "both"), default="both")
+    add("--item-seconds", type=float, default=1.0, help="preferred duration of every item")
+    add("--checkout", type=Path, default=ROOT, help="run this tree's pdn display")
+    add("--memory-budget", help='[screen] memory-budget for the display, e.g. "600 MB"')
+    add("--size", default="1920x1080")
+    add("--sample-every", type=int, default=50, help="transitions between memory points")
+    add("--samples", type=int, default=5, help="readings per point (their median)")
+    add("--spacing", type=float, default=0.4, help="seconds between readings of a point")
+    add("--frame-ms", type=float, default=5.0, help="screen sampling interval")
+    add("--floor-settle", type=float, default=15.0, help="seconds before the floor is read")
+    add("--output", type=Path, default=RESULTS / "bench_memory.json")
+    add("--plot", type=Path, help="default: the output's name with .png")
+    add(
+        "--plot-also",
+        type=Path,
+        action="append",
+        default=[],
+        help="earlier results to draw beside these (e.g. a run of an older checkout)",
+    )
+    add("--replot", action="store_true", help="only draw the plot of --output (and --plot-also)")
+    add("--floor-child", metavar="URL", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def draw(args: argparse.Namespace, results: dict[str, Any]) -> Path:
+    from tests.bench.memory_plot import plot
+
+    target: Path = args.plot or args.output.with_suffix(".png")
+    others = [json.loads(path.read_text()) for path in args.plot_also]
+    plot([results, *others], target)
+    print(f"plot written to {target}", flush=True)
+    return target
+
+
+def main() -> int:
+    args = arguments()
+    if args.floor_child:
+        return run_bare_view(args.floor_child)
+    if args.replot:
+        draw(args, json.loads(args.output.read_text()))
+        return 0
+    args.checkout = args.checkout.resolve()
+    width, height = (int(v) for v in args.size.split("x"))
+    profiles = ["default", "low-memory"] if args.profile == "both" else [args.profile]
+    media = RESULTS / "bench_memory_media"
+    images, videos = make_media(media)
+    content = ContentServer(media)
+    workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-memory-"))
+    results: dict[str, Any] = {
+        "checkout": str(args.checkout),
+        "commit": commit_of(args.checkout),
+        "size": args.size,
+        "item_seconds": args.item_seconds,
+        "transitions_asked": args.transitions,
+        "mix": {
+            "pages": MIX.count("P") / len(MIX),
+            "cached_images": MIX.count("I") / len(MIX),
+            "videos": MIX.count("V") / len(MIX),
+            "videos_files": videos,
+            "images_files": [image.name for image in images],
+        },
+        "method": {
+            "point": f"median of {args.samples} readings {args.spacing} s apart, every "
+            f"{args.sample_every} transitions, display playing on",
+            "steady": f"median of the points from transition {STEADY_FROM} on",
+            "growth": f"median of the last {WINDOW_POINTS} points minus median of the first "
+            f"{WINDOW_POINTS} from transition {STEADY_FROM}",
+            "blank": f"X framebuffer read every {args.frame_ms} ms at 13 points; all near "
+            "black or all near white is blank; consecutive blank samples are one frame",
+        },
+        "cpus": os.cpu_count(),
+        "load_average_start": [round(v, 2) for v in os.getloadavg()],
+        "workdir": str(workdir),
+        "runs": [],
+    }
+    print(
+        f"bench_memory: {args.checkout} at {results['commit']}, profiles {profiles}, "
+        f"{args.transitions} transitions of {args.item_seconds:g} s, load "
+        f"{results['load_average_start']}; logs in {workdir}",
+        flush=True,
+    )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with xvfb(width, height) as server:
+            for profile in profiles:
+                floor = measure_floor(server, content, args, workdir)
+                run = run_display(server, args, profile, content, images, videos, workdir)
+                run["floor"] = floor
+                run["figures"] = figures(run, floor)
+                results["runs"].append(run)
+                print_run(run)
+                results["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
+                args.output.write_text(json.dumps(results, indent=1) + "\n")
+    finally:
+        content.stop()
+    print(f"written to {args.output}", flush=True)
+    draw(args, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""What the memory benchmark (bench_memory.py) needs besides its driver: a bare X server whose
+screen can be read without asking it, the process tree's memory by Chromium role, and a
+display or a bare web view started on that server from any checkout.
+
+No Qt is imported here: the benchmark's own process must not map Qt's libraries, or the
+measured processes' PSS would shrink by the share our process takes of those pages.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import mmap
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ROLES = ("browser", "render", "gpu", "zygote", "utility", "other")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# -- the X server and its framebuffer -------------------------------------------------------
+
+
+@dataclass
+class XServer:
+    display: str  # the DISPLAY value
+    framebuffer: Path  # Xvfb's screen as an XWD file (-fbdir), updated in place
+
+
+@contextmanager
+def xvfb(width: int, height: int) -> Iterator[XServer]:
+    """An Xvfb of its own (black root, no window manager) that also keeps its screen in a file
+    in /dev/shm, so the screen can be sampled by reading memory instead of asking the server
+    for a grab (which would cost the X server, and so the display, a copy of 8 MB a time)."""
+    if shutil.which("Xvfb") is None:
+        raise SystemExit("Xvfb is not installed: apt-get install -y xvfb")
+    fbdir = Path(tempfile.mkdtemp(prefix="pdn-bench-fb-", dir="/dev/shm"))
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        [
+            "Xvfb",
+            "-displayfd",
+            str(write),
+            "-screen",
+            "0",
+            f"{width}x{height}x24",
+            "-fbdir",
+            str(fbdir),
+            "-nolisten",
+            "tcp",
+            "-noreset",
+            "-br",
+        ],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    with os.fdopen(read) as stream:
+        number = stream.readline().strip()
+    try:
+        if not number:
+            raise SystemExit("Xvfb did not start")
+        yield XServer(f":{number}", fbdir / "Xvfb_screen0")
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(fbdir, ignore_errors=True)
+
+
+def sample_points(width: int, height: int) -> list[tuple[int, int]]:
+    """The 13 points player/renderer/webslot.py's classify_frame reads: a 3x3 grid at the
+    quarters and the four corners."""
+    points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
+    return [*points, (1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
+
+
+class Framebuffer:
+    """Xvfb's screen, mapped read-only: reading a pixel costs nothing to the X server."""
+
+    def __init__(self, path: Path) -> None:
+        with path.open("rb") as stream:
+            self._map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        # XWD header: 25 big-endian 32-bit fields, then the window name, then the colour map.
+        fields = struct.unpack(">25I", self._map[:100])
+        header_size, width, height = fields[0], fields[4], fields[5]
+        byte_order, bits_per_pixel, bytes_per_line, colours = (
+            fields[7],
+            fields[11],
+            fields[12],
+            fields[19],
+        )
+        if bits_per_pixel != 32:
+            raise SystemExit(f"Xvfb framebuffer has {bits_per_pixel} bits per pixel, not 32")
+        self.width, self.height = width, height
+        self._stride = bytes_per_line
+        self._offset = header_size + colours * 12
+        self._format = "<I" if byte_order == 0 else ">I"
+        self._points = [
+            self._offset + y * self._stride + x * 4 for x, y in sample_points(width, height)
+        ]
+
+    def pixels(self) -> list[tuple[int, int, int]]:
+        """The colour at each sample point (24-bit TrueColor: red in bits 16-23)."""
+        found = []
+        for at in self._points:
+            (value,) = struct.unpack_from(self._format, self._map, at)
+            found.append(((value >> 16) & 255, (value >> 8) & 255, value & 255))
+        return found
+
+    def close(self) -> None:
+        self._map.close()
+
+
+def classify(pixels: list[tuple[int, int, int]]) -> str:
+    """ "black" (every point near black: an unpainted view, a cleared window, the bare root,
+    or a black frame), "white" (every point near white: a page before its styles), else
+    "content". A cross-fade between two items of ours is never either."""
+    if all(max(pixel) < 16 for pixel in pixels):
+        return "black"
+    if all(min(pixel) > 239 for pixel in pixels):
+        return "white"
+    return "content"
+
+
+# -- memory of a process tree ---------------------------------------------------------------
+
+
+def process_tree(root: int) -> list[tuple[int, int]]:
+    """``root`` and all its descendants, as (pid, parent pid)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    tree, todo = [], [(root, 0)]
+    while todo:
+        pid, parent = todo.pop()
+        tree.append((pid, parent))
+        todo.extend((child, pid) for child in children.get(pid, []))
+    return tree
+
+
+def _chromium_type(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            arguments = stream.read().split(b"\0")
+    except OSError:
+        return ""
+    for argument in arguments:
+        if argument.startswith(b"--type="):
+            return argument[len(b"--type=") :].decode(errors="replace")
+    return ""
+
+
+def role_of(pid: int, parent: int, root: int) -> str:
+    """The root is the browser process (Chromium's browser runs inside Qt's process); a
+    render process is forked by a zygote and keeps its command line (--type=zygote), so a
+    zygote whose parent is a zygote is a render process; the rest go by their --type."""
+    if pid == root:
+        return "browser"
+    kind = _chromium_type(pid)
+    if kind == "zygote" and _chromium_type(parent) == "zygote":
+        return "render"
+    if kind == "renderer":
+        return "render"
+    if kind == "gpu-process":
+        return "gpu"
+    return kind if kind in ROLES else "other"
+
+
+def _smaps_rollup(pid: int) -> tuple[float, float] | None:
+    """(PSS, RSS) of one process in MB; None if it ended meanwhile."""
+    pss = rss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as stream:
+            for line in stream:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+                elif line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+    except OSError:
+        return None
+    return pss / 1024, rss / 1024
+
+
+def tree_memory(root: int) -> dict[str, Any]:
+    """PSS and RSS (MB) of ``root`` and its descendants, summed and by role (``role_of``)."""
+    by_role: dict[str, dict[str, float]] = {}
+    total_pss = total_rss = 0.0
+    count = 0
+    for pid, parent in process_tree(root):
+        figures = _smaps_rollup(pid)
+        if figures is None:
+            continue
+        pss, rss = figures
+        role = by_role.setdefault(
+            role_of(pid, parent, root), {"count": 0, "pss_mb": 0.0, "rss_mb": 0.0}
+        )
+        role["count"] += 1
+        role["pss_mb"] += pss
+        role["rss_mb"] += rss
+        total_pss += pss
+        total_rss += rss
+        count += 1
+    return {"pss_mb": total_pss, "rss_mb": total_rss, "processes": count, "by_role": by_role}
+
+
+def foreign_engine_processes(root: int) -> int:
+    """QtWebEngineProcess processes on this machine outside ``root``'s tree: they map the same
+    libraries, so while they run, the tree's PSS reads lower than it would alone."""
+    ours = {pid for pid, _ in process_tree(root)}
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as stream:
+                if b"QtWebEngineProcess" in stream.read(4096):
+                    count += 1
+        except OSError:
+            continue
+    return count
+
+
+# -- processes under test -------------------------------------------------------------------
+
+
+def _environment(server: XServer, checkout: Path) -> dict[str, str]:
+    env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
+    for name in ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND"):
+        env.pop(name, None)
+    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
+        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    # The checkout's packages first, whatever the virtual environment has installed.
+    env["PYTHONPATH"] = str(checkout)
+    return env
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class Display:
+    """``pdn display`` of ``checkout`` on the X server, with its own data directory."""
+
+    def __init__(
+        self, server: XServer, checkout: Path, workdir: Path, config: str, name: str
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config_path = workdir / f"{name}.toml"
+        config_path.write_text(config)
+        self.log_path = workdir / f"{name}.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server.cli",
+                "display",
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(workdir / f"{name}-data"),
+                "--config",
+                str(config_path),
+                "--name",
+                "bench",
+                "--timezone",
+                "UTC",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=_environment(server, checkout),
+            cwd=checkout,
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if self.request("GET", "/")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"pdn display did not start; see {self.log_path}")
+            time.sleep(0.2)
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = ""
+    ) -> tuple[int, Any]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            headers = {"Content-Type": content_type} if content_type else {}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            text = response.read()
+            try:
+                return response.status, json.loads(text) if text else None
+            except ValueError:
+                return response.status, text
+        finally:
+            connection.close()
+
+    def schedule_json(self, url: str, seconds: float) -> None:
+        body = json.dumps({"content-item": url, "preferred-duration": f"{seconds:g} seconds"})
+        status, answer = self.request("POST", "/schedule", body.encode(), "application/json")
+        if status != 202 or answer.get("request-status") != "scheduling":
+            raise RuntimeError(f"POST /schedule {url}: {status} {answer}")
+
+    def schedule_cds(self, document: bytes) -> None:
+        status, answer = self.request("POST", "/schedule", document, "text/xml")
+        if status != 202:
+            raise RuntimeError(f"POST /schedule (CDS): {status} {answer}")
+
+    def playback(self) -> dict[str, Any]:
+        record: dict[str, Any] = self.request("GET", "/playback/")[1]
+        return record
+
+    def health(self) -> dict[str, Any]:
+        body: dict[str, Any] = self.request("GET", "/x/health")[1]
+        return body
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._log.close()
+
+
+class BareView:
+    """The floor: one bare QWebEngineView, fullscreen on the same X server, showing ``url``."""
+
+    def __init__(self, server: XServer, url: str, workdir: Path) -> None:
+        self.log_path = workdir / "floor.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.bench_memory", "--floor-child", url],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=_environment(server, ROOT),
+            cwd=ROOT,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode().strip()
+        if line != "LOADED":
+            raise SystemExit(f"the bare view did not load its page ({line!r}); see {self.log_path}")
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._log.close()
+
+
+def run_bare_view(url: str) -> int:
+    """The floor's process: a QApplication and one QWebEngineView, nothing else."""
+    from PySide6.QtCore import QCoreApplication, Qt, QUrl
+    from PySide6.QtWebEngineWidgets import QWebEngineView
+    from PySide6.QtWidgets import QApplication
+
+    QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+    app = QApplication(["bench-memory-floor"])
+    view = QWebEngineView()
+
+    def loaded(ok: bool) -> None:
+        print("LOADED" if ok else "FAILED", flush=True)
+
+    view.loadFinished.connect(loaded)
+    view.load(QUrl(url))
+    view.showFullScreen()
+    signal.signal(signal.SIGTERM, lambda *_: app.quit())
+    # Python signal handlers run only between bytecodes: a timer keeps some coming.
+    from PySide6.QtCore import QTimer
+
+    tick = QTimer()
+    tick.start(200)
+    tick.timeout.connect(lambda: None)
+    app.exec()
+    sys.stdout.flush()
+    os._exit(0)
