@@ -153,6 +153,9 @@ class KioskRenderer(QObject):
             fullscreen=options.fullscreen,
             window_size=options.window_size,
         )
+        # The layout's "current" layer is raised and shown when the current one is removed
+        # (QStackedLayout): make it the overlay, never removed, not a view that may be renewed.
+        self.stage.stack.setCurrentWidget(self.overlay)
         self.overlay.hide()
         self.window.show_kiosk(options.fullscreen)
         self._beat = QTimer(self)

@@ -72,7 +72,7 @@ class Recycler:
 
     def _release_shared(self) -> None:
         """What the browser process keeps for all views that a fresh view does not drop."""
-        if self._profile.httpCacheType() == QWebEngineProfile.HttpCacheType.MemoryHttpCache:
-            self._profile.clearHttpCache()
+        # Not clearHttpCache(): measured, the load started right after it never finished
+        # (PySide6 6.8, memory cache), and a display's cache is on disk anyway.
         self._profile.clearAllVisitedLinks()
         _malloc_trim()
