@@ -139,6 +139,7 @@ def run(
         notifier = SdNotifier.from_environment(unset=True)
         plan = memory_plan(config.screen.memory_budget_mb, config.screen.low_memory)
         add_chromium_flags(low_memory=plan.low_memory)
+        log.info("Chromium flags: %s", os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""))
         application = start_application()
         waker = Waker()
         bridge = GuiBridge()
