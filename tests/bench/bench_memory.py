@@ -36,9 +36,11 @@ middle of a transition (when the screen must show the outgoing item, a cross-fad
 or the incoming one), is a black/white/unpainted frame the viewer would see. Consecutive blank
 samples count as one blank frame; their duration is kept too.
 
-This process imports no Qt until the end (the plot): sharing Qt's libraries with the measured
-processes would lower their PSS. Other programs mapping Qt WebEngine meanwhile do the same; each
-point records how many such foreign processes there were, and the load average.
+PSS divides a file's pages among all the processes mapping it. So the display and the floor run
+Qt from a private copy of PySide6 (bench-results/bench_memory_qt/, made once; --shared-qt to
+use the virtual environment's), which other programs running Qt WebEngine on the machine (tests,
+other benchmarks) do not map, and this process imports no Qt until the end (the plot). Each point
+still records how many foreign QtWebEngineProcess processes ran, and the load average.
 Needs Xvfb and ffmpeg (apt-get install -y xvfb ffmpeg). Writes bench-results/bench_memory.json
 and bench-results/bench_memory.png.
 """
@@ -65,6 +67,7 @@ from tests.bench.memory_tools import (
     XServer,
     classify,
     foreign_engine_processes,
+    private_qt,
     run_bare_view,
     tree_memory,
     xvfb,
@@ -128,6 +131,7 @@ class ScreenWatch(threading.Thread):
         self.framebuffer = framebuffer
         self.interval = interval
         self.samples = 0
+        self.changes = 0
         self.blank_samples: dict[str, int] = {"black": 0, "white": 0}
         self.episodes: list[dict[str, Any]] = []  # one per run of blank samples
         self.context = ""  # what the driver last saw on screen, kept with each blank frame
@@ -136,9 +140,15 @@ class ScreenWatch(threading.Thread):
     def run(self) -> None:
         current: dict[str, Any] | None = None
         started = time.monotonic()
+        previous: list[tuple[int, int, int]] = []
         while not self._stop_event.wait(self.interval):
-            kind = classify(self.framebuffer.pixels())
+            pixels = self.framebuffer.pixels()
+            kind = classify(pixels)
             self.samples += 1
+            # The screen must be seen changing: a framebuffer that is not updated would show
+            # one still frame and no blank frame at all.
+            self.changes += pixels != previous
+            previous = pixels
             now = time.monotonic()
             if kind == "content":
                 current = None
@@ -150,6 +160,7 @@ class ScreenWatch(threading.Thread):
                     "kind": kind,
                     "samples": 0,
                     "during": self.context,
+                    "pixels": pixels[:5],
                 }
                 self.episodes.append(current)
             current["samples"] += 1
@@ -163,6 +174,7 @@ class ScreenWatch(threading.Thread):
         return {
             "interval_ms": round(self.interval * 1000, 1),
             "samples": self.samples,
+            "screen_changes": self.changes,
             "blank_samples": self.blank_samples,
             "blank_frames": len(self.episodes),
             "longest_ms": max((e.get("ms", 0) for e in self.episodes), default=0),
@@ -190,8 +202,13 @@ class Driver:
         self.never_shown = 0
         self.image_timeouts = 0
         self.record: dict[str, Any] = {}
+        self.transition = ""  # the last change seen, "previous -> current"
         self.record_seen = time.monotonic()
         self.last_shown = time.monotonic()
+
+    def _describe(self, record: dict[str, Any]) -> str:
+        url = str(record.get("content-item") or "")
+        return f"{record.get('origin')} {url.rsplit('/', 1)[-1]}"
 
     def _kind(self, record: dict[str, Any]) -> str:
         url = str(record.get("content-item") or "")
@@ -209,6 +226,7 @@ class Driver:
         """Read the playback record; returns its sequence."""
         record = self.display.playback()
         if record.get("sequence") != self.record.get("sequence"):
+            self.transition = f"{self._describe(self.record)} -> {self._describe(record)}"
             self.record, self.record_seen = record, time.monotonic()
             self.shown[self._kind(record)] += 1
             url = record.get("content-item")
@@ -287,7 +305,7 @@ def run_display(
             config += f'memory-budget = "{args.memory_budget}"\n'
     elif profile == "low-memory":
         raise SystemExit(f"{args.checkout} has no [screen] low-memory: no low-memory profile")
-    display = Display(server, args.checkout, workdir, config, f"display-{profile}")
+    display = Display(server, args.checkout, workdir, config, f"display-{profile}", args.qt)
     print(
         f"[{profile}] pdn display of {args.checkout} on {display.url}, pid "
         f"{display.process.pid}, config: {config.strip() or '(none)'}",
@@ -345,7 +363,7 @@ def run_display(
                 break
             if not display.alive():
                 raise SystemExit(f"the display exited; see {display.log_path}")
-            watch.context = f"{driver.record.get('origin')} {driver.record.get('content-item')}"
+            watch.context = driver.transition
             driver.feed()
             time.sleep(0.05)
         if sampler is not None:
@@ -369,9 +387,12 @@ def run_display(
 def measure_floor(
     server: XServer, content: ContentServer, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    view = BareView(server, f"{content.url}/page/1000000.html", workdir)
+    view = BareView(server, f"{content.url}/page/1000000.html", workdir, args.qt)
     try:
         time.sleep(args.floor_settle)
+        framebuffer = Framebuffer(server.framebuffer)
+        screen = {"kind": classify(framebuffer.pixels()), "centre": framebuffer.pixels()[4]}
+        framebuffer.close()
         started = time.monotonic()
         points = []
         for index in range(6):
@@ -390,11 +411,13 @@ def measure_floor(
         "pss_range_mb": [min(pss), max(pss)],
         "rss_range_mb": [min(rss), max(rss)],
         "by_role": points[len(points) // 2]["by_role"],
+        "screen": screen,
         "points": points,
     }
     print(
         f"floor (one bare QWebEngineView): PSS {floor['pss_mb']:.0f} MB "
-        f"({min(pss):.0f}-{max(pss):.0f}), RSS {floor['rss_mb']:.0f} MB",
+        f"({min(pss):.0f}-{max(pss):.0f}), RSS {floor['rss_mb']:.0f} MB; the screen showed "
+        f"{screen['kind']} (centre {screen['centre']})",
         flush=True,
     )
     return floor
@@ -553,6 +576,11 @@ def arguments() -> argparse.Namespace:
         help="earlier results to draw beside these (e.g. a run of an older checkout)",
     )
     add("--replot", action="store_true", help="only draw the plot of --output (and --plot-also)")
+    add(
+        "--shared-qt",
+        action="store_true",
+        help="run Qt from the virtual environment, not from a private copy (see memory_tools)",
+    )
     add("--floor-child", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -577,6 +605,7 @@ def main() -> int:
     args.checkout = args.checkout.resolve()
     width, height = (int(v) for v in args.size.split("x"))
     profiles = ["default", "low-memory"] if args.profile == "both" else [args.profile]
+    args.qt = None if args.shared_qt else private_qt(RESULTS / "bench_memory_qt")
     media = RESULTS / "bench_memory_media"
     images, videos = make_media(media)
     content = ContentServer(media)
@@ -603,6 +632,7 @@ def main() -> int:
             "blank": f"X framebuffer read every {args.frame_ms} ms at 13 points; all near "
             "black or all near white is blank; consecutive blank samples are one frame",
         },
+        "qt": str(args.qt or "shared (the virtual environment's)"),
         "cpus": os.cpu_count(),
         "load_average_start": [round(v, 2) for v in os.getloadavg()],
         "workdir": str(workdir),

@@ -9,6 +9,8 @@ measured processes' PSS would shrink by the share our process takes of those pag
 from __future__ import annotations
 
 import http.client
+import importlib.metadata
+import importlib.util
 import json
 import mmap
 import os
@@ -250,14 +252,35 @@ def foreign_engine_processes(root: int) -> int:
 # -- processes under test -------------------------------------------------------------------
 
 
-def _environment(server: XServer, checkout: Path) -> dict[str, str]:
+def private_qt(directory: Path) -> Path:
+    """A copy of this environment's PySide6 (with Qt and QtWebEngineProcess) and shiboken6 in
+    ``directory``, made once. PSS divides a file's pages among every process mapping them, so
+    other programs running Qt WebEngine from the shared virtual environment (tests, other
+    benchmarks) would lower the measured tree's PSS; a copy of its own is mapped by nobody else.
+    The libraries find each other through $ORIGIN-relative paths, so the copy is complete."""
+    version = importlib.metadata.version("PySide6")
+    target = directory / version
+    if not (target / "PySide6").is_dir():
+        partial = directory / f"{version}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        for name in ("PySide6", "shiboken6"):
+            spec = importlib.util.find_spec(name)  # where it is, without loading it
+            if spec is None or spec.origin is None:
+                raise SystemExit(f"{name} is not installed in this environment")
+            source = Path(spec.origin).parent
+            shutil.copytree(source, partial / name, symlinks=True)
+        partial.rename(target)
+    return target
+
+
+def _environment(server: XServer, checkout: Path, qt: Path | None) -> dict[str, str]:
     env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
     for name in ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND"):
         env.pop(name, None)
     if os.geteuid() == 0:  # Chromium refuses its sandbox as root
         env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
     # The checkout's packages first, whatever the virtual environment has installed.
-    env["PYTHONPATH"] = str(checkout)
+    env["PYTHONPATH"] = os.pathsep.join([str(checkout), *([str(qt)] if qt else [])])
     return env
 
 
@@ -275,7 +298,13 @@ class Display:
     """``pdn display`` of ``checkout`` on the X server, with its own data directory."""
 
     def __init__(
-        self, server: XServer, checkout: Path, workdir: Path, config: str, name: str
+        self,
+        server: XServer,
+        checkout: Path,
+        workdir: Path,
+        config: str,
+        name: str,
+        qt: Path | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -302,7 +331,7 @@ class Display:
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=_environment(server, checkout),
+            env=_environment(server, checkout, qt),
             cwd=checkout,
         )
         deadline = time.monotonic() + 90
@@ -362,14 +391,14 @@ class Display:
 class BareView:
     """The floor: one bare QWebEngineView, fullscreen on the same X server, showing ``url``."""
 
-    def __init__(self, server: XServer, url: str, workdir: Path) -> None:
+    def __init__(self, server: XServer, url: str, workdir: Path, qt: Path | None = None) -> None:
         self.log_path = workdir / "floor.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.bench.bench_memory", "--floor-child", url],
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=_environment(server, ROOT),
+            env=_environment(server, ROOT, qt),
             cwd=ROOT,
         )
         assert self.process.stdout is not None
@@ -397,6 +426,8 @@ def run_bare_view(url: str) -> int:
 
     view.loadFinished.connect(loaded)
     view.load(QUrl(url))
+    # With no window manager, "fullscreen" is only a hint nobody acts on: size it ourselves.
+    view.setGeometry(app.primaryScreen().geometry())
     view.showFullScreen()
     signal.signal(signal.SIGTERM, lambda *_: app.quit())
     # Python signal handlers run only between bytecodes: a timer keeps some coming.
