@@ -50,6 +50,10 @@ REQUEST_PRIORITY = 3  # "high"
 HIGHEST_PRIORITY = 4
 LOAD_TIMEOUT = 20.0  # seconds for the renderer to paint an item before it counts as failed
 PREPARE_LEAD = 3.0  # seconds before the switch that the renderer gets its "prepare" hint
+# A video played for its own length ends at its end (item_ended), which comes later than the
+# wall clock says when it started late or stalled; the clock ends it only this much later
+# (and the next item is still prepared PREPARE_LEAD - this before the video's end).
+NATURAL_END_GRACE = 1.0
 BACKOFF_FIRST = 5.0
 BACKOFF_CAP = 300.0
 
@@ -253,14 +257,15 @@ class Engine:
                 return
             self._pending = None
             length = play.item.duration
+            grace = 0.0
             if length is None:
                 if natural_duration is not None and 0 < natural_duration < float("inf"):
-                    length = natural_duration
+                    length, grace = natural_duration, NATURAL_END_GRACE
                 else:
                     length = DEFAULT_DURATION
             play.shown_at = at
             play.length = length
-            play.end_at = at + timedelta(seconds=length)
+            play.end_at = at + timedelta(seconds=length + grace)
             self._current = play
             self._idle_shown = False
             self._backoff.pop(play.item.url, None)
