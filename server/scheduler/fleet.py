@@ -36,6 +36,8 @@ log = logging.getLogger("pdn.scheduler.fleet")
 
 #: The digest remembered for a set pushed as removed.
 REMOVED = ""
+#: Locks over displays (by key): pushes to one display are decided one at a time.
+LOCK_STRIPES = 64
 
 
 def display_topic(url: str) -> str:
@@ -76,7 +78,12 @@ class Fleet:
         self._library = library
         self._outbox = outbox
         self._extra = extra
-        self._lock = threading.RLock()  # pushes to one display go out in the order decided
+        # Pushes to one display go out in the order decided; displays do not wait for each
+        # other (one lock for all made registrations queue behind each other).
+        self._locks = [threading.RLock() for _ in range(LOCK_STRIPES)]
+
+    def _lock_for(self, url: str) -> threading.RLock:
+        return self._locks[hash(display_key(url)) % LOCK_STRIPES]
 
     # -- what a display should have ------------------------------------------------------------
 
@@ -93,33 +100,35 @@ class Fleet:
 
     def sync(self, url: str, *, full: bool = False) -> int:
         """Push what differs from what the display was last pushed; ``full``: drop what is
-        pending for it and push everything again. Returns how many documents were queued."""
-        with self._lock:
+        pending for it and push everything again. Returns how many documents were queued.
+
+        A display that was never pushed anything and should hold nothing (a new registration
+        with nothing assigned) costs two reads and no write."""
+        with self._lock_for(url):
             topic, endpoint = display_topic(url), schedule_endpoint(url)
-            if full:
+            known = self._storage.pushed(url)
+            pushed = {} if full else known
+            wanted = self.documents_for(url)
+            sending = [d for d in wanted if pushed.get(d.name) != d.digest]
+            names = {document.name for document in wanted}
+            # A removal is remembered as an empty digest: a full push (after pending pushes
+            # were dropped) sends every removal again.
+            removals = [
+                name for name in sorted(set(known) - names) if full or known[name] != REMOVED
+            ]
+            if full and (known or sending):
                 # Pending pushes are superseded by the full push below; dropping them also
                 # drops their retry back-off, so delivery starts at once.
                 self._outbox.unsubscribe(topic, endpoint)
-            self._outbox.subscribe(topic, endpoint)
-            pushed = {} if full else self._storage.pushed(url)
-            known = self._storage.pushed(url)
-            queued = 0
-            wanted = self.documents_for(url)
-            for document in wanted:
-                if pushed.get(document.name) == document.digest:
-                    continue
+            if sending or removals:
+                self._outbox.subscribe(topic, endpoint)
+            for document in sending:
                 self._outbox.publish(topic, document.body, "text/xml")
                 self._storage.set_pushed(url, document.name, document.digest)
-                queued += 1
-            names = {document.name for document in wanted}
-            for name in sorted(set(known) - names):
-                # A removal is remembered as an empty digest: a full push (after pending
-                # pushes were dropped) sends every removal again.
-                if known[name] == REMOVED and not full:
-                    continue
+            for name in removals:
                 self._outbox.publish(topic, removal_document(name), "text/xml")
                 self._storage.set_pushed(url, name, REMOVED)
-                queued += 1
+            queued = len(sending) + len(removals)
         if queued:
             log.info("display %s: %d schedule document(s) pushed", url, queued)
         return queued

@@ -1,7 +1,8 @@
 """Fleet status: what every registered display is doing now, learnt from the displays.
 
-Kept in memory only: it is re-learnt from the displays within seconds of a scheduler start.
-Per display:
+Kept in a :class:`StatusBook`: this process's memory with SQLite (re-learnt from the displays
+within seconds of a start), the database with PostgreSQL (``server.scheduler.pgfleet``: each
+display is read by one of the processes, and every process answers alike). Per display:
 
 - online/offline and when it was last seen (a successful read, or a playback update received);
 - what it shows now and since when: from the playback updates the scheduler ingests (proof of
@@ -25,15 +26,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
 from werkzeug.http import http_date
 
 from server.http import ApiError, json_response
+from server.scheduler.probes import Claim, MemoryProbeQueue, ProbeLoop, ProbeQueue
 from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
 from server.validation import HTTP, Uri
 
@@ -99,7 +101,8 @@ class DisplayStatus:
     problem: str | None = None
     health_checked: float | None = None
     version: str | None = None
-    thumbnail: bytes | None = field(default=None, repr=False)
+    thumbnail: bytes | None = field(default=None, repr=False)  # kept by MemoryStatusBook only
+    has_thumbnail: bool = False
     thumbnail_taken: float | None = None
     thumbnail_error: str | None = None
     thumbnail_of: str | None = None  # the item on screen when the thumbnail was taken
@@ -120,12 +123,30 @@ class DisplayStatus:
             },
             "version": self.version,
             "thumbnail": {
-                "available": self.thumbnail is not None,
+                "available": self.has_thumbnail,
                 "taken": _iso(self.thumbnail_taken),
                 "error": self.thumbnail_error,
             },
             "revision": self.revision,
         }
+
+
+#: Fields whose change alone is no news (a console is not told of every successful read).
+_ROUTINE = ("last_seen", "health_checked")
+
+
+def merge_status(status: DisplayStatus, fields: dict[str, Any]) -> bool:
+    """Set ``fields`` on ``status``; True when something other than a routine field changed."""
+    if fields.get("thumbnail") is not None:
+        fields = {**fields, "has_thumbnail": True}
+    if fields.get("online") is False and status.offline_since is not None:
+        fields = {k: v for k, v in fields.items() if k != "offline_since"}  # offline since then
+    changed = False
+    for name, value in fields.items():
+        if getattr(status, name) != value:
+            setattr(status, name, value)
+            changed = changed or name not in _ROUTINE
+    return changed
 
 
 def _now_playing(record: dict[str, Any]) -> dict[str, Any]:
@@ -139,8 +160,93 @@ def _now_playing(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class StatusBook(Protocol):
+    """Where the statuses are kept: this process's memory (:class:`MemoryStatusBook`), or the
+    database shared by several processes (``server.scheduler.pgfleet.PgStatusBook``)."""
+
+    def get(self, url: str) -> DisplayStatus | None:
+        """A copy of the display's status (thumbnail bytes not included), or None."""
+
+    def update(self, url: str, fields: dict[str, Any]) -> None:
+        """Merge ``fields``; a change beyond routine fields gets a new revision."""
+
+    def all(self) -> dict[str, DisplayStatus]:
+        """Every status, by display key."""
+
+    def thumbnail(self, url: str) -> tuple[bytes, float] | None: ...
+
+    def revision(self) -> int: ...
+
+    def changes(self, after: int, timeout: float) -> tuple[int, list[str]]:
+        """Wait up to ``timeout`` s for changes after revision ``after``: the new revision and
+        the URLs of the displays that changed (empty on time-out)."""
+
+    def stop(self) -> None: ...
+
+
+class MemoryStatusBook:
+    """:class:`StatusBook` of one process: re-learnt from the displays within seconds of a
+    start."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._revision = 0
+        self._status: dict[str, DisplayStatus] = {}
+        self._stopped = False
+
+    def get(self, url: str) -> DisplayStatus | None:
+        with self._changed:
+            status = self._status.get(display_key(url))
+            return None if status is None else replace(status, thumbnail=None)
+
+    def update(self, url: str, fields: dict[str, Any]) -> None:
+        key = display_key(url)
+        with self._changed:
+            status = self._status.get(key)
+            if status is None:
+                status = self._status[key] = DisplayStatus(url)
+            if merge_status(status, fields):
+                self._revision += 1
+                status.revision = self._revision
+                self._changed.notify_all()
+
+    def all(self) -> dict[str, DisplayStatus]:
+        with self._changed:
+            return {key: replace(s, thumbnail=None) for key, s in self._status.items()}
+
+    def thumbnail(self, url: str) -> tuple[bytes, float] | None:
+        with self._changed:
+            status = self._status.get(display_key(url))
+            if status is None or status.thumbnail is None or status.thumbnail_taken is None:
+                return None
+            return status.thumbnail, status.thumbnail_taken
+
+    def revision(self) -> int:
+        with self._changed:
+            return self._revision
+
+    def changes(self, after: int, timeout: float) -> tuple[int, list[str]]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._revision <= after and not self._stopped:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            changed = [s.url for s in self._status.values() if s.revision > after]
+            return self._revision, changed
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+
 class FleetStatus:
-    """Reads every registered display's ``/x/health`` (and screenshot) in the background."""
+    """Reads the registered displays' ``/x/health`` (and screenshot) in the background, each
+    when its turn comes in the :class:`~server.scheduler.probes.ProbeQueue` (shared by the
+    processes on PostgreSQL), ``interval`` seconds apart, less often while it does not answer
+    (up to ``max_backoff``); ``workers`` reads at a time."""
 
     def __init__(
         self,
@@ -151,122 +257,86 @@ class FleetStatus:
         display_token: str | None = None,
         workers: int = 4,
         downscale: Callable[[bytes], bytes] = downscale_png,
+        queue: ProbeQueue | None = None,
+        book: StatusBook | None = None,
+        max_backoff: float = 300.0,
     ) -> None:
         self._storage = storage
         self._interval = interval
         self._thumbnail_interval = thumbnail_interval
         self._token = display_token
         self._downscale = downscale
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleet-status")
+        self._queue = queue if queue is not None else MemoryProbeQueue(storage)
+        self._book: StatusBook = book if book is not None else MemoryStatusBook()
+        self._loop = ProbeLoop(
+            self._queue,
+            "health",
+            self._check,
+            interval=interval,
+            max_backoff=min(max_backoff, 30 * interval),
+            workers=workers,
+        )
+        # Thumbnails asked for by a playback update (what the screen shows changed).
+        self._thumbnails = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-thumbnail")
         self._session = requests.Session()
-        self._changed = threading.Condition()
-        self._revision = 0
-        self._status: dict[str, DisplayStatus] = {}
+        self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
         self._in_flight: set[str] = set()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="fleet-status", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        with self._changed:
-            self._changed.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._book.stop()
+        self._loop.stop()
+        self._thumbnails.shutdown(wait=False, cancel_futures=True)
         self._session.close()
 
     def poke(self, url: str | None = None) -> None:
-        """Read ``url`` now (it has just registered); without one, every display soon.
-
-        One display, not a sweep of all: with thousands registering (a fleet starting up),
-        a sweep per registration read the whole registry each time (issue 14's benchmark)."""
-        if url is None:
-            self._wake.set()
-            return
-        with self._changed:
-            if url in self._in_flight:
-                return
-            self._in_flight.add(url)
-        try:
-            self._pool.submit(self._check, url)
-        except RuntimeError:  # shut down
-            with self._changed:
-                self._in_flight.discard(url)
+        """Read ``url`` soon (it has just registered: due at once in the queue)."""
+        if url is not None:
+            self._queue.due_now(url)
+        self._loop.wake()
 
     # -- reading ----------------------------------------------------------------------------------
 
     def status(self, url: str) -> DisplayStatus | None:
-        with self._changed:
-            return self._status.get(display_key(url))
+        return self._book.get(url)
 
     def status_json(self, url: str) -> dict[str, Any]:
-        status = self._entry(url)
-        with self._changed:
-            return status.to_json()
+        status = self._book.get(url) or DisplayStatus(url)
+        return status.to_json()
 
     def snapshot(self) -> list[dict[str, Any]]:
         """Every registered display's status, in registration order (JSON-ready)."""
+        known = self._book.all()
         records = []
         for display in self._storage.displays():
-            body = self.status_json(display.url)
+            status = known.get(display_key(display.url)) or DisplayStatus(display.url)
+            body = status.to_json()
+            body["display"] = display.url
             body["name"] = display.name
             records.append(body)
         return records
 
     def thumbnail(self, url: str) -> tuple[bytes, float] | None:
-        status = self.status(url)
-        if status is None or status.thumbnail is None or status.thumbnail_taken is None:
-            return None
-        return status.thumbnail, status.thumbnail_taken
+        return self._book.thumbnail(url)
 
     @property
     def revision(self) -> int:
-        with self._changed:
-            return self._revision
+        return self._book.revision()
 
     def changes(self, after: int, timeout: float) -> tuple[int, list[str]]:
         """Wait up to ``timeout`` s for changes after revision ``after``: the new revision and
         the URLs of the displays that changed (empty on time-out)."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while self._revision <= after and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(left)
-            changed = [s.url for s in self._status.values() if s.revision > after]
-            return self._revision, changed
+        return self._book.changes(after, timeout)
 
     # -- learning ---------------------------------------------------------------------------------
 
-    def _entry(self, url: str) -> DisplayStatus:
-        key = display_key(url)
-        with self._changed:
-            status = self._status.get(key)
-            if status is None:
-                status = self._status[key] = DisplayStatus(url)
-            return status
-
     def _update(self, url: str, **fields: Any) -> None:
-        status = self._entry(url)
-        with self._changed:
-            changed = False
-            for name, value in fields.items():
-                if getattr(status, name) != value:
-                    setattr(status, name, value)
-                    changed = changed or name not in ("last_seen", "health_checked")
-            if changed:
-                self._revision += 1
-                status.revision = self._revision
-                self._changed.notify_all()
+        self._book.update(url, fields)
 
     def played(self, play: PlayRecord) -> None:
         """A playback update came in from the display (proof of play): it is online, and this
@@ -285,44 +355,44 @@ class FleetStatus:
                 "sequence": play.sequence,
             },
         )
-        self._wake.set()  # its thumbnail follows what it shows
+        # Its thumbnail follows what it shows, taken by the process the update came to.
+        status = self._book.get(play.display)
+        if status is not None and self._thumbnail_due(status):
+            self._thumbnail_soon(play.display)
+
+    def _thumbnail_soon(self, url: str) -> None:
+        with self._lock:
+            if url in self._in_flight:
+                return
+            self._in_flight.add(url)
+
+        def take() -> None:
+            try:
+                self.refresh_thumbnail(url)
+            except Exception:
+                log.exception("taking a thumbnail of %s failed", url)
+            finally:
+                with self._lock:
+                    self._in_flight.discard(url)
+
+        try:
+            self._thumbnails.submit(take)
+        except RuntimeError:  # shut down
+            with self._lock:
+                self._in_flight.discard(url)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._token}"} if self._token else {}
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                urls = [display.url for display in self._storage.displays()]
-            except Exception:
-                log.exception("cannot list the displays")
-                urls = []
-            due = time.monotonic()
-            for url in urls:
-                with self._changed:
-                    if url in self._in_flight:
-                        continue
-                    self._in_flight.add(url)
-                try:
-                    self._pool.submit(self._check, url)
-                except RuntimeError:  # shut down
-                    return
-            self._wake.wait(timeout=max(0.0, self._interval - (time.monotonic() - due)))
-            self._wake.clear()
+    def _check(self, claim: Claim) -> bool:
+        """One read of the display's health (and thumbnail, when due); True: it answered."""
+        answered = self._read_health(claim.url)
+        status = self._book.get(claim.url)
+        if answered and status is not None and self._thumbnail_due(status):
+            self.refresh_thumbnail(claim.url)
+        return answered
 
-    def _check(self, url: str) -> None:
-        try:
-            self._read_health(url)
-            status = self._entry(url)
-            if status.online and self._thumbnail_due(status):
-                self.refresh_thumbnail(url)
-        except Exception:
-            log.exception("reading the status of %s failed", url)
-        finally:
-            with self._changed:
-                self._in_flight.discard(url)
-
-    def _read_health(self, url: str) -> None:
+    def _read_health(self, url: str) -> bool:
         try:
             response = self._session.get(
                 url.rstrip("/") + "/x/health",
@@ -335,14 +405,9 @@ class FleetStatus:
             if not isinstance(body, dict):
                 raise ValueError("/x/health did not answer a JSON object")
         except (requests.RequestException, ValueError) as error:
-            status = self._entry(url)
-            self._update(
-                url,
-                online=False,
-                last_error=str(error)[:300],
-                offline_since=status.offline_since or time.time(),
-            )
-            return
+            # offline_since: kept by merge_status when it was offline already.
+            self._update(url, online=False, last_error=str(error)[:300], offline_since=time.time())
+            return False
         fields: dict[str, Any] = {
             "online": True,
             "last_seen": time.time(),
@@ -355,13 +420,19 @@ class FleetStatus:
         }
         playback = body.get("playback")
         if isinstance(playback, dict):
-            current = self._entry(url).playing
-            known = current.get("sequence") if current else None
+            known = self._book.get(url)
+            current = known.playing if known else None
+            sequence_known = current.get("sequence") if current else None
             sequence = playback.get("sequence")
             # An ingested update newer than this read wins; a newer record replaces it.
-            if not isinstance(known, int) or not isinstance(sequence, int) or sequence >= known:
+            if (
+                not isinstance(sequence_known, int)
+                or not isinstance(sequence, int)
+                or sequence >= sequence_known
+            ):
                 fields["playing"] = _now_playing(playback)
         self._update(url, **fields)
+        return True
 
     def _thumbnail_due(self, status: DisplayStatus) -> bool:
         if status.thumbnail_taken is None:
@@ -374,8 +445,8 @@ class FleetStatus:
 
     def refresh_thumbnail(self, url: str) -> DisplayStatus:
         """Take a new thumbnail of the display now (its ``/x/screenshot``, scaled down)."""
-        status = self._entry(url)
-        showing = (status.playing or {}).get("content-item")
+        known = self._book.get(url)
+        showing = ((known.playing if known else None) or {}).get("content-item")
         try:
             response = self._session.get(
                 url.rstrip("/") + "/x/screenshot",
@@ -405,7 +476,7 @@ class FleetStatus:
                 thumbnail_error=None,
                 thumbnail_of=showing,
             )
-        return self._entry(url)
+        return self._book.get(url) or DisplayStatus(url)
 
 
 def add_fleet_status_routes(app: Flask, storage: SchedulerStorage, status: FleetStatus) -> None:

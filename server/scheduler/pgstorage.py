@@ -8,10 +8,11 @@ lock, so processes starting together migrate once.
 
 What differs:
 - registration order is a sequence (``seq BIGSERIAL``), safe when processes register at once;
-- background reads of the displays are shared: :meth:`displays_to_check` *claims* the due
-  displays (``probe_until``, with ``FOR UPDATE SKIP LOCKED``), so each display is read by one
-  process; a claim not followed by :meth:`record_display_info` (the display did not answer, or
-  the process died) runs out after ``PROBE_CLAIM`` seconds and any process reads it again.
+- background reads of the displays are shared: each display's next read of each kind is due
+  at a time stored in its row, claimed with ``FOR UPDATE SKIP LOCKED``
+  (:class:`server.scheduler.pgfleet.PgProbeQueue`), and what they found is stored
+  (``display_status``, :class:`server.scheduler.pgfleet.PgStatusBook`), so every process
+  answers ``GET /x/fleet`` alike; a registration makes its display due at once.
 - schedules are the database's, not any process's: a change is stored with ``INSERT ... ON
   CONFLICT DO UPDATE ... WHERE digest differs`` and published (``publish(connection, ...)``) in
   that same transaction only when the row changed, so of several processes taking in the same
@@ -44,16 +45,13 @@ from server.scheduler.storage import (
     display_key,
 )
 
-__all__ = ["MIGRATIONS", "PROBE_CLAIM", "SCHEDULES_CHANNEL", "PgStorage"]
+__all__ = ["MIGRATIONS", "SCHEDULES_CHANNEL", "PgStorage"]
 
 log = logging.getLogger("pdn.scheduler.pgstorage")
 
 #: NOTIFY channel of schedule changes; the payload is the schedule id.
 SCHEDULES_CHANNEL = "pdn_schedules"
 _SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
-
-#: Seconds a process has to read a display it claimed before another may.
-PROBE_CLAIM = 30.0
 
 MIGRATIONS: Migrations = (
     (
@@ -121,6 +119,26 @@ MIGRATIONS: Migrations = (
         # Where each schedule came from (a folder, or the API); those stored before: any folder.
         "ALTER TABLE schedules ADD COLUMN source TEXT NOT NULL DEFAULT '*'",
     ),
+    (
+        # Background reads shared by the processes (server.scheduler.pgfleet): when each kind
+        # of read is due next (epoch s, the database's clock) and how many failed in a row.
+        "ALTER TABLE displays DROP COLUMN probe_until,"
+        " ADD COLUMN info_due DOUBLE PRECISION NOT NULL DEFAULT 0,"
+        " ADD COLUMN info_failures INTEGER NOT NULL DEFAULT 0,"
+        " ADD COLUMN health_due DOUBLE PRECISION NOT NULL DEFAULT 0,"
+        " ADD COLUMN health_failures INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX displays_info_due ON displays (info_due)",
+        "CREATE INDEX displays_health_due ON displays (health_due)",
+        # What each display is doing (GET /x/fleet), the same from every process.
+        "CREATE SEQUENCE display_status_revision",
+        """CREATE TABLE display_status (
+            key TEXT PRIMARY KEY,
+            fields TEXT NOT NULL,
+            revision BIGINT NOT NULL,
+            thumbnail BYTEA
+        )""",
+        "CREATE INDEX display_status_by_revision ON display_status (revision)",
+    ),
 )
 
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
@@ -168,7 +186,7 @@ class PgStorage:
                 location = excluded.location,
                 name = COALESCE(excluded.name, displays.name),
                 checked = NULL,
-                probe_until = NULL,
+                info_due = 0, info_failures = 0, health_due = 0, health_failures = 0,
                 ingest = COALESCE(displays.ingest, excluded.ingest)
             """,
             (
@@ -185,24 +203,14 @@ class PgStorage:
         self, url: str, name: str | None, sensors: list[dict[str, str]]
     ) -> None:
         self._write(
-            "UPDATE displays SET name = COALESCE(%s, name), sensors = %s, checked = %s,"
-            " probe_until = NULL WHERE key = %s",
+            "UPDATE displays SET name = COALESCE(%s, name), sensors = %s, checked = %s"
+            " WHERE key = %s",
             (name, json.dumps(sensors), time.time(), display_key(url)),
         )
 
     def displays(self) -> list[DisplayRecord]:
         rows = self._rows(f"SELECT {_DISPLAY_COLUMNS} FROM displays ORDER BY seq".encode())
         return [_display(row) for row in rows]
-
-    def displays_to_check(self, checked_before: float) -> list[str]:
-        now = time.time()
-        rows = self._rows(
-            "UPDATE displays SET probe_until = %s WHERE key IN (SELECT key FROM displays"
-            " WHERE (checked IS NULL OR checked < %s) AND (probe_until IS NULL OR probe_until < %s)"
-            " ORDER BY seq FOR UPDATE SKIP LOCKED) RETURNING url, seq",
-            (now + PROBE_CLAIM, checked_before, now),
-        )
-        return [url for url, _seq in sorted(rows, key=lambda row: row[1])]
 
     def save_schedule(
         self, schedule: StoredSchedule, publish: SchedulePublish | None = None

@@ -2,22 +2,21 @@
 
 After ``POST /displays`` (and every ``refresh_interval`` afterwards) the scheduler reads the
 display's ``GET /`` for its name (extension field) and the URL of its sensors, then that URL for
-the sensor list. A display that does not answer is tried again with a growing pause, never
-holding up the API: the reads run on a small pool of worker threads.
+the sensor list, and subscribes to its playback updates. A display that does not answer is
+tried again with a growing pause, never holding up the API: the reads run on a small pool of
+worker threads, each display's turn kept in a :mod:`server.scheduler.probes` queue.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urljoin
 
 import requests
 
+from server.scheduler.probes import Claim, MemoryProbeQueue, ProbeLoop, ProbeQueue
 from server.scheduler.storage import SchedulerStorage
 
 log = logging.getLogger("pdn.scheduler.registry")
@@ -59,7 +58,11 @@ def read_display_info(
 
 
 class DisplayProber:
-    """Reads every display's GET / in the background: after registration, then now and then."""
+    """Reads each display's GET / in the background: after registration, then every
+    ``refresh_interval`` seconds, when its turn comes in the
+    :class:`~server.scheduler.probes.ProbeQueue` (shared by the processes on PostgreSQL); a
+    display that does not answer is tried again after 10 s, doubling up to ``refresh_interval``.
+    """
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class DisplayProber:
         on_back: Callable[[str], None] = lambda url: None,
         subscriber_for: Callable[[str], str | None] = lambda url: None,
         display_token: str | None = None,
+        queue: ProbeQueue | None = None,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
@@ -79,81 +83,49 @@ class DisplayProber:
         self._subscriber_for = subscriber_for
         self._display_token = display_token
         self._subscribe_failed: set[str] = set()
-        self._refresh = refresh_interval
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="display-probe")
+        self._queue = queue if queue is not None else MemoryProbeQueue(storage)
+        self._loop = ProbeLoop(
+            self._queue,
+            "info",
+            self._check,
+            interval=refresh_interval,
+            max_backoff=refresh_interval,
+            workers=workers,
+        )
         self._session = requests.Session()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._in_flight: set[str] = set()
-        self._retry_at: dict[str, float] = {}
-        self._failures: dict[str, int] = {}
-        self._thread: threading.Thread | None = None
+        self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="display-prober", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._loop.stop()
         self._session.close()
 
     def poke(self, url: str) -> None:
         """Read this display soon (it has just registered)."""
-        with self._lock:
-            self._retry_at.pop(url, None)
-            self._failures.pop(url, None)
-        self._wake.set()
+        self._queue.due_now(url)
+        self._loop.wake()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(timeout=min(5.0, self._refresh))
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                due = self._storage.displays_to_check(time.time() - self._refresh)
-            except Exception:
-                log.exception("cannot list displays to read")
-                continue
-            now = time.monotonic()
-            with self._lock:
-                for url in due:
-                    if url in self._in_flight or self._retry_at.get(url, 0.0) > now:
-                        continue
-                    self._in_flight.add(url)
-                    self._pool.submit(self._check, url)
-
-    def _check(self, url: str) -> None:
+    def _check(self, claim: Claim) -> bool:
+        url = claim.url
         try:
             name, sensors = read_display_info(self._session, url)
         except (requests.RequestException, ValueError) as error:
-            with self._lock:
-                failures = self._failures.get(url, 0) + 1
-                self._failures[url] = failures
-                pause = min(self._refresh, 10.0 * 2 ** (failures - 1))
-                self._retry_at[url] = time.monotonic() + pause
-            log.info("display %s did not answer GET / (%s); next try in %.0f s", url, error, pause)
-        else:
-            self._storage.record_display_info(url, name, sensors)
-            with self._lock:
-                failed = self._failures.pop(url, None)
-                self._retry_at.pop(url, None)
-            log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
-            self._subscribe_playback(url)
-            if failed:
-                log.info("display %s answers again", url)
-                try:
-                    self._on_back(url)
-                except Exception:
-                    log.exception("catching display %s up failed", url)
-        finally:
-            with self._lock:
-                self._in_flight.discard(url)
+            # Said once when it stops answering; its retries are quiet (thousands may be off).
+            report = log.info if claim.failures == 0 else log.debug
+            report("display %s did not answer GET / (%s)", url, error)
+            return False
+        self._storage.record_display_info(url, name, sensors)
+        log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
+        self._subscribe_playback(url)
+        if claim.failures:
+            log.info("display %s answers again", url)
+            try:
+                self._on_back(url)
+            except Exception:
+                log.exception("catching display %s up failed", url)
+        return True
 
     def _subscribe_playback(self, url: str) -> None:
         """Have the display POST its playback updates to the scheduler (proof of play)."""

@@ -120,7 +120,16 @@ class ScheduleLibrary:
 
     def get(self, schedule_id: str) -> StoredSchedule | None:
         with self._lock:
-            return self._known.get(schedule_id)
+            known = self._known.get(schedule_id)
+        if known is not None:
+            return known
+        # Perhaps stored a moment ago through another process, whose notification is not here
+        # yet: any process answers any request, so the storage is asked before "no such".
+        stored = self._storage.schedule(schedule_id)
+        if stored is not None:
+            with self._lock:
+                stored = self._known.setdefault(schedule_id, stored)
+        return stored
 
     def all(self) -> list[StoredSchedule]:
         with self._lock:

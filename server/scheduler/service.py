@@ -13,8 +13,14 @@ from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.console import create_console_app
 from server.scheduler.fleet import Fleet
-from server.scheduler.fleetstatus import FleetStatus, add_fleet_status_routes
+from server.scheduler.fleetstatus import (
+    FleetStatus,
+    MemoryStatusBook,
+    StatusBook,
+    add_fleet_status_routes,
+)
 from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
+from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import PlayRecord, SchedulerStorage, SqliteStorage
@@ -70,16 +76,31 @@ class SchedulerService(SegmentService):
         )
         self.broadcasts.fleet = self.fleet
         self.library.on_change = self.fleet.schedule_changed
+        # Whose turn it is to be read, and what the reads found: in this process's memory with
+        # SQLite; in the database with PostgreSQL, so the processes divide the reads.
+        queue: ProbeQueue
+        book: StatusBook
+        if self._pool is not None:
+            from server.scheduler.pgfleet import PgProbeQueue, PgStatusBook
+
+            queue, book = PgProbeQueue(self._pool), PgStatusBook(self._pool)
+        else:
+            queue, book = MemoryProbeQueue(self.storage), MemoryStatusBook()
         self.prober = DisplayProber(
             self.storage,
             refresh_interval=refresh_interval,
             on_back=self.fleet.reachable_again,
             subscriber_for=self._playback_subscriber,
             display_token=display_token(),
+            queue=queue,
         )
-        # What every display is doing now (in memory, re-learnt in seconds): GET /x/fleet.
+        # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
-            self.storage, interval=min(refresh_interval, 10.0), display_token=display_token()
+            self.storage,
+            interval=min(refresh_interval, 10.0),
+            display_token=display_token(),
+            queue=queue,
+            book=book,
         )
         self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(

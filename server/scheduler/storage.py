@@ -122,9 +122,6 @@ class SchedulerStorage(Protocol):
     def displays(self) -> list[DisplayRecord]:
         """Every display, in registration order."""
 
-    def displays_to_check(self, checked_before: float) -> list[str]:
-        """URLs of displays never read, or last read before ``checked_before`` (epoch s)."""
-
     def save_schedule(
         self, schedule: StoredSchedule, publish: SchedulePublish | None = None
     ) -> bool:
@@ -286,6 +283,17 @@ def assignment_target(assignment: Assignment) -> tuple[str, str]:
     raise ValueError("an assignment names a display or a group")
 
 
+def _display_record(row: tuple[Any, ...]) -> DisplayRecord:
+    return DisplayRecord(
+        url=row[0],
+        location=json.loads(row[1]),
+        name=row[2],
+        sensors=json.loads(row[3]),
+        registered=row[4],
+        checked=row[5],
+    )
+
+
 class SqliteStorage:
     """:class:`SchedulerStorage` in one SQLite file (WAL, synchronous=FULL)."""
 
@@ -331,25 +339,7 @@ class SqliteStorage:
                 "SELECT url, location, name, sensors, registered, checked FROM displays "
                 "ORDER BY seq"
             ).fetchall()
-        return [
-            DisplayRecord(
-                url=row[0],
-                location=json.loads(row[1]),
-                name=row[2],
-                sensors=json.loads(row[3]),
-                registered=row[4],
-                checked=row[5],
-            )
-            for row in rows
-        ]
-
-    def displays_to_check(self, checked_before: float) -> list[str]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT url FROM displays WHERE checked IS NULL OR checked < ? ORDER BY seq",
-                (checked_before,),
-            ).fetchall()
-        return [row[0] for row in rows]
+        return [_display_record(row) for row in rows]
 
     def save_schedule(
         self, schedule: StoredSchedule, publish: SchedulePublish | None = None
@@ -414,8 +404,13 @@ class SqliteStorage:
     # -- the fleet ----------------------------------------------------------------------------
 
     def display(self, url: str) -> DisplayRecord | None:
-        key = display_key(url)
-        return next((d for d in self.displays() if display_key(d.url) == key), None)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT url, location, name, sensors, registered, checked FROM displays "
+                "WHERE key = ?",
+                (display_key(url),),
+            ).fetchone()
+        return None if row is None else _display_record(row)
 
     def set_declared_groups(self, url: str, groups: list[str]) -> None:
         key = display_key(url)

@@ -1,0 +1,194 @@
+"""The displays' background reads and what they found, shared by every scheduler process on one
+PostgreSQL (issue 14): :class:`PgProbeQueue` divides the reads, :class:`PgStatusBook` keeps the
+fleet status (``GET /x/fleet``) in the database, so any process answers it alike.
+
+Tables (migration 3 of ``server.scheduler.pgstorage``): the displays table's ``<kind>_due`` and
+``<kind>_failures`` columns (indexed by due time) and ``display_status`` (one row per display:
+its status fields as JSON, the revision of its last change from the sequence
+``display_status_revision``, and its thumbnail, at most :data:`MAX_SHARED_THUMBNAIL` bytes).
+Times are the database's clock, so processes on machines whose clocks differ agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from server.pg import Connection
+from server.scheduler.fleetstatus import DisplayStatus, merge_status
+from server.scheduler.probes import KINDS, LEASE, Claim
+from server.scheduler.storage import display_key
+
+log = logging.getLogger("pdn.scheduler.pgfleet")
+
+#: A thumbnail larger than this is not shared (a 320 px wide PNG is far smaller).
+MAX_SHARED_THUMBNAIL = 512 * 1024
+#: How often a console waiting for changes looks for those made by other processes.
+CHANGES_POLL = 1.0
+
+_NOW = "EXTRACT(EPOCH FROM statement_timestamp())"
+
+
+def _kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of read {kind!r}")
+    return kind
+
+
+class PgProbeQueue:
+    """:class:`server.scheduler.probes.ProbeQueue` in the displays table."""
+
+    def __init__(self, pool: ConnectionPool[Connection]) -> None:
+        self._pool = pool
+
+    def claim(self, kind: str, limit: int) -> list[Claim]:
+        column = _kind(kind)
+        with self._pool.connection() as connection:
+            rows = connection.execute(
+                f"UPDATE displays d SET {column}_due = {_NOW} + %s"
+                f" FROM (SELECT key FROM displays WHERE {column}_due <= {_NOW}"
+                f" ORDER BY {column}_due LIMIT %s FOR UPDATE SKIP LOCKED) due"
+                f" WHERE d.key = due.key RETURNING d.url, d.{column}_failures".encode(),
+                (LEASE, limit),
+            ).fetchall()
+        return [Claim(url, failures) for url, failures in rows]
+
+    def done(self, kind: str, url: str, failures: int, next_in: float) -> None:
+        column = _kind(kind)
+        with self._pool.connection() as connection:
+            connection.execute(
+                f"UPDATE displays SET {column}_due = {_NOW} + %s, {column}_failures = %s"
+                " WHERE key = %s".encode(),
+                (next_in, failures, display_key(url)),
+            )
+
+    def due_now(self, url: str) -> None:
+        """Nothing to do: registering (``PgStorage.upsert_display``) made it due."""
+
+
+_STORED_FIELDS = [
+    f.name for f in dataclasses.fields(DisplayStatus) if f.name not in ("thumbnail", "revision")
+]
+
+
+def _status(fields: str, revision: int) -> DisplayStatus:
+    values = json.loads(fields)
+    return DisplayStatus(
+        **{name: values[name] for name in _STORED_FIELDS if name in values}, revision=revision
+    )
+
+
+class PgStatusBook:
+    """:class:`server.scheduler.fleetstatus.StatusBook` in ``display_status``."""
+
+    def __init__(self, pool: ConnectionPool[Connection]) -> None:
+        self._pool = pool
+        self._changed = threading.Condition()
+        self._stopped = False
+
+    def get(self, url: str) -> DisplayStatus | None:
+        with self._pool.connection() as connection:
+            row = connection.execute(
+                "SELECT fields, revision FROM display_status WHERE key = %s", (display_key(url),)
+            ).fetchone()
+        return None if row is None else _status(row[0], row[1])
+
+    def update(self, url: str, fields: dict[str, Any]) -> None:
+        key = display_key(url)
+        thumbnail = fields.get("thumbnail")
+        if isinstance(thumbnail, bytes) and len(thumbnail) > MAX_SHARED_THUMBNAIL:
+            fields = {
+                **{k: v for k, v in fields.items() if k != "thumbnail"},
+                "thumbnail_error": f"the thumbnail is over {MAX_SHARED_THUMBNAIL} bytes",
+            }
+            thumbnail = None
+        with self._pool.connection() as connection, connection.transaction():
+            row = connection.execute(
+                "SELECT fields, revision FROM display_status WHERE key = %s FOR UPDATE", (key,)
+            ).fetchone()
+            status = DisplayStatus(url) if row is None else _status(row[0], row[1])
+            if row is None:
+                # Two processes creating the row at once: the second waits here, then merges.
+                connection.execute(
+                    "INSERT INTO display_status (key, fields, revision) VALUES (%s, '{}', 0)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (key,),
+                )
+                again = connection.execute(
+                    "SELECT fields, revision FROM display_status WHERE key = %s FOR UPDATE",
+                    (key,),
+                ).fetchone()
+                if again is not None and again[0] != "{}":
+                    status = _status(again[0], again[1])
+            before = dataclasses.asdict(status)
+            changed = merge_status(status, fields)
+            if dataclasses.asdict(status) == before and thumbnail is None:
+                return  # the same again (a display that stays off): nothing written
+            stored = json.dumps({name: getattr(status, name) for name in _STORED_FIELDS})
+            revision = "nextval('display_status_revision')" if changed else "revision"
+            connection.execute(
+                f"UPDATE display_status SET fields = %s, revision = {revision}"
+                " WHERE key = %s".encode(),
+                (stored, key),
+            )
+            if thumbnail is not None:
+                connection.execute(
+                    "UPDATE display_status SET thumbnail = %s WHERE key = %s", (thumbnail, key)
+                )
+        if changed:
+            with self._changed:
+                self._changed.notify_all()
+
+    def all(self) -> dict[str, DisplayStatus]:
+        with self._pool.connection() as connection:
+            rows = connection.execute("SELECT key, fields, revision FROM display_status").fetchall()
+        return {key: _status(fields, revision) for key, fields, revision in rows}
+
+    def thumbnail(self, url: str) -> tuple[bytes, float] | None:
+        with self._pool.connection() as connection:
+            row = connection.execute(
+                "SELECT thumbnail, fields FROM display_status WHERE key = %s",
+                (display_key(url),),
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        taken = json.loads(row[1]).get("thumbnail_taken")
+        return bytes(row[0]), float(taken or 0.0)
+
+    def revision(self) -> int:
+        with self._pool.connection() as connection:
+            row = connection.execute(
+                "SELECT COALESCE(MAX(revision), 0) FROM display_status"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def changes(self, after: int, timeout: float) -> tuple[int, list[str]]:
+        """Changes are made by every process: look every :data:`CHANGES_POLL` s (at once
+        when this process made one)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._pool.connection() as connection:
+                rows = connection.execute(
+                    "SELECT fields, revision FROM display_status WHERE revision > %s",
+                    (after,),
+                ).fetchall()
+            if rows or self._stopped:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return after, []
+            with self._changed:
+                self._changed.wait(min(left, CHANGES_POLL))
+        newest = max([after, *(revision for _fields, revision in rows)])
+        return newest, [json.loads(fields)["url"] for fields, _revision in rows]
+
+    def stop(self) -> None:
+        self._stopped = True
+        with self._changed:
+            self._changed.notify_all()

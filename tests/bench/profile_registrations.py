@@ -1,0 +1,122 @@
+"""Where a registration's time goes as the registry grows, and what idle schedulers burn.
+
+    .venv/bin/python tests/bench/profile_registrations.py [--upto 8000] [--sample]
+
+Two ``pdn scheduler --database`` processes on a real PostgreSQL (tests/pgserver.py); displays
+that are switched off (a port nobody listens on), registered by 16 clients over both. Measures
+the rate of 300 registrations with 0, 2,000 and ``--upto`` displays already registered, the
+schedulers' CPU seconds during each, and their idle CPU per minute at the end. ``--sample``
+runs each scheduler under tests/bench/stack_sampler.py (stacks in the work directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.bench.fleetbench import cpu_seconds, load, parallel, rss_mib  # noqa: E402
+from tests.pgserver import PgServer, free_port  # noqa: E402
+
+LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
+
+
+def start_scheduler(database: str, work: Path, n: int, sample: bool) -> tuple[Any, str]:
+    port = free_port()
+    env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_MAX_SUBSCRIPTIONS": "50000"}
+    env.pop("PDN_API_TOKEN", None)
+    command = [sys.executable]
+    if sample:
+        command += [str(ROOT / "tests/bench/stack_sampler.py"), str(work / f"stacks{n}.txt")]
+    command += ["-m", "server.cli", "scheduler", "--port", str(port)]
+    command += ["--data-dir", str(work / f"s{n}")]
+    log = open(work / f"s{n}.log", "wb")  # noqa: SIM115
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/x/schedules", timeout=2).ok:
+                return process, url
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"scheduler {n} did not start")
+
+
+def register(urls: list[str], closed: str, first: int, count: int) -> list[int]:
+    return parallel(
+        [
+            (
+                "POST",
+                f"{urls[n % len(urls)]}/displays",
+                {"json": {"url": f"{closed}/r{n}", "location": LOCATION}},
+            )
+            for n in range(first, first + count)
+        ]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upto", type=int, default=8000)
+    parser.add_argument("--sample", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="profile-registrations-"))
+    pg = PgServer.start(max_connections=200)
+    processes: list[Any] = []
+    results: dict[str, Any] = {"load_at_start": os.getloadavg()}
+    try:
+        database = pg.create_database("bench")
+        started = [start_scheduler(database, work, n, args.sample) for n in range(2)]
+        processes = [p for p, _ in started]
+        urls = [u for _, u in started]
+        closed = f"http://127.0.0.1:{free_port()}"
+        registered = 0
+        for size in (0, 2000, args.upto):
+            if size > registered:
+                codes = register(urls, closed, registered, size - registered)
+                assert all(c == 201 for c in codes), set(codes)
+                registered = size
+            cpu = [cpu_seconds(p.pid) for p in processes]
+            began = time.monotonic()
+            codes = register(urls, closed, registered, 300)
+            took = time.monotonic() - began
+            registered += 300
+            used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
+            results[f"at_{size}"] = {
+                "per_second": round(300 / took, 1),
+                "ms_cpu_per_registration": round(sum(used) * 1000 / 300, 2),
+                "load": round(load(), 2),
+            }
+            print(size, results[f"at_{size}"], flush=True)
+        time.sleep(5)
+        cpu = [cpu_seconds(p.pid) for p in processes]
+        time.sleep(30)
+        used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
+        results["idle_cpu_s_per_minute"] = [round(u * 2, 2) for u in used]
+        results["rss_mib"] = [round(rss_mib(p.pid), 1) for p in processes]
+        results["load_at_end"] = os.getloadavg()
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(30)
+        pg.stop()
+    print(json.dumps(results, indent=2))
+    print("work directory:", work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
