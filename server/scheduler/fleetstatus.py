@@ -386,11 +386,12 @@ class FleetStatus:
 
     def _check(self, claim: Claim) -> bool:
         """One read of the display's health (and thumbnail, when due); True: it answered."""
-        answered = self._read_health(claim.url)
+        if not self._read_health(claim.url):
+            return False
         status = self._book.get(claim.url)
-        if answered and status is not None and self._thumbnail_due(status):
+        if status is not None and self._thumbnail_due(status):
             self.refresh_thumbnail(claim.url)
-        return answered
+        return True
 
     def _read_health(self, url: str) -> bool:
         try:

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from server.pg import Connection
 from server.scheduler.fleetstatus import DisplayStatus, merge_status
-from server.scheduler.probes import KINDS, LEASE, Claim
+from server.scheduler.probes import KINDS, Claim
 from server.scheduler.storage import display_key
 
 log = logging.getLogger("pdn.scheduler.pgfleet")
@@ -47,7 +47,7 @@ class PgProbeQueue:
     def __init__(self, pool: ConnectionPool[Connection]) -> None:
         self._pool = pool
 
-    def claim(self, kind: str, limit: int) -> list[Claim]:
+    def claim(self, kind: str, limit: int, lease: float) -> list[Claim]:
         column = _kind(kind)
         with self._pool.connection() as connection:
             rows = connection.execute(
@@ -55,7 +55,7 @@ class PgProbeQueue:
                 f" FROM (SELECT key FROM displays WHERE {column}_due <= {_NOW}"
                 f" ORDER BY {column}_due LIMIT %s FOR UPDATE SKIP LOCKED) due"
                 f" WHERE d.key = due.key RETURNING d.url, d.{column}_failures".encode(),
-                (LEASE, limit),
+                (lease, limit),
             ).fetchall()
         return [Claim(url, failures) for url, failures in rows]
 
@@ -108,6 +108,13 @@ class PgStatusBook:
                 "thumbnail_error": f"the thumbnail is over {MAX_SHARED_THUMBNAIL} bytes",
             }
             thumbnail = None
+        if thumbnail is None:
+            known = self.get(url)
+            if known is not None:
+                before = dataclasses.asdict(known)
+                merge_status(known, fields)
+                if dataclasses.asdict(known) == before:
+                    return  # the same again (a display that stays off): no transaction
         with self._pool.connection() as connection, connection.transaction():
             row = connection.execute(
                 "SELECT fields, revision FROM display_status WHERE key = %s FOR UPDATE", (key,)

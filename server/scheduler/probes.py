@@ -4,8 +4,9 @@ The scheduler reads its displays in the background: their ``GET /`` (name, senso
 playback subscription (kind ``info``, :mod:`server.scheduler.registry`), and their
 ``/x/health`` and screenshot (kind ``health``, :mod:`server.scheduler.fleetstatus`). Each
 (display, kind) has a due time in a :class:`ProbeQueue`; a :class:`ProbeLoop` per kind *claims*
-up to as many due displays as it has idle workers (a claim moves the due time ``lease``
-seconds ahead, so a process that dies holding claims only delays those displays), reads them
+up to as many due displays as it has idle workers (a claim moves the due time
+:func:`probe_lease` seconds ahead, so a process that dies holding claims only delays those
+displays by that much), reads them
 and sets the next due time: the kind's interval after a success, a doubling back-off after
 failures (a display that is switched off is read ever less often, up to ``max_backoff``).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -35,8 +37,15 @@ from server.scheduler.storage import SchedulerStorage, display_key
 log = logging.getLogger("pdn.scheduler.probes")
 
 KINDS = ("info", "health")
-#: Seconds a claimed display is left to the process that claimed it (then any may read it).
-LEASE = 60.0
+
+
+def probe_lease() -> float:
+    """Seconds a claimed display is left to the process that claimed it, then any may read it
+    (a read takes 15 s at worst): ``PDN_PROBE_LEASE``, default 60."""
+    value = float(os.environ.get("PDN_PROBE_LEASE") or 60.0)
+    if value <= 0:
+        raise ValueError("PDN_PROBE_LEASE must be a positive number of seconds")
+    return value
 
 
 @dataclass(frozen=True)
@@ -46,9 +55,9 @@ class Claim:
 
 
 class ProbeQueue(Protocol):
-    def claim(self, kind: str, limit: int) -> list[Claim]:
+    def claim(self, kind: str, limit: int, lease: float) -> list[Claim]:
         """Up to ``limit`` displays whose ``kind`` read is due, most overdue first; each is
-        not due again for :data:`LEASE` seconds unless :meth:`done` says when."""
+        not due again for ``lease`` seconds unless :meth:`done` says when."""
 
     def done(self, kind: str, url: str, failures: int, next_in: float) -> None:
         """The read of ``url`` is over: ``failures`` in a row now (0: it answered), next due in
@@ -59,12 +68,14 @@ class ProbeQueue(Protocol):
 
 
 def next_read_in(interval: float, failures: int, max_backoff: float) -> float:
-    """``interval`` after a success; after failures a back-off doubling from ``interval`` (or
-    10 s, if shorter) up to ``max_backoff`` (or ``interval``, if longer)."""
+    """``interval`` after a success; after failures a back-off from ``interval`` (or 10 s, if
+    shorter), four times longer each time, up to ``max_backoff`` (or ``interval``, if longer):
+    10, 40, 160, 300 s. Quadrupling, not doubling: a fleet registered while switched off (a
+    site being installed) costs 4 reads per display in its first ten minutes, not 6."""
     if failures == 0:
         return interval
     first = min(interval, 10.0)
-    return float(min(max(max_backoff, interval), first * 2 ** min(failures - 1, 30)))
+    return float(min(max(max_backoff, interval), first * 4 ** min(failures - 1, 20)))
 
 
 class MemoryProbeQueue:
@@ -90,7 +101,7 @@ class MemoryProbeQueue:
         self._due[(kind, key)] = (due, failures)
         heapq.heappush(self._heaps[kind], (due, key))
 
-    def claim(self, kind: str, limit: int) -> list[Claim]:
+    def claim(self, kind: str, limit: int, lease: float) -> list[Claim]:
         now = time.time()
         claims: list[Claim] = []
         with self._lock:
@@ -100,7 +111,7 @@ class MemoryProbeQueue:
                 current = self._due.get((kind, key))
                 if current is None or current[0] != due:
                     continue  # superseded by a later entry
-                self._set(kind, key, now + LEASE, current[1])
+                self._set(kind, key, now + lease, current[1])
                 claims.append(Claim(self._urls[key], current[1]))
         return claims
 
@@ -134,6 +145,7 @@ class ProbeLoop:
         self._interval = interval
         self._max_backoff = max_backoff
         self._workers = workers
+        self._lease = probe_lease()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"probe-{kind}")
         self._busy = threading.Semaphore(workers)
         self._wake = threading.Event()
@@ -163,7 +175,7 @@ class ProbeLoop:
             while free < self._workers and self._busy.acquire(blocking=False):
                 free += 1
             try:
-                claims = self._queue.claim(self._kind, free)
+                claims = self._queue.claim(self._kind, free, self._lease)
             except Exception:
                 log.exception("cannot claim displays to read (%s)", self._kind)
                 claims = []

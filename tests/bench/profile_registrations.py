@@ -5,8 +5,8 @@
 Two ``pdn scheduler --database`` processes on a real PostgreSQL (tests/pgserver.py); displays
 that are switched off (a port nobody listens on), registered by 16 clients over both. Measures
 the rate of 300 registrations with 0, 2,000 and ``--upto`` displays already registered, the
-schedulers' CPU seconds during each, and their idle CPU per minute at the end. ``--sample``
-runs each scheduler under tests/bench/stack_sampler.py (stacks in the work directory).
+schedulers' CPU seconds during each, and their idle CPU per minute in the two minutes after.
+``--sample`` runs each scheduler under tests/bench/stack_sampler.py (stacks in its work folder).
 """
 
 from __future__ import annotations
@@ -101,11 +101,12 @@ def main() -> int:
                 "load": round(load(), 2),
             }
             print(size, results[f"at_{size}"], flush=True)
-        time.sleep(5)
-        cpu = [cpu_seconds(p.pid) for p in processes]
-        time.sleep(30)
-        used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
-        results["idle_cpu_s_per_minute"] = [round(u * 2, 2) for u in used]
+        for window in ("0-30", "30-60", "60-90", "90-120"):
+            cpu = [cpu_seconds(p.pid) for p in processes]
+            time.sleep(30)
+            used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
+            results[f"idle_cpu_s_per_minute_{window}s"] = [round(u * 2, 2) for u in used]
+            print(window, results[f"idle_cpu_s_per_minute_{window}s"], load(), flush=True)
         results["rss_mib"] = [round(rss_mib(p.pid), 1) for p in processes]
         results["load_at_end"] = os.getloadavg()
     finally:
