@@ -24,7 +24,7 @@ The floor is measured the same way (6 points after 15 s of settling), before eac
 
 Figures: *steady* PSS is the median of the points from transition 100 on; its ratio to the
 floor; *growth* is the median of the last 5 points minus the median of the first 5 from
-transition 100 (also a Theil-Sen slope, MB per 1000 transitions); *peak* is the highest single
+transition 100 (fewer, not overlapping, in a short run) (also a Theil-Sen slope, MB per 1000 transitions); *peak* is the highest single
 reading. Targets (printed PASS/FAIL, not asserted): steady <= 1.25x the floor (default profile),
 <= 1.1x (low-memory); growth < 10 MB; 0 blank frames.
 
@@ -56,6 +56,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def memory_point(
                 key: round(
                     median_of([r["by_role"].get(role, {}).get(key, 0.0) for r in readings]), 1
                 )
-                for key in ("count", "pss_mb", "rss_mb")
+                for key in ("count", "pss_mb", "rss_mb", "anon_mb")
             }
             for role in roles
         },
@@ -297,7 +298,9 @@ def run_display(
     images: list[Image],
     videos: list[str],
     workdir: Path,
+    progress: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
+    """One profile's run; ``progress`` gets the run so far at every point (to be saved)."""
     config = ""
     if low_memory_supported(args.checkout, workdir):
         config = f'[screen]\nlow-memory = "{"on" if profile == "low-memory" else "off"}"\n'
@@ -340,6 +343,8 @@ def run_display(
                 point["health_memory"] = None
                 point["health_error"] = str(error)
             points.append(point)
+            progress({"profile": profile, "config": config, "driver": driver.summary(),
+                      "blank": watch.summary(), "points": points})  # fmt: skip
             print(
                 f"[{profile}] {label} transitions ({point['seconds']:.0f} s): PSS "
                 f"{point['pss_mb']:.0f} MB, RSS {point['rss_mb']:.0f} MB; "
@@ -384,6 +389,22 @@ def run_display(
     }
 
 
+def pooled_floor(floors: list[dict[str, Any]]) -> dict[str, Any]:
+    """One floor from several measurements: the median of all their points."""
+    points = [point for floor in floors for point in floor["points"]]
+    pss = [p["pss_mb"] for p in points]
+    rss = [p["rss_mb"] for p in points]
+    return {
+        "pss_mb": median_of(pss),
+        "rss_mb": median_of(rss),
+        "pss_range_mb": [min(pss), max(pss)],
+        "rss_range_mb": [min(rss), max(rss)],
+        "measurements": [round(floor["pss_mb"], 1) for floor in floors],
+        "by_role": floors[0]["by_role"],
+        "points": points,
+    }
+
+
 def measure_floor(
     server: XServer, content: ContentServer, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
@@ -395,7 +416,7 @@ def measure_floor(
         framebuffer.close()
         started = time.monotonic()
         points = []
-        for index in range(6):
+        for index in range(8):
             if index:
                 time.sleep(2)
             points.append(
@@ -445,7 +466,9 @@ def point_near(points: list[dict[str, Any]], transitions: int) -> dict[str, Any]
 def figures(run: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
     points = run["points"]
     steady_points = [p for p in points if p["transitions"] >= STEADY_FROM] or points
-    first, last = steady_points[:WINDOW_POINTS], steady_points[-WINDOW_POINTS:]
+    # Windows of up to WINDOW_POINTS points that do not overlap (a short run has small ones).
+    window = max(1, min(WINDOW_POINTS, len(steady_points) // 2))
+    first, last = steady_points[:window], steady_points[-window:]
     steady = median_of([p["pss_mb"] for p in steady_points])
     result: dict[str, Any] = {
         "steady_pss_mb": round(steady, 1),
@@ -533,6 +556,39 @@ def print_run(run: dict[str, Any]) -> None:
         print(f"{'PASS' if passed else 'FAIL'}  {text}")
 
 
+def print_comparison(results: list[dict[str, Any]]) -> None:
+    """Where the memory goes, per run side by side: PSS (RSS) MB by role at each run's last
+    point, with the floor, the steady figure and its ratio."""
+    runs = [(f"{run['profile']} {result['commit']}", run) for result in results
+            for run in result["runs"] if run.get("figures")]  # fmt: skip
+    if len(runs) < 2:
+        return
+    print("where the memory goes, PSS (RSS) MB at each run's last point:")
+    print(f"{'':<12}" + "".join(f"{label:>32}" for label, _ in runs))
+    for role in ROLES:
+        cells = []
+        for _, run in runs:
+            found = run["points"][-1]["by_role"].get(role)
+            cells.append(f"{found['pss_mb']:.0f} ({found['rss_mb']:.0f}) x{found['count']:.0f}"
+                         if found else "-")  # fmt: skip
+        if any(cell != "-" for cell in cells):
+            print(f"{role:<12}" + "".join(f"{cell:>32}" for cell in cells))
+    rows: dict[str, Callable[[dict[str, Any]], str]] = {
+        "total": lambda run: (
+            f"{run['points'][-1]['pss_mb']:.0f} ({run['points'][-1]['rss_mb']:.0f})"
+        ),
+        "at": lambda run: f"transition {run['points'][-1]['transitions']}",
+        "steady": lambda run: (
+            f"{run['figures']['steady_pss_mb']:.0f} ({run['figures']['steady_rss_mb']:.0f})"
+        ),
+        "floor": lambda run: f"{run['floor']['pss_mb']:.0f} ({run['floor']['rss_mb']:.0f})",
+        "ratio": lambda run: f"{run['figures']['pss_ratio_to_floor']:.2f}x",
+        "growth": lambda run: f"{run['figures']['growth_pss_mb']:+.1f}",
+    }
+    for name, cell in rows.items():
+        print(f"{name:<12}" + "".join(f"{cell(run):>32}" for _, run in runs))
+
+
 def commit_of(checkout: Path) -> str:
     done = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
@@ -565,7 +621,7 @@ def arguments() -> argparse.Namespace:
     add("--samples", type=int, default=5, help="readings per point (their median)")
     add("--spacing", type=float, default=0.4, help="seconds between readings of a point")
     add("--frame-ms", type=float, default=5.0, help="screen sampling interval")
-    add("--floor-settle", type=float, default=15.0, help="seconds before the floor is read")
+    add("--floor-settle", type=float, default=30.0, help="seconds before the floor is read")
     add("--output", type=Path, default=RESULTS / "bench_memory.json")
     add("--plot", type=Path, help="default: the output's name with .png")
     add(
@@ -590,6 +646,7 @@ def draw(args: argparse.Namespace, results: dict[str, Any]) -> Path:
 
     target: Path = args.plot or args.output.with_suffix(".png")
     others = [json.loads(path.read_text()) for path in args.plot_also]
+    print_comparison([*others, results])
     plot([results, *others], target)
     print(f"plot written to {target}", flush=True)
     return target
@@ -647,15 +704,35 @@ def main() -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     try:
         with xvfb(width, height) as server:
+            floors = [measure_floor(server, content, args, workdir)]
+
+            def save(run_so_far: dict[str, Any]) -> None:
+                results["in_progress"] = run_so_far
+                args.output.write_text(json.dumps(results, indent=1) + "\n")
+
             for profile in profiles:
-                floor = measure_floor(server, content, args, workdir)
-                run = run_display(server, args, profile, content, images, videos, workdir)
-                run["floor"] = floor
-                run["figures"] = figures(run, floor)
+                run = run_display(server, args, profile, content, images, videos, workdir, save)
+                results.pop("in_progress", None)
+                run["floor"] = pooled_floor(floors)
+                run["figures"] = figures(run, run["floor"])
                 results["runs"].append(run)
                 print_run(run)
                 results["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
                 args.output.write_text(json.dumps(results, indent=1) + "\n")
+            # The floor again, after the display runs: how far it drifts is the noise of the
+            # measure; the figures use the median of all its points.
+            floors.append(measure_floor(server, content, args, workdir))
+            results["floors"] = floors
+            for run in results["runs"]:
+                run["floor"] = pooled_floor(floors)
+                run["figures"] = figures(run, run["floor"])
+            print(f"floor, pooled over {len(floors)} measurements: PSS "
+                  f"{results['runs'][0]['floor']['pss_mb']:.0f} MB, RSS "
+                  f"{results['runs'][0]['floor']['rss_mb']:.0f} MB; final verdicts:")  # fmt: skip
+            for run in results["runs"]:
+                for text, passed in verdicts(run):
+                    print(f"{'PASS' if passed else 'FAIL'}  [{run['profile']}] {text}")
+            args.output.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         content.stop()
     print(f"written to {args.output}", flush=True)

@@ -195,9 +195,9 @@ def role_of(pid: int, parent: int, root: int) -> str:
     return kind if kind in ROLES else "other"
 
 
-def _smaps_rollup(pid: int) -> tuple[float, float] | None:
-    """(PSS, RSS) of one process in MB; None if it ended meanwhile."""
-    pss = rss = 0
+def _smaps_rollup(pid: int) -> tuple[float, float, float] | None:
+    """(PSS, RSS, anonymous) of one process in MB; None if it ended meanwhile."""
+    pss = rss = anon = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup") as stream:
             for line in stream:
@@ -205,9 +205,11 @@ def _smaps_rollup(pid: int) -> tuple[float, float] | None:
                     pss = int(line.split()[1])
                 elif line.startswith("Rss:"):
                     rss = int(line.split()[1])
+                elif line.startswith("Anonymous:"):
+                    anon = int(line.split()[1])
     except OSError:
         return None
-    return pss / 1024, rss / 1024
+    return pss / 1024, rss / 1024, anon / 1024
 
 
 def tree_memory(root: int) -> dict[str, Any]:
@@ -219,13 +221,15 @@ def tree_memory(root: int) -> dict[str, Any]:
         figures = _smaps_rollup(pid)
         if figures is None:
             continue
-        pss, rss = figures
+        pss, rss, anon = figures
         role = by_role.setdefault(
-            role_of(pid, parent, root), {"count": 0, "pss_mb": 0.0, "rss_mb": 0.0}
+            role_of(pid, parent, root), {"count": 0, "pss_mb": 0.0, "rss_mb": 0.0, "anon_mb": 0.0}
         )
         role["count"] += 1
         role["pss_mb"] += pss
         role["rss_mb"] += rss
+        # Anonymous memory (heaps, V8, GL buffers): the part no other process shares.
+        role["anon_mb"] += anon
         total_pss += pss
         total_rss += rss
         count += 1
