@@ -19,6 +19,8 @@ number of MiB; ``"auto"`` (the default) is :func:`auto_budget_mb` of the board's
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 import threading
@@ -48,7 +50,8 @@ MAX_BUDGET_MB = 1024 * 1024
 # Without /proc/meminfo (not Linux): treat the board as this big.
 UNKNOWN_BOARD_MB = 2048
 LOW_MEMORY_CHOICES = ("auto", "on", "off")
-SAMPLE_EVERY = 20.0  # seconds between measurements of the tree
+SAMPLE_EVERY = 20.0  # seconds between measurements of the tree (and heap trims)
+SAMPLE_EVERY_LOW_MEMORY = 10.0  # ... in the low-memory profile: the heap trimmed twice as often
 # Both views renewed since the tree was last under budget, and still over: the memory is held
 # by the browser process itself (or a page that grows as fast); health says so.
 RECYCLES_TO_GIVE_UP = 2
@@ -135,7 +138,7 @@ class MemoryPlan:
     budget_mb: int
     low_memory: bool
     board_mb: int | None = None
-    budget_auto: bool = True
+    budget_auto: bool = False
 
     @property
     def profile(self) -> str:
@@ -158,6 +161,29 @@ def memory_plan(
     low = auto_low_memory(known) if low_memory == "auto" else low_memory == "on"
     budget = budget_mb if budget_mb is not None else auto_budget_mb(known)
     return MemoryPlan(budget, low, total, budget_mb is None)
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None  # not glibc
+    return trim
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_free_heap() -> None:
+    """Hand the free pages of this process's heaps back to the kernel (glibc's
+    ``malloc_trim``; nothing elsewhere). glibc keeps freed memory for reuse, and Chromium's
+    browser side, Qt and Python allocate and free a lot per item: measured after 30 items,
+    the browser process's anonymous memory went from 110-126 MiB to 93 MiB."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 # -- measuring the tree ------------------------------------------------------------------------
@@ -301,7 +327,7 @@ class MemoryWatch:
         plan: MemoryPlan,
         *,
         root: int | None = None,
-        interval: float = SAMPLE_EVERY,
+        interval: float | None = None,
         measure: Callable[[int], TreeMemory] = measure_tree,
         on_restart: Callable[[str], None] | None = None,
         uptime: Callable[[], float] | None = None,
@@ -309,7 +335,9 @@ class MemoryWatch:
     ) -> None:
         self.plan = plan
         self._root = os.getpid() if root is None else root
-        self._interval = interval
+        if interval is None:
+            interval = SAMPLE_EVERY_LOW_MEMORY if plan.low_memory else SAMPLE_EVERY
+        self.interval = interval
         self._measure = measure
         self._on_restart = on_restart
         self._clock = clock
@@ -338,11 +366,13 @@ class MemoryWatch:
                 self.sample()
             except Exception:  # a measurement must never take the display down
                 log.exception("measuring the process tree failed")
-            if self._stop.wait(self._interval):
+            if self._stop.wait(self.interval):
                 return
 
     def sample(self) -> TreeMemory:
-        """Measure now and apply the policy to the figures."""
+        """Give glibc's free heap back, measure, and apply the policy to the figures."""
+        if self._root == os.getpid():
+            release_free_heap()
         tree = self._measure(self._root)
         restart: str | None = None
         with self._lock:

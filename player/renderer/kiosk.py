@@ -128,7 +128,7 @@ class KioskRenderer(QObject):
         self._zygotes = ZygoteWatch()
 
         self.profile = make_profile(options, self, self._readings)
-        self.recycler = Recycler(self.profile, options.recycle_after_loads, memory)
+        self.recycler = Recycler(options.recycle_after_loads, memory)
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)

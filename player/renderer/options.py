@@ -33,12 +33,12 @@ JS_FLAGS = "--js-flags=--expose-gc"
 # before its pixels exist.
 DISABLED_FEATURES = ("PaintHolding",)
 # The low-memory profile (1 GB boards, player.memory): only flags measured to cut the display
-# tree's PSS on its content without breaking playback; README "Memory" gives each one's effect.
-LOW_MEMORY_FLAGS = (
-    # Chromium's low-end device mode: smaller V8 heaps and tile/raster budgets, fewer caches
-    # (measured on 30 transitions of DOM-and-script pages at 1920x1080: tree PSS 380 -> 275 MiB).
-    "--enable-low-end-device-mode",
-)
+# tree's memory without breaking playback. None is, on this project's measurements (README
+# "Memory": --enable-low-end-device-mode, --num-raster-threads=1, --process-per-site and
+# --disable-site-isolation-trials left the tree's anonymous memory unchanged, and
+# --renderer-process-limit=1 made it worse), so the profile adds none; a flag to try on a board
+# goes in QTWEBENGINE_CHROMIUM_FLAGS, which is kept.
+LOW_MEMORY_FLAGS: tuple[str, ...] = ()
 
 
 def add_chromium_flags(low_memory: bool = False) -> None:

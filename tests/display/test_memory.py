@@ -4,6 +4,7 @@ last-resort restart)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,8 @@ import pytest
 from player.config import ConfigError, load_config
 from player.memory import (
     RESTART_AFTER_SAMPLES,
+    SAMPLE_EVERY,
+    SAMPLE_EVERY_LOW_MEMORY,
     MemoryPlan,
     MemoryWatch,
     ProcessMemory,
@@ -23,6 +26,7 @@ from player.memory import (
     mem_total_mb,
     memory_plan,
     parse_budget,
+    release_free_heap,
 )
 
 
@@ -272,3 +276,49 @@ def test_watch_thread_samples_and_stops() -> None:
     finally:
         watch.stop()
     assert watch.status()["measured_at"] is not None
+
+
+def _anonymous_mb() -> float:
+    with open("/proc/self/smaps_rollup") as stream:
+        for line in stream:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no Anonymous line in smaps_rollup")
+
+
+def test_release_free_heap_gives_freed_memory_back() -> None:
+    # 60 MB through malloc (objects over pymalloc's 512 bytes), freed, with a block after them
+    # so the heap's top is not free: glibc keeps those pages until trimmed.
+    blocks = [bytes(2000) for _ in range(30_000)]
+    pin = bytes(2000)
+    before = _anonymous_mb()
+    del blocks
+    kept = _anonymous_mb()
+    release_free_heap()
+    after = _anonymous_mb()
+    assert kept > before - 20  # freed, but still held by the process
+    assert after < kept - 40
+    assert len(pin) == 2000
+
+
+def test_low_memory_flags_are_added_before_qt(monkeypatch: pytest.MonkeyPatch) -> None:
+    from player.renderer import options
+
+    monkeypatch.setattr(options, "LOW_MEMORY_FLAGS", ("--num-raster-threads=1",))
+    monkeypatch.setenv("QTWEBENGINE_CHROMIUM_FLAGS", "--disable-gpu")
+    options.add_chromium_flags(low_memory=True)
+    flags = os.environ["QTWEBENGINE_CHROMIUM_FLAGS"].split()
+    assert flags[0] == "--disable-gpu" and "--num-raster-threads=1" in flags
+    assert "--js-flags=--expose-gc" in flags
+    options.add_chromium_flags()  # prepare_process calls it again: nothing removed or doubled
+    assert os.environ["QTWEBENGINE_CHROMIUM_FLAGS"].split() == flags
+    monkeypatch.setenv("QTWEBENGINE_CHROMIUM_FLAGS", "")
+    options.add_chromium_flags(low_memory=False)
+    assert "--num-raster-threads=1" not in os.environ["QTWEBENGINE_CHROMIUM_FLAGS"].split()
+
+
+def test_low_memory_profile_samples_and_trims_more_often() -> None:
+    tree = FakeTree()
+    low = MemoryWatch(MemoryPlan(400, True), root=1, measure=tree)
+    default = MemoryWatch(MemoryPlan(400, False), root=1, measure=tree)
+    assert low.interval == SAMPLE_EVERY_LOW_MEMORY < default.interval == SAMPLE_EVERY

@@ -55,8 +55,8 @@ def test_low_memory_display_flags_and_health(tmp_path: Path) -> None:
             .split("Chromium flags: ", 1)[1]
             .split()
         )
-        assert all(flag in logged for flag in LOW_MEMORY_FLAGS)
         assert "--js-flags=--expose-gc" in logged
+        assert all(flag in logged for flag in LOW_MEMORY_FLAGS)
 
         health = requests.get(url + "/x/health", timeout=5).json()
         memory = health["memory"]
