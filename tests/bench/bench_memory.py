@@ -20,13 +20,15 @@ Memory: every ``--sample-every`` transitions, a point is the median of ``--sampl
 the display's whole process tree (/proc/PID/smaps_rollup of the Python process, which hosts
 Chromium's browser, and of each QtWebEngineProcess: render, gpu, zygote, utility by their
 --type=), with the display's own /x/health "memory" (null where the checkout has none).
-The floor is measured the same way (6 points after 15 s of settling), before each profile.
+The floor is measured the same way (8 points after 30 s of settling) before the first profile
+and after the last; the figures use the median of all its points. Role figures are medians per
+role, so they need not add up to the total exactly.
 
 Figures: *steady* PSS is the median of the points from transition 100 on; its ratio to the
 floor; *growth* is the median of the last 5 points minus the median of the first 5 from
-transition 100 (fewer, not overlapping, in a short run) (also a Theil-Sen slope, MB per 1000 transitions); *peak* is the highest single
-reading. Targets (printed PASS/FAIL, not asserted): steady <= 1.25x the floor (default profile),
-<= 1.1x (low-memory); growth < 10 MB; 0 blank frames.
+transition 100 (fewer, not overlapping, in a short run), and a Theil-Sen slope in MB per 1000
+transitions; *peak* is the highest single reading. Targets (printed PASS/FAIL, not asserted):
+steady <= 1.25x the floor (default profile), <= 1.1x (low-memory); growth < 10 MB; 0 blank frames.
 
 Blank frames: Xvfb keeps its screen in a file (-fbdir), mapped here read-only, so the screen is
 sampled every ``--frame-ms`` milliseconds at the 13 points of webslot.classify_frame at no cost
