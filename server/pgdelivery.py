@@ -59,6 +59,8 @@ __all__ = ["CLAIM_BATCH", "DeliveryLoop", "Head", "Slots", "Tally"]
 log = logging.getLogger("pdn.outbox")
 
 CLAIM_BATCH = 500
+DEFER_STEP = 0.25  # seconds between a failing subscriber's looks at the fresh share
+TRANSIENT_RETRIES = 3
 BATCH_LIMIT = 1000  # acknowledgements (or failures, or re-reads) per statement
 
 AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
@@ -129,6 +131,17 @@ REREAD = (
 )
 
 
+# Renewal skips rows a batch statement has locked (that statement renews or ends their claim):
+# it never waits for a batch, so the two can never deadlock (each locks rows in its own order).
+RENEW = (
+    "WITH renewable AS (SELECT id FROM pdn_outbox_subscriptions"
+    " WHERE owner = %(worker)s AND id = ANY(%(subs)s) FOR UPDATE SKIP LOCKED),"
+    " renewed AS (UPDATE pdn_outbox_subscriptions s SET lease_until = now() + %(lease)s"
+    " FROM renewable r WHERE s.id = r.id)"
+    " SELECT id FROM pdn_outbox_subscriptions WHERE owner = %(worker)s"
+)
+
+
 @dataclass
 class Tally:
     """What this process did (``PgOutbox.stats``)."""
@@ -191,13 +204,25 @@ class Batcher(Generic[Item, Result]):
             self.task = asyncio.create_task(self._drain())
         return await future
 
+    async def _run_retrying(self, items: list[Item]) -> list[Result]:
+        """The statement is one transaction: one that failed changed nothing, run it again."""
+        attempt = 1
+        while True:
+            try:
+                return await self._run(items)
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
+                if attempt >= TRANSIENT_RETRIES:
+                    raise
+                attempt += 1
+                log.info("outbox: a batch of %d run again (%s)", len(items), error.sqlstate)
+
     async def _drain(self) -> None:
         await asyncio.sleep(0)  # whatever else is ready in this turn of the loop joins
         while self._queue:
             batch = self._queue[:BATCH_LIMIT]
             del self._queue[:BATCH_LIMIT]
             try:
-                results = await self._run([item for item, _ in batch])
+                results = await self._run_retrying([item for item, _ in batch])
             except Exception as error:  # every lane of the batch sees the failure
                 for _, future in batch:
                     if not future.done():
@@ -209,23 +234,36 @@ class Batcher(Generic[Item, Result]):
 
 
 class Slots:
-    """Bounds the POSTs in flight (``total``): subscribers that answered last time share
-    ``total - failing``; those whose last POST failed share the ``failing`` others, so receivers
-    that are dead, refuse, or never answer hold at most that share. A POST to a subscriber not
-    yet known to fail that is still unanswered after ``slow_after`` seconds moves to the failing
-    share; when that share is full it is given up (a failure like any other: retried after its
-    back-off, through the failing share, with the full time limit)."""
+    """Bounds the POSTs in flight so that receivers that are dead, refuse, or never answer
+    never take the slots of live ones:
 
-    def __init__(self, total: int, *, slow_after: float) -> None:
+    - subscribers that answered last time share ``total - total // 4`` slots (fresh);
+    - subscribers whose last POST failed share the other quarter, and while the fresh share is
+      full they wait (up to ``defer`` seconds): in a burst, live subscribers go first;
+    - a POST from the fresh share still unanswered after ``slow_after`` seconds (a receiver
+      that accepts and never answers, not yet known to fail) gives its fresh slot back and goes
+      on in the failing share if it has room, else in an overflow of at most ``total`` more;
+      only with both full does it keep its fresh slot. Nothing is cut short: a receiver that is
+      merely slow still gets its whole time limit, and no duplicate.
+
+    At most ``2 * total`` POSTs are in flight (file descriptors stay bounded)."""
+
+    def __init__(self, total: int, *, slow_after: float, defer: float) -> None:
         self.failing_share = max(1, total // 4)
         self.fresh_share = max(1, total - self.failing_share)
+        self.overflow_share = max(1, total)
         self.slow_after = slow_after
+        self.defer = defer
         self._fresh = asyncio.Semaphore(self.fresh_share)
         self._failing = asyncio.Semaphore(self.failing_share)
-        self.given_up = 0
+        self.overflow = 0  # slow POSTs in flight outside both shares
 
     async def post(self, send: Callable[[], Awaitable[Delivery]], *, failing: bool) -> Delivery:
         if failing:
+            waited = 0.0
+            while self._fresh.locked() and waited < self.defer:
+                await asyncio.sleep(DEFER_STEP)
+                waited += DEFER_STEP
             async with self._failing:
                 return await send()
         await self._fresh.acquire()
@@ -239,23 +277,24 @@ class Slots:
         if done:
             self._fresh.release()
             return exchange.result()
-        if self._failing.locked():
-            exchange.cancel()
+        if not self._failing.locked():
+            await self._failing.acquire()  # free: not locked, and nothing ran in between
             self._fresh.release()
-            with contextlib.suppress(asyncio.CancelledError):
-                await exchange
-            self.given_up += 1
-            return Delivery(
-                False,
-                None,
-                f"no answer within {self.slow_after:g} s, slow receivers' share full",
-            )
-        await self._failing.acquire()  # free: not locked, and nothing ran in between
-        self._fresh.release()
+            try:
+                return await exchange
+            finally:
+                self._failing.release()
+        if self.overflow < self.overflow_share:
+            self.overflow += 1
+            self._fresh.release()
+            try:
+                return await exchange
+            finally:
+                self.overflow -= 1
         try:
             return await exchange
         finally:
-            self._failing.release()
+            self._fresh.release()
 
 
 class DeliveryLoop:
@@ -270,7 +309,9 @@ class DeliveryLoop:
         self.wake = wake
         self.lease = timedelta(seconds=outbox.lease)
         self.lanes: dict[int, asyncio.Task[None]] = {}
-        self.slots = Slots(outbox.max_connections, slow_after=outbox.slow_after)
+        self.slots = Slots(
+            outbox.max_connections, slow_after=outbox.slow_after, defer=outbox.timeout
+        )
         self.max_lanes = max(2 * outbox.max_connections, CLAIM_BATCH)
         self._busy = 0
         self._room = asyncio.Event()
@@ -330,10 +371,12 @@ class DeliveryLoop:
         try:
             await self._deliver(head)
         except psycopg.Error as error:
-            # The claim stays until its lease runs out; then any process takes it again.
+            # Its claim is no longer renewed: when the lease runs out any process takes it.
             log.warning(
                 "%s: delivery lane %d stopped: %s", self.outbox.name, head.subscription, error
             )
+        except Exception:
+            log.exception("%s: delivery lane %d failed", self.outbox.name, head.subscription)
         finally:
             self._working(-1)
 
@@ -389,7 +432,7 @@ class DeliveryLoop:
             return None
         level = logging.INFO if attempts == 1 else logging.DEBUG
         log.log(
-            level, "%s: POST to %s failed (%s); retry %d in %.0f s",
+            level, "%s: POST to %s failed (%s); retry %d in %.3g s",
             outbox.name, head.uri, result.error, attempts, delay,
         )  # fmt: skip
         await self._pause(delay)
@@ -458,16 +501,17 @@ class DeliveryLoop:
     # Leases and wake-ups
 
     async def heartbeat(self) -> None:
-        """Renew this process's leases; a lane whose claim was lost stops."""
+        """Renew the leases of the subscribers this process's lanes work on; a lane whose
+        claim was lost stops. A claim whose lane died is not renewed: it runs out, and any
+        process takes the subscriber again."""
         while True:
             await asyncio.sleep(self.outbox.lease / 3)
-            before = dict(self.lanes)  # lanes started later hold claims this UPDATE may miss
+            before = dict(self.lanes)  # lanes started later hold claims this may not see
             try:
                 async with self.pool.connection() as connection:
                     cursor = await connection.execute(
-                        "UPDATE pdn_outbox_subscriptions SET lease_until = now() + %s"
-                        " WHERE owner = %s RETURNING id",
-                        (self.lease, self.outbox.worker),
+                        RENEW,
+                        {"worker": self.outbox.worker, "lease": self.lease, "subs": list(before)},
                     )
                     held = {sid for (sid,) in await cursor.fetchall()}
             except psycopg.Error as error:

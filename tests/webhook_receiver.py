@@ -4,7 +4,8 @@ number of subscriber paths, HTTP/1.1 with kept-alive connections (as the outbox 
 A delivery counts when the receiver answered it 2xx on a connection that was still open: an
 update whose sender died before the answer (``kill -9`` mid-delivery) was never acknowledged,
 and the outbox must send it again. ``hold()`` keeps answers back until ``release()``, so a
-test can kill a sender while its POSTs are in flight; paths in ``dead`` are answered 503.
+test can kill a sender while its POSTs are in flight; paths in ``dead`` are answered 503;
+paths in ``silent`` are read and never answered (the sender gives up: its time limit).
 
 Used by tests/segments/test_pg_outbox.py (in a thread) and tests/bench/bench_fleet_pg.py.
 """
@@ -33,6 +34,7 @@ class Receiver:
     host: str = "127.0.0.1"
     port: int = 0
     dead: set[str] = field(default_factory=set)
+    silent: set[str] = field(default_factory=set)
     seen: list[Seen] = field(default_factory=list)
     _held: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -41,6 +43,7 @@ class Receiver:
     _thread: threading.Thread | None = None
     _server: asyncio.Server | None = None
     in_flight: int = 0
+    unanswered: int = 0  # POSTs to ``silent`` paths whose sender has not given up yet
 
     # In a thread (tests)
 
@@ -107,6 +110,18 @@ class Receiver:
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
+    async def _never_answer(self, reader: asyncio.StreamReader, record: Seen) -> None:
+        """Hold the request until the sender closes the connection; recorded then."""
+        self.unanswered += 1
+        try:
+            while await reader.read(4096):
+                pass
+        finally:
+            self.unanswered -= 1
+            record.at = time.time()
+            with self._lock:
+                self.seen.append(record)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -119,6 +134,11 @@ class Receiver:
                         name, value = line.split(":", 1)
                         headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if path in self.silent:
+                    await self._never_answer(
+                        reader, Seen(path, headers.get("x-pdn-event-id", ""), body, False, 0.0)
+                    )
+                    break
                 self.in_flight += 1
                 try:
                     while self._held:

@@ -49,6 +49,7 @@ from tests.bench.fleet_load import followers_minute, idle_cpu, registrations  # 
 from tests.bench.fleetbench import (  # noqa: E402
     XML,
     Scheduler,
+    cpu_seconds,
     load,
     parallel,
     percentile,
@@ -62,13 +63,57 @@ from tests.webhook_receiver import Receiver  # noqa: E402
 PHASES = ("delivery", "followers", "registrations")
 
 
+def postgres_cpu(pg: PgServer) -> float:
+    """CPU seconds of the PostgreSQL server: the postmaster, its live children (backends,
+    background workers) and the children it has reaped."""
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(entry.name) == postmaster:
+            total += sum(int(x) for x in fields[11:15]) / ticks  # own + reaped children
+        elif int(fields[1]) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+class CpuMeter:
+    """CPU seconds spent by the schedulers, PostgreSQL and this process (the receiver)
+    between ``__init__`` and ``read()``: where a delivery's time goes."""
+
+    def __init__(self, schedulers: list[Scheduler], pg: PgServer) -> None:
+        self.schedulers = schedulers
+        self.pg = pg
+        self.start = self._now()
+
+    def _now(self) -> list[float]:
+        own = [cpu_seconds(s.process.pid) for s in self.schedulers]
+        return [*own, postgres_cpu(self.pg), time.process_time()]
+
+    def read(self) -> dict[str, Any]:
+        spent = [round(b - a, 1) for a, b in zip(self.start, self._now(), strict=True)]
+        return {"schedulers": spent[:-2], "postgres": spent[-2], "receiver_process": spent[-1]}
+
+
 def delivery(
-    receiver: Receiver, paths: list[str], put_url: str, marker: str, timeout: float = 60.0
+    receiver: Receiver,
+    paths: list[str],
+    put_url: str,
+    marker: str,
+    measured: tuple[list[Scheduler], PgServer],
+    timeout: float = 60.0,
 ) -> dict[str, Any]:
     """PUT a new version and wait for every path in ``paths`` to acknowledge it."""
     needle = f"/{marker}.html".encode()
     began = time.time()
     load_before = load()
+    cpu = CpuMeter(*measured)
     answer = requests.put(put_url, data=schedule_document(marker), headers=XML, timeout=30)
     assert answer.status_code in (200, 201, 204), answer.text
     wanted = set(paths)
@@ -100,6 +145,7 @@ def delivery(
         "p50_s": round(percentile(latencies, 0.50), 3),
         "p95_s": round(percentile(latencies, 0.95), 3),
         "p100_s": round(max(latencies) if latencies else float("nan"), 3),
+        "cpu_s_until_3s_after_the_last": cpu.read(),
         "load_before": round(load_before, 2),
         "load_after": round(load(), 2),
     }
@@ -123,10 +169,17 @@ def subscribe_all(schedulers: list[Scheduler], receiver: Receiver, count: int) -
 
 
 def delivery_phases(
-    schedulers: list[Scheduler], receiver: Receiver, paths: list[str], results: dict[str, Any]
+    schedulers: list[Scheduler],
+    pg: PgServer,
+    receiver: Receiver,
+    paths: list[str],
+    results: dict[str, Any],
 ) -> None:
     first, second = schedulers
-    results["delivery"] = delivery(receiver, paths, f"{second.url}/x/schedules/bench", "v1")
+    measured = (schedulers, pg)
+    results["delivery"] = delivery(
+        receiver, paths, f"{second.url}/x/schedules/bench", "v1", measured
+    )
     print("delivery:", results["delivery"], flush=True)
 
     # 10% dead: half answer 503, half are moved to a port nobody listens on.
@@ -154,13 +207,13 @@ def delivery_phases(
     )
     live = [path for path in paths if path not in set(dead)]
     results["delivery_with_10pct_dead"] = delivery(
-        receiver, live, f"{first.url}/x/schedules/bench", "v2"
+        receiver, live, f"{first.url}/x/schedules/bench", "v2", measured
     )
     results["delivery_with_10pct_dead"]["dead"] = len(dead)
     print("delivery with 10% dead:", results["delivery_with_10pct_dead"], flush=True)
     # A third change while the dead ones still have retries pending.
     results["delivery_with_backlog_of_dead"] = delivery(
-        receiver, live, f"{second.url}/x/schedules/bench", "v3"
+        receiver, live, f"{second.url}/x/schedules/bench", "v3", measured
     )
     print("again, dead ones backing off:", results["delivery_with_backlog_of_dead"], flush=True)
 
@@ -243,7 +296,7 @@ def main() -> int:
             ]
             save(args.out, results)
         if "delivery" in phases:
-            delivery_phases(schedulers, receiver, paths, results)
+            delivery_phases(schedulers, pg, receiver, paths, results)
             save(args.out, results)
         if "followers" in phases:
             follower_phases(schedulers, receiver, args.followers, work, results)

@@ -271,3 +271,62 @@ def test_a_process_killed_mid_delivery_loses_nothing_and_nothing_goes_twice(
     stats = [worker.stop() for worker in workers if worker is not killed]
     assert sum(s["delivered"] for s in stats if s is not None) == subscribers
     assert publisher.stats()["pending-events"] == 0
+
+
+def test_a_receiver_that_never_answers_does_not_hold_up_live_ones(
+    pool: ConnectionPool[Connection], receiver: Receiver
+) -> None:
+    """Four POSTs in flight at most, six subscribers that accept and never answer, claimed
+    first: the live ones are all delivered while every silent one is still unanswered (each
+    POST is allowed 60 s), because a POST unanswered after ``slow_after`` leaves the live
+    subscribers' share of the slots."""
+    box = PgOutbox(pool, name="t", max_connections=4, slow_after=0.2, timeout=60.0)
+    silent = [f"/silent{n}" for n in range(6)]
+    live = [f"/live{n}" for n in range(30)]
+    receiver.silent.update(silent)
+    for path in silent + live:  # the silent ones first: the lowest ids, claimed first
+        box.subscribe("topic", f"{receiver.url}{path}")
+    box.start()
+    try:
+        assert box.publish("topic", b"change", "text/plain") == len(silent) + len(live)
+        wait_until(lambda: len(receiver.acknowledged()) == len(live), timeout=30)
+        assert receiver.unanswered == len(silent)  # none given up, none answered
+        assert not [r for r in receiver.records() if r.path in silent]
+        assert sorted(receiver.acknowledged()) == sorted(live)
+    finally:
+        box.stop(timeout=2.0)
+
+
+@pytest.mark.slow
+def test_batch_claims_by_two_processes_deliver_each_event_once_in_order(
+    postgres_url: str,
+    pool: ConnectionPool[Connection],
+    receiver: Receiver,
+    workers: list[Worker],
+) -> None:
+    """More subscribers than one claim takes (server.pgdelivery.CLAIM_BATCH): the two
+    processes claim batch after batch side by side, and still every subscriber gets every
+    change once, in publication order."""
+    subscribers = 1200
+    publisher = PgOutbox(pool, name="api", max_subscriptions=subscribers)
+    for n in range(subscribers):
+        publisher.subscribe("schedule:s", f"{receiver.url}/d{n}")
+    workers.extend(Worker(postgres_url, 10.0, 5.0) for _ in range(2))
+    for change in range(2):
+        assert publisher.publish("schedule:s", f"v{change}".encode(), "text/xml") == subscribers
+    wait_until(
+        lambda: sum(map(len, receiver.acknowledged().values())) >= 2 * subscribers, timeout=60
+    )
+    time.sleep(0.5)  # any duplicate would arrive by now
+    records = receiver.records()
+    assert len(records) == 2 * subscribers and all(r.acknowledged for r in records)
+    by_path: dict[str, list[bytes]] = {}
+    for record in records:
+        by_path.setdefault(record.path, []).append(record.body)
+    assert len(by_path) == subscribers
+    assert all(bodies == [b"v0", b"v1"] for bodies in by_path.values())
+    stats = [worker.stop() for worker in workers]
+    delivered = [s["delivered"] for s in stats if s is not None]
+    assert sum(delivered) == 2 * subscribers
+    assert all(count > 0 for count in delivered), delivered  # both took part
+    assert publisher.stats()["pending-events"] == 0
