@@ -307,7 +307,10 @@ def measure_tree(root: int | None = None, *, proc: Path = Path("/proc")) -> Tree
 class _State:
     latest: TreeMemory | None = None
     recycles: int = 0
-    last_recycle: datetime | None = None
+    samples: int = 0  # measurements taken
+    # The measurement count at the last recycle: a count, not a time, so a clock set by NTP
+    # after boot cannot make a measurement look older than a recycle.
+    recycled_at_sample: int | None = None
     recycles_while_over: int = 0  # since the tree was last measured under budget
     stuck_samples: int = 0  # samples in a row far over budget with both views renewed
     logged_stuck: bool = False
@@ -331,7 +334,6 @@ class MemoryWatch:
         measure: Callable[[int], TreeMemory] = measure_tree,
         on_restart: Callable[[str], None] | None = None,
         uptime: Callable[[], float] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.plan = plan
         self._root = os.getpid() if root is None else root
@@ -340,7 +342,6 @@ class MemoryWatch:
         self.interval = interval
         self._measure = measure
         self._on_restart = on_restart
-        self._clock = clock
         started = time.monotonic()
         self._uptime = uptime or (lambda: time.monotonic() - started)
         self._lock = threading.Lock()
@@ -378,6 +379,7 @@ class MemoryWatch:
         with self._lock:
             state = self._state
             state.latest = tree
+            state.samples += 1
             budget = self.plan.budget_mb
             if tree.pss_mb <= budget:
                 if state.recycles_while_over:
@@ -385,7 +387,7 @@ class MemoryWatch:
                 state.recycles_while_over = 0
                 state.stuck_samples = 0
                 state.logged_stuck = False
-            elif self._stuck(state, tree):
+            elif self._stuck(state):
                 if not state.logged_stuck:
                     state.logged_stuck = True
                     log.warning(
@@ -415,11 +417,16 @@ class MemoryWatch:
         return tree
 
     @staticmethod
-    def _stuck(state: _State, tree: TreeMemory) -> bool:
+    def _measured_since_recycle(state: _State) -> bool:
+        return state.recycled_at_sample is None or state.samples > state.recycled_at_sample
+
+    @classmethod
+    def _stuck(cls, state: _State) -> bool:
+        """Both views renewed since the tree was under budget, and measured since."""
         return (
             state.recycles_while_over >= RECYCLES_TO_GIVE_UP
-            and state.last_recycle is not None
-            and tree.measured_at > state.last_recycle
+            and state.recycled_at_sample is not None
+            and cls._measured_since_recycle(state)
         )
 
     # -- the renderer's side --------------------------------------------------------------
@@ -428,11 +435,10 @@ class MemoryWatch:
         """The last measurement, taken after the last recycle, is over budget."""
         with self._lock:
             latest = self._state.latest
-            last = self._state.last_recycle
             return (
                 latest is not None
                 and latest.pss_mb > self.plan.budget_mb
-                and (last is None or latest.measured_at > last)
+                and self._measured_since_recycle(self._state)
             )
 
     def note_recycle(self, what: str) -> None:
@@ -441,7 +447,7 @@ class MemoryWatch:
             state = self._state
             state.recycles += 1
             state.recycles_while_over += 1
-            state.last_recycle = self._clock()
+            state.recycled_at_sample = state.samples
             latest = state.latest
         log.info(
             "memory over budget (%d MiB): renewed %s before its next item; measured %s",
@@ -459,7 +465,7 @@ class MemoryWatch:
             latest = state.latest
             if latest is None or latest.pss_mb <= self.plan.budget_mb:
                 return None
-            if not self._stuck(state, latest):
+            if not self._stuck(state):
                 return None
             return (
                 f"memory {latest.pss_mb:.0f} MiB PSS stays over its budget "

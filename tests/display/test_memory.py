@@ -186,7 +186,6 @@ def make_watch(tree: FakeTree, restarts: list[str], uptime: float = 3600.0) -> M
         measure=tree,
         on_restart=restarts.append,
         uptime=lambda: uptime,
-        clock=lambda: tree.at + timedelta(seconds=1),  # a recycle after the last measurement
     )
 
 
