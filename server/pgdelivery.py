@@ -59,7 +59,7 @@ __all__ = ["CLAIM_BATCH", "DeliveryLoop", "Head", "Slots", "Tally"]
 log = logging.getLogger("pdn.outbox")
 
 CLAIM_BATCH = 500
-DEFER_STEP = 0.25  # seconds between a failing subscriber's looks at the fresh share
+USUAL_WEIGHT = 0.05  # of each answer time in the moving average
 TRANSIENT_RETRIES = 3
 BATCH_LIMIT = 1000  # acknowledgements (or failures, or re-reads) per statement
 
@@ -238,44 +238,44 @@ class Slots:
     never take the slots of live ones:
 
     - subscribers that answered last time share ``total - total // 4`` slots (fresh);
-    - subscribers whose last POST failed share the other quarter, and while the fresh share is
-      full they wait (up to ``defer`` seconds): in a burst, live subscribers go first;
-    - a POST from the fresh share still unanswered after ``slow_after`` seconds (a receiver
-      that accepts and never answers, not yet known to fail) gives its fresh slot back and goes
-      on in the failing share if it has room, else in an overflow of at most ``total`` more;
-      only with both full does it keep its fresh slot. Nothing is cut short: a receiver that is
-      merely slow still gets its whole time limit, and no duplicate.
+    - subscribers whose last POST failed share the other quarter;
+    - a POST from the fresh share still unanswered after ``slow_after`` seconds, or four times
+      the usual answer time if that is longer (a receiver that accepts and never answers, not
+      yet known to fail), gives its fresh slot back and goes on in the failing share if it has
+      room, else in an overflow of at most ``total`` more; only with both full does it keep
+      its fresh slot. Nothing is cut short: a receiver that is merely slow still gets its
+      whole time limit, and no duplicate. When every receiver is slow (the usual answer time
+      grows), POSTs stay where they are rather than pile more connections onto them.
 
     At most ``2 * total`` POSTs are in flight (file descriptors stay bounded)."""
 
-    def __init__(self, total: int, *, slow_after: float, defer: float) -> None:
+    def __init__(self, total: int, *, slow_after: float) -> None:
         self.failing_share = max(1, total // 4)
         self.fresh_share = max(1, total - self.failing_share)
         self.overflow_share = max(1, total)
         self.slow_after = slow_after
-        self.defer = defer
+        self.usual = 0.0  # moving average of the fresh share's answer times, seconds
         self._fresh = asyncio.Semaphore(self.fresh_share)
         self._failing = asyncio.Semaphore(self.failing_share)
         self.overflow = 0  # slow POSTs in flight outside both shares
 
     async def post(self, send: Callable[[], Awaitable[Delivery]], *, failing: bool) -> Delivery:
         if failing:
-            waited = 0.0
-            while self._fresh.locked() and waited < self.defer:
-                await asyncio.sleep(DEFER_STEP)
-                waited += DEFER_STEP
             async with self._failing:
                 return await send()
         await self._fresh.acquire()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         exchange = asyncio.ensure_future(send())
         try:
-            done, _ = await asyncio.wait({exchange}, timeout=self.slow_after)
+            done, _ = await asyncio.wait({exchange}, timeout=max(self.slow_after, 4 * self.usual))
         except BaseException:
             exchange.cancel()
             self._fresh.release()
             raise
         if done:
             self._fresh.release()
+            self.usual += (loop.time() - began - self.usual) * USUAL_WEIGHT
             return exchange.result()
         if not self._failing.locked():
             await self._failing.acquire()  # free: not locked, and nothing ran in between
@@ -309,9 +309,7 @@ class DeliveryLoop:
         self.wake = wake
         self.lease = timedelta(seconds=outbox.lease)
         self.lanes: dict[int, asyncio.Task[None]] = {}
-        self.slots = Slots(
-            outbox.max_connections, slow_after=outbox.slow_after, defer=outbox.timeout
-        )
+        self.slots = Slots(outbox.max_connections, slow_after=outbox.slow_after)
         self.max_lanes = max(2 * outbox.max_connections, CLAIM_BATCH)
         self._busy = 0
         self._room = asyncio.Event()

@@ -339,7 +339,13 @@ class PgOutbox:
             open=False,
         )
         await pool.open(wait=True, timeout=30)
-        poster = Poster(fallback_connections=self.max_connections)
+        # Kept connections: as many as POSTs in flight, so a burst to one receiver host (a
+        # proxy in front of many displays, the benchmark's receiver) reuses them.
+        poster = Poster(
+            idle_per_origin=self.max_connections,
+            max_idle=self.max_connections,
+            fallback_connections=self.max_connections,
+        )
         delivery = DeliveryLoop(self, pool, poster, wake)
         listener = asyncio.create_task(delivery.listen(CHANNEL))
         heartbeat = asyncio.create_task(delivery.heartbeat())
