@@ -107,7 +107,8 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
         62,
         f"pdn display at {first['size']} on Xvfb; items of {first['item_seconds']:g} s "
         "(pages 60%, cached images 20%, WebM videos 20%); each point the median of "
-        "several readings",
+        f"{len(runs[0][1]['points'][0]['readings_pss_mb'])} readings; load average "
+        f"{first.get('load_average_start', ['?'])[0]} at the start",
         16,
         Qt.AlignmentFlag.AlignLeft,
         colour="#555555",
@@ -159,7 +160,7 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
     # (words, colour, line style or None for a heading, line width)
     legend: list[tuple[str, str, Qt.PenStyle | None, float]] = []
     drawn_targets: set[str] = set()
-    for index, (label, run, _) in enumerate(runs):
+    for index, (_, run, result) in enumerate(runs):
         colour = QColor(COLOURS[index % len(COLOURS)])
         ratio = TARGETS.get(run["profile"])
         if ratio is not None and run["profile"] not in drawn_targets and index < 2:
@@ -188,7 +189,9 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
             painter.drawEllipse(at(point["transitions"], point["pss_mb"]), 3.5, 3.5)
         painter.setBrush(Qt.BrushStyle.NoBrush)
         found = run.get("figures", {})
-        legend.append((label, colour.name(), None, 0))
+        legend.append((run["profile"], colour.name(), None, 0))
+        commit = str(result["commit"]).replace("+uncommitted", " + uncommitted changes")
+        legend.append((f"at {commit}", "", Qt.PenStyle.NoPen, 0))
         legend.append(("PSS", colour.name(), Qt.PenStyle.SolidLine, 3.0))
         legend.append(("RSS", colour.name(), Qt.PenStyle.DashLine, 2.0))
         if found:
@@ -210,7 +213,9 @@ def plot(results: list[dict[str, Any]], target: Path) -> None:
                     0,
                 )
             )
-    legend.append(("floor: one bare view", "#777777", Qt.PenStyle.DotLine, 2.0))
+    legend.append(("", "", None, 0))
+    legend.append(("floor: one bare view, same run", "#777777", Qt.PenStyle.DotLine, 2.0))
+    legend.append(("target: a ratio of floor PSS", "#777777", Qt.PenStyle.DashDotLine, 1.5))
 
     # The legend, right of the plot.
     y = TOP + 10
