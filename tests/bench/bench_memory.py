@@ -39,7 +39,8 @@ or the incoming one), is a black/white/unpainted frame the viewer would see. Con
 samples count as one blank frame; their duration is kept too.
 
 PSS divides a file's pages among all the processes mapping it. So the display and the floor run
-Qt from a private copy of PySide6 (bench-results/bench_memory_qt/, made once; --shared-qt to
+Qt from a private copy of PySide6 (made for each run in its work directory, removed at the end:
+a copy shared between runs was soon mapped by another benchmark's displays; --shared-qt to
 use the virtual environment's), which other programs running Qt WebEngine on the machine (tests,
 other benchmarks) do not map, and this process imports no Qt until the end (the plot). Each point
 still records how many foreign QtWebEngineProcess processes ran, and the load average.
@@ -52,6 +53,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -656,6 +659,10 @@ def draw(args: argparse.Namespace, results: dict[str, Any]) -> Path:
 
 def main() -> int:
     args = arguments()
+    # Stopped by a signal, still stop the display and the X server (finally clauses): nohup'd
+    # from a script, SIGINT arrives ignored, and SIGTERM would end Python on the spot.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.floor_child:
         return run_bare_view(args.floor_child)
     if args.replot:
@@ -664,11 +671,11 @@ def main() -> int:
     args.checkout = args.checkout.resolve()
     width, height = (int(v) for v in args.size.split("x"))
     profiles = ["default", "low-memory"] if args.profile == "both" else [args.profile]
-    args.qt = None if args.shared_qt else private_qt(RESULTS / "bench_memory_qt")
+    workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-memory-"))
+    args.qt = None if args.shared_qt else private_qt(workdir / "qt")
     media = RESULTS / "bench_memory_media"
     images, videos = make_media(media)
     content = ContentServer(media)
-    workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-memory-"))
     results: dict[str, Any] = {
         "checkout": str(args.checkout),
         "commit": commit_of(args.checkout),
@@ -737,6 +744,8 @@ def main() -> int:
             args.output.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         content.stop()
+        if args.qt is not None:
+            shutil.rmtree(args.qt.parent, ignore_errors=True)
     print(f"written to {args.output}", flush=True)
     draw(args, results)
     return 0
