@@ -338,8 +338,8 @@ class DeliveryLoop:
             room = self.max_lanes - self._busy
             if room <= 0:
                 self._room.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._room.wait(), self.outbox.lease / 2)
+                with contextlib.suppress(TimeoutError):  # a second at most: stop() waits
+                    await asyncio.wait_for(self._room.wait(), 1.0)
                 continue
             limit = min(CLAIM_BATCH, room)
             async with self.pool.connection() as connection:
@@ -350,8 +350,11 @@ class DeliveryLoop:
             for head in heads:
                 old = self.lanes.get(head.subscription)
                 if old is not None and not old.done():
-                    continue  # our own lane still works on it (the claim was renewed)
-                task = asyncio.create_task(self._lane(head))
+                    # Our own lane still runs (it is ending, or its lease had run out): the
+                    # claim is ours again, and a new lane takes over once that one is done.
+                    task = asyncio.create_task(self._lane(head, after=old))
+                else:
+                    task = asyncio.create_task(self._lane(head))
                 self.lanes[head.subscription] = task
                 task.add_done_callback(partial(_forget, self.lanes, head.subscription))
             if len(heads) < limit:
@@ -364,9 +367,15 @@ class DeliveryLoop:
 
     # Lanes
 
-    async def _lane(self, head: Head) -> None:
+    async def _lane(self, head: Head, *, after: asyncio.Task[None] | None = None) -> None:
         self._working(+1)
         try:
+            if after is not None:  # first that lane ends, then what it left is read again
+                await asyncio.wait({after})
+                following = await self._rereads.submit(head.subscription)
+                if following is None:
+                    return
+                head = following
             await self._deliver(head)
         except psycopg.Error as error:
             # Its claim is no longer renewed: when the lease runs out any process takes it.
