@@ -11,7 +11,9 @@ display) on loopback, then measures:
 1. **delivery**: ``--displays`` subscribers of one schedule (half subscribed through each
    scheduler); the schedule is changed through one (``PUT /x/schedules/bench``); the time from
    the PUT to each subscriber's acknowledged delivery (p50/p95/p100), and that every subscriber
-   acknowledged the change exactly once (none twice, none lost);
+   acknowledged the change exactly once (none twice, none lost), and where the CPU went:
+   seconds spent by each scheduler, by PostgreSQL (postmaster and backends) and by this
+   process (the receiver) from the PUT until 3 s after the last delivery;
 2. **delivery with 10% dead**: the same change again with 10% of the subscribers dead (half
    answer 503, half refuse the connection: a port nobody listens on); the live ones' latency;
 3. **followers**: ``--followers`` real ``player.follower.ScheduleFollower`` checks (conditional
