@@ -24,6 +24,7 @@ transactional). A database from a newer pdn is refused (``server.db.SchemaTooNew
 from __future__ import annotations
 
 import logging
+import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +36,7 @@ from server.db import Migrations, SchemaTooNewError
 
 __all__ = [
     "MIGRATION_LOCK",
+    "check_idle_connection",
     "is_postgres_url",
     "migrate",
     "open_pool",
@@ -67,12 +69,26 @@ def open_pool(
         max_size=max_size,
         name=name,
         kwargs={"autocommit": True, "application_name": f"pdn-{name}"},
-        check=ConnectionPool.check_connection,
+        check=check_idle_connection,
         timeout=timeout,
         open=False,
     )
     pool.open(wait=True, timeout=timeout)
     return pool
+
+
+def check_idle_connection(connection: Connection) -> None:
+    """The pool's check at every checkout, without a round trip when nothing is wrong: an
+    idle connection has nothing to read, unless the server closed it (a restart, an
+    administrator, a lost backend send a notice or EOF first), and only then is it asked
+    (``check_connection``: an empty query), raising so the pool replaces it. A server that
+    vanished without a word is found by the statement that fails; the pool drops that
+    connection when it comes back (its state is then unknown)."""
+    if connection.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _writable, _broken = select.select([connection.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(connection)
 
 
 @contextmanager
