@@ -153,12 +153,9 @@ class Fleet:
         self.sync(url, full=True)
 
     def schedule_changed(self, schedule_id: str) -> None:
-        """A schedule was added, changed or removed: push it where it is assigned."""
-        for display in self._storage.displays():
-            if schedule_id in self._storage.schedules_for(display.url) or (
-                self._storage.pushed(display.url).get(schedule_id, REMOVED) != REMOVED
-            ):
-                self.sync(display.url)
+        """A schedule was added, changed or removed: push it where it is assigned, and its
+        removal where it was pushed (one query finds those displays)."""
+        self.sync_displays(self._storage.displays_holding(schedule_id))
 
     def assign(self, assignment: Assignment) -> bool:
         created = self._storage.assign(assignment)

@@ -35,7 +35,16 @@ from flask import Flask, Response, request
 from werkzeug.http import http_date
 
 from server.http import ApiError, json_response
-from server.scheduler.probes import Claim, MemoryProbeQueue, ProbeLoop, ProbeQueue
+from server.scheduler.probes import (
+    ANSWERED,
+    Claim,
+    MemoryProbeQueue,
+    Outcome,
+    ProbeLoop,
+    ProbeQueue,
+    connect_problem,
+    failed_read,
+)
 from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
 from server.validation import HTTP, Uri
 
@@ -384,16 +393,24 @@ class FleetStatus:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._token}"} if self._token else {}
 
-    def _check(self, claim: Claim) -> bool:
-        """One read of the display's health (and thumbnail, when due); True: it answered."""
-        if not self._read_health(claim.url):
-            return False
-        status = self._book.get(claim.url)
+    def _check(self, claim: Claim) -> Outcome:
+        """One read of the display's health (and thumbnail, when due)."""
+        url = claim.url
+        # Off last time: a refused connection says so for a fraction of an HTTP read's cost.
+        problem = connect_problem(url, TIMEOUT) if claim.failures else None
+        outcome = Outcome(problem, unreachable=True) if problem else self._read_health(url)
+        if outcome.error is not None:
+            # The same failure as the last read's is stored already (thousands may be off).
+            if outcome.error != claim.last_error or not claim.failures:
+                # offline_since: kept by merge_status when it was offline already.
+                self._update(url, online=False, last_error=outcome.error, offline_since=time.time())
+            return outcome
+        status = self._book.get(url)
         if status is not None and self._thumbnail_due(status):
-            self.refresh_thumbnail(claim.url)
-        return True
+            self.refresh_thumbnail(url)
+        return ANSWERED
 
-    def _read_health(self, url: str) -> bool:
+    def _read_health(self, url: str) -> Outcome:
         try:
             response = self._session.get(
                 url.rstrip("/") + "/x/health",
@@ -406,9 +423,7 @@ class FleetStatus:
             if not isinstance(body, dict):
                 raise ValueError("/x/health did not answer a JSON object")
         except (requests.RequestException, ValueError) as error:
-            # offline_since: kept by merge_status when it was offline already.
-            self._update(url, online=False, last_error=str(error)[:300], offline_since=time.time())
-            return False
+            return failed_read(url, error, TIMEOUT)
         fields: dict[str, Any] = {
             "online": True,
             "last_seen": time.time(),
@@ -433,7 +448,7 @@ class FleetStatus:
             ):
                 fields["playing"] = _now_playing(playback)
         self._update(url, **fields)
-        return True
+        return ANSWERED
 
     def _thumbnail_due(self, status: DisplayStatus) -> bool:
         if status.thumbnail_taken is None:

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from server.pg import Connection
 from server.scheduler.fleetstatus import DisplayStatus, merge_status
-from server.scheduler.probes import KINDS, Claim
+from server.scheduler.probes import FOLLOWER, KINDS, LEAD, Claim, Finished
 from server.scheduler.storage import display_key
 
 log = logging.getLogger("pdn.scheduler.pgfleet")
@@ -42,7 +42,9 @@ def _kind(kind: str) -> str:
 
 
 class PgProbeQueue:
-    """:class:`server.scheduler.probes.ProbeQueue` in the displays table."""
+    """:class:`server.scheduler.probes.ProbeQueue` in the displays table: one statement claims
+    a batch, one records a batch of finished reads. A parked follower read is due at
+    ``'Infinity'`` (never, and last in the due index)."""
 
     def __init__(self, pool: ConnectionPool[Connection]) -> None:
         self._pool = pool
@@ -54,18 +56,39 @@ class PgProbeQueue:
                 f"UPDATE displays d SET {column}_due = {_NOW} + %s"
                 f" FROM (SELECT key FROM displays WHERE {column}_due <= {_NOW}"
                 f" ORDER BY {column}_due LIMIT %s FOR UPDATE SKIP LOCKED) due"
-                f" WHERE d.key = due.key RETURNING d.url, d.{column}_failures".encode(),
+                f" WHERE d.key = due.key"
+                f" RETURNING d.url, d.{column}_failures, d.{column}_error".encode(),
                 (lease, limit),
             ).fetchall()
-        return [Claim(url, failures) for url, failures in rows]
+        return [Claim(url, failures, error) for url, failures, error in rows]
 
-    def done(self, kind: str, url: str, failures: int, next_in: float) -> None:
+    def done(self, kind: str, finished: list[Finished]) -> None:
         column = _kind(kind)
+        due = f"{_NOW} + v.next_in"
+        if kind == FOLLOWER:  # parked by the lead read while this one was under way: stays so
+            due = f"CASE WHEN d.{FOLLOWER}_due = 'Infinity' THEN 'Infinity' ELSE {due} END"
+        follower = ""
+        if kind == LEAD:
+            follower = (
+                f", {FOLLOWER}_due = CASE WHEN v.unreachable THEN 'Infinity'"
+                f" WHEN d.{FOLLOWER}_due = 'Infinity' THEN {_NOW} ELSE d.{FOLLOWER}_due END"
+                f", {FOLLOWER}_failures = CASE WHEN v.unreachable"
+                f" THEN GREATEST(d.{FOLLOWER}_failures, 1) ELSE d.{FOLLOWER}_failures END"
+            )
         with self._pool.connection() as connection:
             connection.execute(
-                f"UPDATE displays SET {column}_due = {_NOW} + %s, {column}_failures = %s"
-                " WHERE key = %s".encode(),
-                (next_in, failures, display_key(url)),
+                f"UPDATE displays d SET {column}_due = {due}, {column}_failures = v.failures,"
+                f" {column}_error = v.error{follower}"
+                " FROM unnest(%s::text[], %s::float8[], %s::int[], %s::text[], %s::bool[])"
+                " AS v(key, next_in, failures, error, unreachable)"
+                " WHERE d.key = v.key".encode(),
+                (
+                    [display_key(read.url) for read in finished],
+                    [read.next_in for read in finished],
+                    [read.failures for read in finished],
+                    [read.error for read in finished],
+                    [read.unreachable for read in finished],
+                ),
             )
 
     def due_now(self, url: str) -> None:
@@ -110,7 +133,10 @@ class PgStatusBook:
             thumbnail = None
         if thumbnail is None:
             known = self.get(url)
-            if known is not None:
+            if known is None:
+                if self._insert(url, fields):
+                    return  # the display's first status: one statement
+            else:
                 before = dataclasses.asdict(known)
                 merge_status(known, fields)
                 if dataclasses.asdict(known) == before:
@@ -151,6 +177,23 @@ class PgStatusBook:
         if changed:
             with self._changed:
                 self._changed.notify_all()
+
+    def _insert(self, url: str, fields: dict[str, Any]) -> bool:
+        """Store the display's first status; False when another process stored one first."""
+        status = DisplayStatus(url)
+        changed = merge_status(status, fields)
+        stored = json.dumps({name: getattr(status, name) for name in _STORED_FIELDS})
+        revision = "nextval('display_status_revision')" if changed else "0"
+        with self._pool.connection() as connection:
+            inserted = connection.execute(
+                "INSERT INTO display_status (key, fields, revision)"
+                f" VALUES (%s, %s, {revision}) ON CONFLICT (key) DO NOTHING".encode(),
+                (display_key(url), stored),
+            ).rowcount
+        if inserted and changed:
+            with self._changed:
+                self._changed.notify_all()
+        return inserted > 0
 
     def all(self) -> dict[str, DisplayStatus]:
         with self._pool.connection() as connection:

@@ -36,6 +36,7 @@ from psycopg_pool import ConnectionPool
 from server.db import Migrations
 from server.pg import Connection, migrate
 from server.scheduler.storage import (
+    DISPLAYS_HOLDING,
     Assignment,
     DisplayRecord,
     PlayRecord,
@@ -139,6 +140,14 @@ MIGRATIONS: Migrations = (
         )""",
         "CREATE INDEX display_status_by_revision ON display_status (revision)",
     ),
+    (
+        # What each kind of read last failed with (server.scheduler.probes.Claim.last_error):
+        # a display failing the same way again is not written about again.
+        "ALTER TABLE displays ADD COLUMN info_error TEXT, ADD COLUMN health_error TEXT",
+        # Fleet.schedule_changed finds where a schedule is assigned or was pushed at once.
+        "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
+        "CREATE INDEX display_groups_by_name ON display_groups (name)",
+    ),
 )
 
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
@@ -179,14 +188,15 @@ class PgStorage:
     def upsert_display(self, url: str, location: dict[str, str], name: str | None) -> None:
         self._write(
             """
-            INSERT INTO displays (key, url, location, name, registered, ingest)
-            VALUES (%s, %s, %s, %s, %s, %s)
+            INSERT INTO displays (key, url, location, name, registered, ingest, info_due)
+            VALUES (%s, %s, %s, %s, %s, %s, 'Infinity')
             ON CONFLICT (key) DO UPDATE SET
                 url = excluded.url,
                 location = excluded.location,
                 name = COALESCE(excluded.name, displays.name),
                 checked = NULL,
-                info_due = 0, info_failures = 0, health_due = 0, health_failures = 0,
+                info_due = 'Infinity', info_failures = 0, info_error = NULL,
+                health_due = 0, health_failures = 0, health_error = NULL,
                 ingest = COALESCE(displays.ingest, excluded.ingest)
             """,
             (
@@ -425,6 +435,9 @@ class PgStorage:
             (key, key),
         )
         return [row[0] for row in rows]
+
+    def displays_holding(self, schedule_id: str) -> list[str]:
+        return [row[0] for row in self._rows(DISPLAYS_HOLDING, (schedule_id,) * 3)]
 
     def pushed(self, url: str) -> dict[str, str]:
         rows = self._rows(

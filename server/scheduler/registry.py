@@ -16,7 +16,15 @@ from urllib.parse import urljoin
 
 import requests
 
-from server.scheduler.probes import Claim, MemoryProbeQueue, ProbeLoop, ProbeQueue
+from server.scheduler.probes import (
+    ANSWERED,
+    Claim,
+    Outcome,
+    ProbeLoop,
+    ProbeQueue,
+    connect_problem,
+    failed_read,
+)
 from server.scheduler.storage import SchedulerStorage
 
 log = logging.getLogger("pdn.scheduler.registry")
@@ -61,8 +69,9 @@ class DisplayProber:
     """Reads each display's GET / in the background: after registration, then every
     ``refresh_interval`` seconds, when its turn comes in the
     :class:`~server.scheduler.probes.ProbeQueue` (shared by the processes on PostgreSQL); a
-    display that does not answer is tried again after 10 s, doubling up to ``refresh_interval``.
-    """
+    display that does not answer is tried again after 10, 40, 160 s, up to
+    ``refresh_interval``, and not at all while its health read finds it switched off (it is
+    read as soon as that read finds it back)."""
 
     def __init__(
         self,
@@ -73,7 +82,7 @@ class DisplayProber:
         on_back: Callable[[str], None] = lambda url: None,
         subscriber_for: Callable[[str], str | None] = lambda url: None,
         display_token: str | None = None,
-        queue: ProbeQueue | None = None,
+        queue: ProbeQueue,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
@@ -83,7 +92,8 @@ class DisplayProber:
         self._subscriber_for = subscriber_for
         self._display_token = display_token
         self._subscribe_failed: set[str] = set()
-        self._queue = queue if queue is not None else MemoryProbeQueue(storage)
+        # Shared with the health reads (FleetStatus), which decide when GET / is read.
+        self._queue = queue
         self._loop = ProbeLoop(
             self._queue,
             "info",
@@ -107,15 +117,19 @@ class DisplayProber:
         self._queue.due_now(url)
         self._loop.wake()
 
-    def _check(self, claim: Claim) -> bool:
+    def _check(self, claim: Claim) -> Outcome:
         url = claim.url
+        # Off last time: a refused connection says so for a fraction of an HTTP read's cost.
+        problem = connect_problem(url, TIMEOUT) if claim.failures else None
+        if problem is not None:
+            return Outcome(problem, unreachable=True)
         try:
             name, sensors = read_display_info(self._session, url)
         except (requests.RequestException, ValueError) as error:
             # Said once when it stops answering; its retries are quiet (thousands may be off).
             report = log.info if claim.failures == 0 else log.debug
             report("display %s did not answer GET / (%s)", url, error)
-            return False
+            return failed_read(url, error, TIMEOUT)
         self._storage.record_display_info(url, name, sensors)
         log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
         self._subscribe_playback(url)
@@ -125,7 +139,7 @@ class DisplayProber:
                 self._on_back(url)
             except Exception:
                 log.exception("catching display %s up failed", url)
-        return True
+        return ANSWERED
 
     def _subscribe_playback(self, url: str) -> None:
         """Have the display POST its playback updates to the scheduler (proof of play)."""

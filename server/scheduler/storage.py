@@ -173,6 +173,11 @@ class SchedulerStorage(Protocol):
     def schedules_for(self, url: str) -> list[str]:
         """Ids of the schedules assigned to this display, directly or through its groups."""
 
+    def displays_holding(self, schedule_id: str) -> list[str]:
+        """URLs of the displays (in registration order) the schedule is assigned to, directly
+        or through a group, or that were pushed it and not its removal since: those a change
+        of it concerns."""
+
     def pushed(self, url: str) -> dict[str, str]:
         """Root set name -> digest of each document last pushed to this display; "" for a set
         pushed as removed."""
@@ -268,9 +273,27 @@ MIGRATIONS: Migrations = (
         # Where each schedule came from (a folder, or the API); those stored before: any folder.
         "ALTER TABLE schedules ADD COLUMN source TEXT NOT NULL DEFAULT '*'",
     ),
+    (
+        # A registration takes MAX(seq) + 1; listing is by seq; a schedule change looks up
+        # where it is assigned or was pushed (Fleet.schedule_changed): indexes, not scans.
+        "CREATE INDEX displays_by_seq ON displays (seq)",
+        "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
+        "CREATE INDEX display_groups_by_name ON display_groups (name)",
+    ),
 )
 
 _SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
+
+#: SchedulerStorage.displays_holding in either backend (``%s``: SQLite's ``?``), three times
+#: the schedule id; each part is an index look-up.
+DISPLAYS_HOLDING = (
+    "SELECT url FROM displays WHERE key IN ("
+    " SELECT target FROM assignments WHERE schedule_id = %s AND target_kind = 'display'"
+    " UNION SELECT g.display_key FROM assignments a JOIN display_groups g ON g.name = a.target"
+    "  WHERE a.schedule_id = %s AND a.target_kind = 'group'"
+    " UNION SELECT display_key FROM pushed_sets WHERE name = %s AND digest != ''"
+    ") ORDER BY seq"
+)
 
 
 def assignment_target(assignment: Assignment) -> tuple[str, str]:
@@ -510,6 +533,13 @@ class SqliteStorage:
                 "(SELECT name FROM display_groups WHERE display_key = ?)) "
                 "GROUP BY schedule_id ORDER BY MIN(created), schedule_id",
                 (key, key),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def displays_holding(self, schedule_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                DISPLAYS_HOLDING.replace("%s", "?"), (schedule_id,) * 3
             ).fetchall()
         return [row[0] for row in rows]
 

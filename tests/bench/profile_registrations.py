@@ -32,9 +32,13 @@ from tests.pgserver import PgServer, free_port  # noqa: E402
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
-def start_scheduler(database: str, work: Path, n: int, sample: bool) -> tuple[Any, str]:
+def start_scheduler(
+    database: str, work: Path, n: int, sample: bool, max_backoff: float | None
+) -> tuple[Any, str]:
     port = free_port()
     env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_MAX_SUBSCRIPTIONS": "50000"}
+    if max_backoff is not None:
+        env["PDN_PROBE_MAX_BACKOFF"] = str(max_backoff)
     env.pop("PDN_API_TOKEN", None)
     command = [sys.executable]
     if sample:
@@ -72,6 +76,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upto", type=int, default=8000)
     parser.add_argument("--sample", action="store_true")
+    parser.add_argument("--steady", type=float, default=0.0, help="seconds of steady state")
+    parser.add_argument("--max-backoff", type=float, default=None)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-registrations-"))
     pg = PgServer.start(max_connections=200)
@@ -79,7 +85,9 @@ def main() -> int:
     results: dict[str, Any] = {"load_at_start": os.getloadavg()}
     try:
         database = pg.create_database("bench")
-        started = [start_scheduler(database, work, n, args.sample) for n in range(2)]
+        started = [
+            start_scheduler(database, work, n, args.sample, args.max_backoff) for n in range(2)
+        ]
         processes = [p for p, _ in started]
         urls = [u for _, u in started]
         closed = f"http://127.0.0.1:{free_port()}"
@@ -107,6 +115,22 @@ def main() -> int:
             used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
             results[f"idle_cpu_s_per_minute_{window}s"] = [round(u * 2, 2) for u in used]
             print(window, results[f"idle_cpu_s_per_minute_{window}s"], load(), flush=True)
+        if args.steady:
+            ceiling = args.max_backoff or 300.0
+            # The last registration's reads: after 10, 50, 210 s, ... then every ceiling.
+            time.sleep(max(0.0, 10 + 40 + 160 + ceiling - 120) if ceiling > 160 else ceiling)
+            cpu = [cpu_seconds(p.pid) for p in processes]
+            load_before = load()
+            time.sleep(args.steady)
+            used = [cpu_seconds(p.pid) - c for p, c in zip(processes, cpu, strict=True)]
+            results["steady_state"] = {
+                "max_backoff_s": ceiling,
+                "seconds": args.steady,
+                "idle_cpu_s_per_minute": [round(u * 60 / args.steady, 2) for u in used],
+                "load_before": round(load_before, 2),
+                "load_after": round(load(), 2),
+            }
+            print("steady", results["steady_state"], flush=True)
         results["rss_mib"] = [round(rss_mib(p.pid), 1) for p in processes]
         results["load_at_end"] = os.getloadavg()
     finally:
