@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from player.memory import fix_mmap_threshold
+
 log = logging.getLogger("pdn.renderer")
 
 ROTATIONS = (0, 90, 180, 270)
@@ -132,6 +134,9 @@ def prepare_process() -> None:
 
     if os.geteuid() == 0:
         os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
+    # Before Qt allocates its first frame: frame-sized blocks must not pile up in the heap.
+    if not fix_mmap_threshold():
+        log.debug("malloc's mmap threshold left as it is")
     add_chromium_flags()
     if QCoreApplication.instance() is None:
         QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
