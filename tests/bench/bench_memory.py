@@ -3,17 +3,17 @@
     .venv/bin/python -m tests.bench.bench_memory [--transitions 2000] [--profile both]
         [--item-seconds 1] [--checkout PATH] [--plot-also OTHER.json]
 
-Issue 11's benchmark. On an Xvfb of its own (1920x1080, no window manager) it first measures
-the *floor*: one bare ``QWebEngineView`` in a process of its own, fullscreen, showing one of the
+Issue 11's benchmark. On an Xvfb of its own (1920x1080, no window manager) it first measures the
+*floor*: one bare ``QWebEngineView`` in a process of its own, fullscreen, showing one of the
 signage pages below. Then, per profile, a real ``pdn display`` (of this checkout or of
-``--checkout PATH``, with ``[screen] low-memory = "off"`` or ``"on"`` in its config file) plays
-the mix: signage pages (DOM and script that allocates, every URL a new document) and WebM
-videos (VP8/VP9, ffmpeg) sent as queued JSON requests of ``--item-seconds`` each, two queued
-ahead of the screen, and, whenever the driver lets the queue run dry (2 items in 10), the
-cached 1920x1080 JPEG/PNG images of a CDS (hashes given, so the display's cache downloads and
-verifies them; lowest priority, so they fill the moments between requests). The mix is pages
-60%, images 20%, videos 20%. A transition is one change of the playback record
-(``sequence``), whatever its origin.
+``--checkout PATH``, run from a copy of its packages taken at the start unless ``--live``, with
+``[screen] low-memory = "off"`` or ``"on"`` in its config file) plays the mix: signage pages
+(DOM and script that allocates, every URL a new document) and WebM videos (VP8/VP9, ffmpeg) sent
+as queued JSON requests of ``--item-seconds`` each, two queued ahead of the screen, and,
+whenever the driver lets the queue run dry (2 items in 10), the cached 1920x1080 JPEG/PNG images
+of a CDS (hashes given, so the display's cache downloads and verifies them; lowest priority, so
+they fill the moments between requests). The mix is pages 60%, images 20%, videos 20%. A
+transition is one change of the playback record (``sequence``), whatever its origin.
 
 Memory: every ``--sample-every`` transitions, a point is the median of ``--samples`` readings
 ``--spacing`` seconds apart (taken while the display goes on playing) of the PSS and RSS of
@@ -307,13 +307,13 @@ def run_display(
 ) -> dict[str, Any]:
     """One profile's run; ``progress`` gets the run so far at every point (to be saved)."""
     config = ""
-    if low_memory_supported(args.checkout, workdir):
+    if low_memory_supported(args.tree, workdir):
         config = f'[screen]\nlow-memory = "{"on" if profile == "low-memory" else "off"}"\n'
         if args.memory_budget:
             config += f'memory-budget = "{args.memory_budget}"\n'
     elif profile == "low-memory":
         raise SystemExit(f"{args.checkout} has no [screen] low-memory: no low-memory profile")
-    display = Display(server, args.checkout, workdir, config, f"display-{profile}", args.qt)
+    display = Display(server, args.tree, workdir, config, f"display-{profile}", args.qt)
     print(
         f"[{profile}] pdn display of {args.checkout} on {display.url}, pid "
         f"{display.process.pid}, config: {config.strip() or '(none)'}",
@@ -594,6 +594,17 @@ def print_comparison(results: list[dict[str, Any]]) -> None:
         print(f"{name:<12}" + "".join(f"{cell(run):>32}" for _, run in runs))
 
 
+def snapshot(checkout: Path, target: Path) -> Path:
+    """A copy of the checkout's packages, taken at the start: a run of hours must measure one
+    version of the code (others may commit to a shared checkout meanwhile), and the second
+    profile's display must run the same code as the first's."""
+    for package in ("cds", "server", "player"):
+        shutil.copytree(checkout / package, target / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copy2(checkout / "pyproject.toml", target / "pyproject.toml")
+    return target
+
+
 def commit_of(checkout: Path) -> str:
     done = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
@@ -642,6 +653,11 @@ def arguments() -> argparse.Namespace:
         action="store_true",
         help="run Qt from the virtual environment, not from a private copy (see memory_tools)",
     )
+    add(
+        "--live",
+        action="store_true",
+        help="run the checkout's files as they are, not a copy taken at the start",
+    )
     add("--floor-child", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -673,11 +689,13 @@ def main() -> int:
     profiles = ["default", "low-memory"] if args.profile == "both" else [args.profile]
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-memory-"))
     args.qt = None if args.shared_qt else private_qt(workdir / "qt")
+    args.tree = args.checkout if args.live else snapshot(args.checkout, workdir / "tree")
     media = RESULTS / "bench_memory_media"
     images, videos = make_media(media)
     content = ContentServer(media)
     results: dict[str, Any] = {
         "checkout": str(args.checkout),
+        "ran_from": str(args.tree),
         "commit": commit_of(args.checkout),
         "size": args.size,
         "item_seconds": args.item_seconds,
