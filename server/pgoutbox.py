@@ -169,14 +169,15 @@ class PgOutbox:
 
     def subscribe(self, topic: str, uri: str) -> bool:
         """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``."""
+        with self.pool.connection() as connection:
+            # Displays renew their subscriptions every minute: one read answers those, without
+            # the transaction and the topic-wide lock a new subscriber needs.
+            if self._subscribed(connection, topic, uri):
+                return False
         with self.pool.connection() as connection, connection.transaction():
             # One subscriber at a time per topic, across processes: the count stays exact.
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (topic,))
-            exists = connection.execute(
-                "SELECT 1 FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
-                (topic, uri),
-            ).fetchone()
-            if exists is not None:
+            if self._subscribed(connection, topic, uri):
                 return False
             row = connection.execute(
                 "SELECT COUNT(*) FROM pdn_outbox_subscriptions WHERE topic = %s", (topic,)
@@ -192,6 +193,16 @@ class PgOutbox:
         if created:
             log.info("%s: %s subscribed to %s", self.name, uri, topic)
         return created
+
+    @staticmethod
+    def _subscribed(connection: Connection, topic: str, uri: str) -> bool:
+        return (
+            connection.execute(
+                "SELECT 1 FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
+                (topic, uri),
+            ).fetchone()
+            is not None
+        )
 
     def unsubscribe(self, topic: str, uri: str) -> bool:
         """Remove (topic, uri) and its pending events; False when it was not subscribed."""
