@@ -396,8 +396,9 @@ class FleetStatus:
     def _check(self, claim: Claim) -> Outcome:
         """One read of the display's health (and thumbnail, when due)."""
         url = claim.url
-        # Off last time: a refused connection says so for a fraction of an HTTP read's cost.
-        problem = connect_problem(url, TIMEOUT) if claim.failures else None
+        # Off last time, or never read: a refused connection says so for a fraction of an
+        # HTTP read's cost.
+        problem = connect_problem(url, TIMEOUT) if claim.doubtful else None
         outcome = Outcome(problem, unreachable=True) if problem else self._read_health(url)
         if outcome.error is not None:
             # The same failure as the last read's is stored already (thousands may be off).

@@ -54,13 +54,15 @@ class PgProbeQueue:
         with self._pool.connection() as connection:
             rows = connection.execute(
                 f"UPDATE displays d SET {column}_due = {_NOW} + %s"
-                f" FROM (SELECT key FROM displays WHERE {column}_due <= {_NOW}"
+                f" FROM (SELECT key, {column}_due AS was_due FROM displays"
+                f" WHERE {column}_due <= {_NOW}"
                 f" ORDER BY {column}_due LIMIT %s FOR UPDATE SKIP LOCKED) due"
                 f" WHERE d.key = due.key"
-                f" RETURNING d.url, d.{column}_failures, d.{column}_error".encode(),
+                f" RETURNING d.url, d.{column}_failures, d.{column}_error,"
+                " due.was_due = 0".encode(),  # 0: made due by its registration
                 (lease, limit),
             ).fetchall()
-        return [Claim(url, failures, error) for url, failures, error in rows]
+        return [Claim(url, failures, error, first) for url, failures, error, first in rows]
 
     def done(self, kind: str, finished: list[Finished]) -> None:
         column = _kind(kind)

@@ -78,6 +78,13 @@ class Claim:
     url: str
     failures: int  # reads of this kind that failed in a row before this one
     last_error: str | None = None  # what the last of them failed with (None: it answered)
+    first: bool = False  # the first read of this kind since the display registered
+
+    @property
+    def doubtful(self) -> bool:
+        """Not known to answer: worth a bare connect before an HTTP read (a fleet registered
+        while switched off costs a connect per display, not an HTTP client's failure)."""
+        return self.first or self.failures > 0
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,7 @@ class MemoryProbeQueue:
         self._due: dict[tuple[str, str], tuple[float, int, str | None]] = {}
         self._urls: dict[str, str] = {}
         self._heaps: dict[str, list[tuple[float, str]]] = {kind: [] for kind in KINDS}
+        self._unread: set[tuple[str, str]] = set()  # (kind, key) not read since registering
         for display in storage.displays():  # once, at start
             self.due_now(display.url)
 
@@ -182,8 +190,11 @@ class MemoryProbeQueue:
         now = time.time()
         with self._lock:
             self._urls[key] = url
+            self._set(FOLLOWER, key, math.inf, 0, None)  # until the lead read finds it
             for kind in KINDS:
-                self._set(kind, key, math.inf if kind == FOLLOWER else now, 0, None)
+                if kind != FOLLOWER:
+                    self._set(kind, key, now, 0, None)
+                    self._unread.add((kind, key))
 
     def _set(self, kind: str, key: str, due: float, failures: int, error: str | None) -> None:
         self._due[(kind, key)] = (due, failures, error)
@@ -201,7 +212,9 @@ class MemoryProbeQueue:
                 if current is None or current[0] != due:
                     continue  # superseded by a later entry
                 self._set(kind, key, now + lease, current[1], current[2])
-                claims.append(Claim(self._urls[key], current[1], current[2]))
+                first = (kind, key) in self._unread
+                self._unread.discard((kind, key))
+                claims.append(Claim(self._urls[key], current[1], current[2], first))
         return claims
 
     def done(self, kind: str, finished: list[Finished]) -> None:

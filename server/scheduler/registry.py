@@ -119,8 +119,9 @@ class DisplayProber:
 
     def _check(self, claim: Claim) -> Outcome:
         url = claim.url
-        # Off last time: a refused connection says so for a fraction of an HTTP read's cost.
-        problem = connect_problem(url, TIMEOUT) if claim.failures else None
+        # Off last time, or never read: a refused connection says so for a fraction of an
+        # HTTP read's cost.
+        problem = connect_problem(url, TIMEOUT) if claim.doubtful else None
         if problem is not None:
             return Outcome(problem, unreachable=True)
         try:

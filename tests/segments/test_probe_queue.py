@@ -107,9 +107,13 @@ def test_registering_again_starts_afresh(
     registered(queue, storage, url)
     [health] = queue.claim("health", 10, LEASE)
     assert (health.url, health.failures, health.last_error) == (url, 0, None)
+    assert health.first  # a bare connect first
     queue.done("health", [Finished(url, 0, 0.0, None, False)])
     [info] = queue.claim("info", 10, LEASE)
-    assert (info.url, info.failures) == (url, 0)
+    assert (info.url, info.failures, info.first) == (url, 0, False)  # health found it there
+    queue.done("health", [Finished(url, 0, 0.0, None, False)])
+    [again] = queue.claim("health", 10, LEASE)
+    assert not again.first and not again.doubtful
 
 
 def test_many_finished_reads_are_recorded_at_once(
