@@ -44,6 +44,7 @@ from server.scheduler.storage import (
     StoredSchedule,
     assignment_target,
     display_key,
+    display_record,
 )
 
 __all__ = ["MIGRATIONS", "SCHEDULES_CHANNEL", "PgStorage"]
@@ -153,17 +154,6 @@ MIGRATIONS: Migrations = (
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
 
 
-def _display(row: tuple[Any, ...]) -> DisplayRecord:
-    return DisplayRecord(
-        url=row[0],
-        location=json.loads(row[1]),
-        name=row[2],
-        sensors=json.loads(row[3]),
-        registered=row[4],
-        checked=row[5],
-    )
-
-
 def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
     return StoredSchedule(row[0], bytes(row[1]), row[2], row[3], row[4], row[5])
 
@@ -220,7 +210,7 @@ class PgStorage:
 
     def displays(self) -> list[DisplayRecord]:
         rows = self._rows(f"SELECT {_DISPLAY_COLUMNS} FROM displays ORDER BY seq".encode())
-        return [_display(row) for row in rows]
+        return [display_record(row) for row in rows]
 
     def save_schedule(
         self, schedule: StoredSchedule, publish: SchedulePublish | None = None
@@ -334,7 +324,7 @@ class PgStorage:
             f"SELECT {_DISPLAY_COLUMNS} FROM displays WHERE key = %s".encode(),
             (display_key(url),),
         )
-        return _display(rows[0]) if rows else None
+        return display_record(rows[0]) if rows else None
 
     def set_declared_groups(self, url: str, groups: list[str]) -> None:
         key = display_key(url)

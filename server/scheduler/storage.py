@@ -306,7 +306,8 @@ def assignment_target(assignment: Assignment) -> tuple[str, str]:
     raise ValueError("an assignment names a display or a group")
 
 
-def _display_record(row: tuple[Any, ...]) -> DisplayRecord:
+def display_record(row: tuple[Any, ...]) -> DisplayRecord:
+    """A row of (url, location, name, sensors, registered, checked), JSON as text: both backends."""
     return DisplayRecord(
         url=row[0],
         location=json.loads(row[1]),
@@ -362,7 +363,7 @@ class SqliteStorage:
                 "SELECT url, location, name, sensors, registered, checked FROM displays "
                 "ORDER BY seq"
             ).fetchall()
-        return [_display_record(row) for row in rows]
+        return [display_record(row) for row in rows]
 
     def save_schedule(
         self, schedule: StoredSchedule, publish: SchedulePublish | None = None
@@ -433,7 +434,7 @@ class SqliteStorage:
                 "WHERE key = ?",
                 (display_key(url),),
             ).fetchone()
-        return None if row is None else _display_record(row)
+        return None if row is None else display_record(row)
 
     def set_declared_groups(self, url: str, groups: list[str]) -> None:
         key = display_key(url)
