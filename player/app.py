@@ -147,7 +147,9 @@ def run(
         memory = MemoryWatch(
             plan, on_restart=lambda reason: bridge.post(lambda: screen_lost(reason))
         )
-        renderer = KioskRenderer(RendererOptions.from_config(config, url), memory=memory)
+        renderer = KioskRenderer(
+            RendererOptions.from_config(config, url, low_memory=plan.low_memory), memory=memory
+        )
         stopping.callback(renderer.close)
 
         # 4. What plays: the schedule, the content cache, the engine, the playback record.

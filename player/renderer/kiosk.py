@@ -53,7 +53,6 @@ IDLE_TOKEN = -1  # the idle page's own "item": never reported to the engine
 CLEAR_DELAY_MS = 250  # the old view is blanked this long after the swap (the new one is up)
 BEAT_MS = 1000
 FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
-IMAGE_CACHE = 3  # decoded images kept ready
 WATCH_MS = 1000  # the visual watchdog's period
 GRAB_EVERY = 3  # ... and a grab of the screen every this many periods
 BEAT_STALE = 3.0  # seconds without a page's answer that make a black screen suspect
@@ -379,7 +378,7 @@ class KioskRenderer(QObject):
         if image is None:
             image = decode_image(Path(local_path(item.url)), self.window.content_size())
             self._images[item.url] = image
-            while len(self._images) > IMAGE_CACHE:
+            while len(self._images) > self.options.decoded_images:
                 self._images.popitem(last=False)
         else:
             self._images.move_to_end(item.url)

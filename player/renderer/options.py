@@ -103,6 +103,9 @@ class RendererOptions:
     # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
     recover_within: float = 20.0
     keep_screen_on: bool = True
+    # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
+    # that comes back to them is not decoded again. The low-memory profile keeps one.
+    decoded_images: int = 3
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -113,7 +116,7 @@ class RendererOptions:
             raise ValueError("crossfade_ms must not be negative")
 
     @classmethod
-    def from_config(cls, config: Any, api_url: str) -> RendererOptions:
+    def from_config(cls, config: Any, api_url: str, *, low_memory: bool = False) -> RendererOptions:
         """Options from ``player.config.DisplayConfig`` (duck-typed: the renderer does not
         depend on the configuration loader)."""
         screen = getattr(config, "screen", None)
@@ -124,6 +127,7 @@ class RendererOptions:
             display_name=str(getattr(config, "name", None) or ""),
             api_url=api_url,
             data_dir=getattr(config, "data_dir", None),
+            decoded_images=1 if low_memory else 3,
         )
 
 

@@ -119,6 +119,24 @@ def test_pages_and_cached_images_reach_the_screen(
     assert reports.failed == []
 
 
+def test_low_memory_profile_keeps_one_decoded_picture(
+    make_renderer: object, tmp_path: Path
+) -> None:
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(screen=SimpleNamespace(index=0, rotation=0, crossfade=0.0))
+    assert RendererOptions.from_config(config, "").decoded_images == 3
+    assert RendererOptions.from_config(config, "", low_memory=True).decoded_images == 1
+    renderer, reports = make_renderer(decoded_images=1)  # type: ignore[operator]
+    names = ("yellow", "cyan", "yellow")
+    for n, name in enumerate(names):
+        picture = write_png(tmp_path / f"{name}{n}.png", COLOURS[name], size=SIZE)
+        show_and_wait(renderer, reports, item(picture.as_uri(), "image/png"))
+        assert uniform_colour(renderer.grab_image()) == COLOURS[name]
+        assert list(renderer._images) == [picture.as_uri()]  # only the one on screen
+    assert reports.failed == []
+
+
 def test_png_of_the_screen(make_renderer: object, http_server: LoopbackServer) -> None:
     from PySide6.QtGui import QImage
 
