@@ -127,7 +127,9 @@ class KioskRenderer(QObject):
         self._zygotes = ZygoteWatch()
 
         self.profile = make_profile(options, self, self._readings)
-        self.recycler = Recycler(options.recycle_after_loads, memory)
+        self.recycler = Recycler(
+            options.recycle_after_loads, memory, renew_blank=options.renew_blank_views
+        )
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
@@ -452,6 +454,7 @@ class KioskRenderer(QObject):
                 and (slot is not pending_slot)
             ):
                 slot.clear()
+                self.recycler.after_clear(slot)
 
         QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
 
