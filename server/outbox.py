@@ -45,10 +45,11 @@ keeps a failing subscriber's backlog to the newest event alone.
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
 slow or dead subscriber holds only its own lane: it never
 delays another subscriber, the API or the screen. At most ``max_connections`` POSTs are open at
-once (file descriptors are bounded). The POSTs go through one ``httpx.AsyncClient`` per delivery
-loop: connections to a subscriber are kept alive and reused, proxies come from the environment
-(``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against the system's
-store, and the client is closed when delivery stops.
+once (file descriptors are bounded). The POSTs go through one ``server.webhookpost.Poster`` per
+delivery loop, as the PostgreSQL outbox's do: connections to a subscriber are kept alive and
+reused, proxies come from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``),
+certificates are checked against the system's store, and the connections are closed when
+delivery stops.
 
 Durability: the tables live in the given SQLite file (WAL). Events are inserted with the
 caller's durability (the display commits with ``synchronous=FULL``). The delivery thread's own
@@ -63,20 +64,17 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import ssl
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 from server.limits import SubscriptionLimitError, limits
+from server.webhookpost import Poster
 
 log = logging.getLogger("pdn.outbox")
 
@@ -115,7 +113,6 @@ FIRST_RETRY = 1.0
 MAX_BACKOFF = 300.0
 GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
 POLL_INTERVAL = 2.0
-MAX_ANSWER = 64 * 1024  # bytes of an answer's body read (and ignored) to keep the connection
 
 
 def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
@@ -131,68 +128,6 @@ def install_schema(connection: sqlite3.Connection) -> None:
         raise RuntimeError(
             f"the outbox tables have version {error.found}, newer than this pdn ({SCHEMA_VERSION})"
         ) from None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """The outcome of one POST."""
-
-    ok: bool
-    status: int | None
-    error: str | None
-
-
-def http_client(max_connections: int) -> httpx.AsyncClient:
-    """The delivery loop's HTTP client: connections kept alive and reused per subscriber host,
-    proxies from the environment (``HTTPS_PROXY``, ``NO_PROXY`` ...), certificates checked
-    against the system's store."""
-    return httpx.AsyncClient(
-        headers={"User-Agent": "pdn-outbox"},
-        verify=ssl.create_default_context(),
-        limits=httpx.Limits(max_connections=max_connections),
-        follow_redirects=False,
-        trust_env=True,
-    )
-
-
-async def post(
-    client: httpx.AsyncClient,
-    uri: str,
-    body: bytes,
-    headers: dict[str, str],
-    *,
-    timeout: float = TIMEOUT,
-) -> Delivery:
-    """POST ``body`` to an http(s) URI; a subscriber-uri's ``user:password@`` is sent as
-    Basic authorisation. Only the status of the answer counts."""
-    try:
-        status = await asyncio.wait_for(_exchange(client, uri, body, headers, timeout), timeout)
-    except (TimeoutError, httpx.TimeoutException):
-        return Delivery(False, None, f"no answer within {timeout:g} s")
-    except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as error:
-        return Delivery(False, None, f"{type(error).__name__}: {error}")
-    return Delivery(200 <= status < 300, status, None if 200 <= status < 300 else f"HTTP {status}")
-
-
-async def _exchange(
-    client: httpx.AsyncClient, uri: str, body: bytes, headers: dict[str, str], timeout: float
-) -> int:
-    parts = urlsplit(uri)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"cannot POST to {uri!r}")
-    if any(ch in uri for ch in "\r\n \t"):
-        raise ValueError("a URI with white space cannot be sent")
-    async with client.stream(
-        "POST", uri, content=body, headers=headers, timeout=timeout
-    ) as response:
-        # A short answer is read so that the connection can be reused; a long one is not
-        # wanted (closing the response then closes its connection).
-        read = 0
-        async for chunk in response.aiter_raw():
-            read += len(chunk)
-            if read > MAX_ANSWER:
-                break
-        return response.status_code
 
 
 class Outbox:
@@ -425,7 +360,7 @@ class Outbox:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         connection = connect(self.db_path, synchronous="NORMAL")
-        client = http_client(self.max_connections)
+        poster = Poster(fallback_connections=self.max_connections)
         semaphore = asyncio.Semaphore(self.max_connections)
         lanes: dict[int, asyncio.Task[None]] = {}
         ready.set()
@@ -438,7 +373,7 @@ class Outbox:
                 ).fetchall():
                     if subscription_id not in lanes:
                         task = asyncio.create_task(
-                            self._lane(connection, client, semaphore, subscription_id)
+                            self._lane(connection, poster, semaphore, subscription_id)
                         )
                         lanes[subscription_id] = task
                         task.add_done_callback(partial(_forget_lane, lanes, subscription_id))
@@ -448,7 +383,7 @@ class Outbox:
             for task in list(lanes.values()):
                 task.cancel()
             await asyncio.gather(*lanes.values(), return_exceptions=True)
-            await client.aclose()
+            await poster.aclose()
             connection.close()
             self._loop = None
             log.info("%s: webhook delivery stopped", self.name)
@@ -456,7 +391,7 @@ class Outbox:
     async def _lane(
         self,
         connection: sqlite3.Connection,
-        client: httpx.AsyncClient,
+        poster: Poster,
         semaphore: asyncio.Semaphore,
         subscription_id: int,
     ) -> None:
@@ -500,7 +435,7 @@ class Outbox:
                 }
                 if self.bearer_token and "@" not in urlsplit(uri).netloc:
                     headers["Authorization"] = f"Bearer {self.bearer_token}"
-                result = await post(client, uri, bytes(body), headers, timeout=self.timeout)
+                result = await poster.post(uri, bytes(body), headers, timeout=self.timeout)
             now = time.time()
             if result.ok:
                 connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))

@@ -48,8 +48,8 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from server.outbox import Delivery, backoff
-from server.webhookpost import Poster
+from server.outbox import backoff
+from server.webhookpost import Delivery, Poster
 
 if TYPE_CHECKING:
     from server.pgoutbox import PgOutbox

@@ -1,29 +1,33 @@
-"""Webhook POSTs on asyncio streams with h11: what the PostgreSQL outbox sends thousands of.
+"""Webhook POSTs on asyncio streams with h11: what both outboxes send (server/outbox.py for
+one process on SQLite, server/pgoutbox.py for several on PostgreSQL).
 
 Usage (inside an asyncio loop)::
 
     poster = Poster()
     result = await poster.post(uri, body, {"Content-Type": "text/xml"}, timeout=5.0)
-    ...                                # result: server.outbox.Delivery (ok, status, error)
+    ...                                # result: Delivery (ok, status, error)
     await poster.aclose()
 
-Why not httpx, which the SQLite outbox uses: measured here (tests/bench/bench_fleet_pg.py's
-receiver, one host), httpx 0.28 with httpcore 1.0 spends 1.2 to 5.8 ms of CPU per POST: its
-pool walks every connection, and asks each socket whether it is readable, on every request and
-every answer (quadratic in the connections open to one host). This costs about 0.2 ms. With
-10,000 subscribers that difference was the schedulers' whole CPU.
+Why not httpx for every POST: measured here (tests/bench/bench_fleet_pg.py's receiver, one
+host), httpx 0.28 with httpcore 1.0 spends 1.2 to 5.8 ms of CPU per POST: its pool walks every
+connection, and asks each socket whether it is readable, on every request and every answer
+(quadratic in the connections open to one host). This costs about 0.2 ms. With 10,000
+subscribers that difference was the schedulers' whole CPU. And a display that never meets a
+proxy never imports httpx (with its command line's rich and pygments, when installed: 11 MiB
+of the display's memory measured in the development environment).
 
-What it does, as ``server.outbox.post`` does: HTTP/1.1 POST to http and https URIs
-(certificates checked against the system's store, with SNI), ``user:password@`` sent as Basic
-authorisation, one limit for connecting and answering together, an answer's body read up to
-``MAX_ANSWER`` bytes (beyond, the connection is dropped), only the status counting. Connections
-are kept alive per origin (``idle_per_origin`` idle ones at most, ``max_idle`` in all, none
-older than ``IDLE_TIMEOUT``). A kept connection that turns out closed before any byte of an
-answer (the receiver dropped it while idle) is replaced by a new one and the POST sent once
-more: the event id is the same, so a receiver that did get it de-duplicates.
+What it does: HTTP/1.1 POST to http and https URIs (certificates checked against the system's
+store, with SNI), ``user:password@`` sent as Basic authorisation, one limit for connecting and
+answering together, an answer's body read up to ``MAX_ANSWER`` bytes (beyond, the connection is
+dropped), only the status counting, redirects not followed. Connections are kept alive per
+origin (``idle_per_origin`` idle ones at most, ``max_idle`` in all, none older than
+``IDLE_TIMEOUT``). A kept connection that turns out closed before any byte of an answer (the
+receiver dropped it while idle) is replaced by a new one and the POST sent once more: the event
+id is the same, so a receiver that did get it de-duplicates.
 
 Proxies are httpx's job: when the environment names one (``HTTP_PROXY``, ``HTTPS_PROXY``,
-``ALL_PROXY``, any case), every POST goes through httpx (``server.outbox.post``), as before.
+``ALL_PROXY``, any case), every POST goes through an ``httpx.AsyncClient`` that reads the
+environment (``NO_PROXY`` included), imported only then.
 """
 
 from __future__ import annotations
@@ -35,21 +39,32 @@ import os
 import ssl
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import h11
-import httpx
 
-from server.outbox import MAX_ANSWER, Delivery, http_client, post
+if TYPE_CHECKING:
+    import httpx
 
-__all__ = ["IDLE_TIMEOUT", "Poster", "proxy_configured"]
+__all__ = ["IDLE_TIMEOUT", "MAX_ANSWER", "Delivery", "Poster", "proxy_configured"]
 
 log = logging.getLogger("pdn.outbox")
 
 IDLE_TIMEOUT = 15.0  # below the keep-alive timeouts of common servers (waitress: 120 s)
+MAX_ANSWER = 64 * 1024  # bytes of an answer's body read (and ignored) to keep the connection
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 Origin = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The outcome of one POST."""
+
+    ok: bool
+    status: int | None
+    error: str | None
 
 
 def proxy_configured() -> bool:
@@ -90,14 +105,14 @@ class Poster:
         self._swept = time.monotonic()
         self._tls = ssl.create_default_context()
         self._fallback: httpx.AsyncClient | None = (
-            http_client(fallback_connections) if proxy_configured() else None
+            proxy_client(fallback_connections) if proxy_configured() else None
         )
 
     async def post(
         self, uri: str, body: bytes, headers: dict[str, str], *, timeout: float
     ) -> Delivery:
         if self._fallback is not None:
-            return await post(self._fallback, uri, body, headers, timeout=timeout)
+            return await proxied_post(self._fallback, uri, body, headers, timeout=timeout)
         try:
             status = await asyncio.wait_for(self._exchange(uri, body, headers), timeout)
         except TimeoutError:
@@ -209,6 +224,59 @@ class Poster:
                 self._idle[origin] = fresh
             else:
                 del self._idle[origin]
+
+
+def proxy_client(max_connections: int) -> httpx.AsyncClient:
+    """The client for POSTs through a proxy: proxies from the environment (``HTTPS_PROXY``,
+    ``NO_PROXY`` ...), connections kept alive, certificates checked against the system's
+    store."""
+    import httpx
+
+    return httpx.AsyncClient(
+        headers={"User-Agent": "pdn-outbox"},
+        verify=ssl.create_default_context(),
+        limits=httpx.Limits(max_connections=max_connections),
+        follow_redirects=False,
+        trust_env=True,
+    )
+
+
+async def proxied_post(
+    client: httpx.AsyncClient, uri: str, body: bytes, headers: dict[str, str], *, timeout: float
+) -> Delivery:
+    """``Poster.post`` through ``client`` (see ``proxy_client``)."""
+    import httpx
+
+    try:
+        exchange = _proxied_exchange(client, uri, body, headers, timeout)
+        status = await asyncio.wait_for(exchange, timeout)
+    except (TimeoutError, httpx.TimeoutException):
+        return Delivery(False, None, f"no answer within {timeout:g} s")
+    except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as error:
+        return Delivery(False, None, f"{type(error).__name__}: {error}")
+    ok = 200 <= status < 300
+    return Delivery(ok, status, None if ok else f"HTTP {status}")
+
+
+async def _proxied_exchange(
+    client: httpx.AsyncClient, uri: str, body: bytes, headers: dict[str, str], timeout: float
+) -> int:
+    parts = urlsplit(uri)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"cannot POST to {uri!r}")
+    if any(ch in uri for ch in "\r\n \t"):
+        raise ValueError("a URI with white space cannot be sent")
+    async with client.stream(
+        "POST", uri, content=body, headers=headers, timeout=timeout
+    ) as response:
+        # A short answer is read so that the connection can be reused; a long one is not
+        # wanted (closing the response then closes its connection).
+        read = 0
+        async for chunk in response.aiter_raw():
+            read += len(chunk)
+            if read > MAX_ANSWER:
+                break
+        return response.status_code
 
 
 async def _send(

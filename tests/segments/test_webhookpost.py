@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pytest
 
-from server.outbox import MAX_ANSWER, Delivery
-from server.webhookpost import Poster
+from server.webhookpost import MAX_ANSWER, Delivery, Poster
 from tests.segments.conftest import HttpPeer
 
 
@@ -185,3 +187,15 @@ def test_a_proxy_in_the_environment_sends_through_httpx(
     (request,) = peer.received()
     assert request.path == "http://subscriber.invalid/hook"  # absolute form: sent to a proxy
     assert request.body == b"via"
+
+
+def test_without_a_proxy_nothing_imports_httpx() -> None:
+    # httpx brings its command line's rich and pygments when they are installed: 11 MiB of a
+    # display's memory for a client it uses only through a proxy.
+    script = (
+        "import sys, player.app, server.standalone, server.scheduler.service;"
+        "sys.exit('httpx' in sys.modules)"
+    )
+    environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    done = subprocess.run([sys.executable, "-c", script], env=environment, check=False)
+    assert done.returncode == 0, "httpx was imported"
