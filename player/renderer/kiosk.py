@@ -127,9 +127,7 @@ class KioskRenderer(QObject):
         self._zygotes = ZygoteWatch()
 
         self.profile = make_profile(options, self, self._readings)
-        self.recycler = Recycler(
-            options.recycle_after_loads, memory, renew_blank=options.renew_blank_views
-        )
+        self.recycler = Recycler(options.recycle_after_loads, memory)
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
@@ -454,7 +452,6 @@ class KioskRenderer(QObject):
                 and (slot is not pending_slot)
             ):
                 slot.clear()
-                self.recycler.after_clear(slot)
 
         QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
 

@@ -106,10 +106,6 @@ class RendererOptions:
     # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
-    # A view that goes blank after its item is replaced by a fresh one at once, so the hidden
-    # view holds none of the frame buffers its last item left in Qt Quick and the compositor
-    # (measured: ~25 MiB of the browser process at 1080p). The low-memory profile does it.
-    renew_blank_views: bool = False
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -132,7 +128,6 @@ class RendererOptions:
             api_url=api_url,
             data_dir=getattr(config, "data_dir", None),
             decoded_images=1 if low_memory else 3,
-            renew_blank_views=low_memory,
         )
 
 

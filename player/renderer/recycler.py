@@ -1,5 +1,5 @@
-"""When a web view is renewed: after so many loads, when the display is over its memory
-budget (``player.memory.MemoryWatch``), and in the low-memory profile each time it goes blank.
+"""When a web view is renewed: after so many loads, and when the display is over its memory
+budget (``player.memory.MemoryWatch``).
 
 Always at an item boundary and always the hidden view: the kiosk asks just before it loads the
 next item into a slot that is not on screen (``KioskRenderer._free_slot``), so a renewal is
@@ -28,26 +28,10 @@ class MemoryPressure(Protocol):
 class Recycler:
     """Renews the slot about to load the next item when it is due."""
 
-    def __init__(
-        self,
-        recycle_after_loads: int,
-        pressure: MemoryPressure | None = None,
-        *,
-        renew_blank: bool = False,
-    ) -> None:
+    def __init__(self, recycle_after_loads: int, pressure: MemoryPressure | None = None) -> None:
         self._after_loads = recycle_after_loads
         self._pressure = pressure
-        self._renew_blank = renew_blank
         self.memory_recycles = 0
-        self.blank_renewals = 0
-
-    def after_clear(self, slot: WebSlot) -> None:
-        """Called for a hidden slot whose item has left the screen and been dropped. A blank
-        view still holds its last frames (Qt Quick's target, the compositor's output); the
-        low-memory profile gives them back now rather than keep them until the next item."""
-        if self._renew_blank and slot.loads > 0:
-            slot.renew_view()
-            self.blank_renewals += 1
 
     def before_load(self, slot: WebSlot) -> None:
         """Called for the hidden slot about to load an item."""

@@ -4,16 +4,14 @@ boundary with no blank frame."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import count
-from types import SimpleNamespace
 
 import pytest
 
 from player.memory import MemoryPlan, MemoryWatch, measure_tree
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
-from player.renderer.webslot import WebSlot
 from tests.renderer.conftest import COLOURS, LoopbackServer, Reports
 from tests.renderer.pixels import FrameSampler, process_for, uniform_colour, wait_until
 
@@ -41,10 +39,6 @@ def show_and_wait(renderer: KioskRenderer, reports: Reports, play: PlayItem) -> 
         15,
     ), f"no report for {play.url}"
     assert play.token in reports.shown_tokens(), reports.failed
-
-
-def view_replaced(slot: WebSlot, old: object) -> Callable[[], bool]:
-    return lambda: slot.view is not old
 
 
 @pytest.fixture
@@ -114,44 +108,3 @@ def test_over_budget_renews_the_hidden_view_without_a_blank_frame(
     assert status["over_budget"] is True
     assert "stays over its budget" in status["problem"]
     assert status["pss_mb"] > 50 and status["by_role"]["render"]["count"] >= 1
-
-
-def test_low_memory_renews_each_view_that_goes_blank_without_a_blank_frame(
-    qapp: object, http_server: LoopbackServer
-) -> None:
-    renderer = KioskRenderer(
-        RendererOptions(
-            fullscreen=False, window_size=SIZE, keep_screen_on=False, renew_blank_views=True
-        )
-    )
-    reports = Reports()
-    renderer.set_listener(reports)
-    try:
-        names = ["red", "blue", "green", "yellow"]
-        show_and_wait(renderer, reports, page(http_server.colour(names[0])))
-        sampler = FrameSampler(renderer, [COLOURS[name] for name in names])
-        sampler.start()
-        for index in range(1, 7):
-            name = names[index % len(names)]
-            leaving = renderer._front_slot()
-            assert leaving is not None
-            view_on_screen = leaving.view
-            show_and_wait(renderer, reports, page(http_server.colour(name)))
-            assert uniform_colour(renderer.grab_image()) == COLOURS[name]
-            # Once the old item is dropped, its slot holds a fresh view that loaded nothing.
-            assert wait_until(view_replaced(leaving, view_on_screen), 5)
-            assert leaving.loads == 0 and not leaving.view.isVisible()
-        sampler.stop()
-        bad = sampler.bad
-        assert bad == [], f"{len(bad)} of {sampler.samples} frames: {bad[:3]}"
-        assert sampler.samples > 100
-        assert renderer.recycler.blank_renewals == 6
-        assert renderer.recycler.memory_recycles == 0
-    finally:
-        renderer.close()
-
-
-def test_low_memory_options_renew_blank_views() -> None:
-    config = SimpleNamespace(screen=SimpleNamespace(index=0, rotation=0, crossfade=0.0))
-    assert RendererOptions.from_config(config, "").renew_blank_views is False
-    assert RendererOptions.from_config(config, "", low_memory=True).renew_blank_views is True
