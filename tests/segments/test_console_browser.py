@@ -162,7 +162,8 @@ def test_console_in_chromium(
     assert browser.current_url.endswith("/console/signin?next=/console/")
     browser.find_element(By.ID, "token").send_keys("wrong")
     browser.find_element(By.ID, "signin").click()
-    assert "not the scheduler's API token" in browser.page_source
+    # The click only starts the form's POST: wait for the answer's page.
+    wait_for(lambda: "not the scheduler's API token" in browser.page_source)
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "signin").click()
     wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
