@@ -47,6 +47,20 @@ def _mapped_after_a_free(size: int) -> bool:
     return bool(header & IS_MMAPPED)
 
 
+def _run_fresh(script: str) -> None:
+    """Run ``script`` in a new Python process (no MALLOC_ settings) and expect it to pass."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=environment,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_frames_keep_their_own_pages_after_one_is_freed() -> None:
     script = (
         "import sys\n"
@@ -57,16 +71,7 @@ def test_frames_keep_their_own_pages_after_one_is_freed() -> None:
         "checks.append(_mapped_after_a_free(MMAP_THRESHOLD * 2))\n"
         "sys.exit(0 if all(checks) else f'not mapped: {checks}')\n"
     )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=environment,
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _run_fresh(script)
 
 
 def test_without_the_fix_a_freed_frame_comes_back_from_the_heap() -> None:
@@ -77,16 +82,7 @@ def test_without_the_fix_a_freed_frame_comes_back_from_the_heap() -> None:
         "from tests.renderer.test_memory_threshold import FRAME, _mapped_after_a_free\n"
         "sys.exit(0 if not _mapped_after_a_free(FRAME) else 'mapped without the fix')\n"
     )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env=environment,
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _run_fresh(script)
 
 
 def test_an_operator_threshold_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
