@@ -40,7 +40,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import h11
 
@@ -119,8 +119,7 @@ class Poster:
             return Delivery(False, None, f"no answer within {timeout:g} s")
         except (OSError, ValueError, h11.ProtocolError, ssl.SSLError) as error:
             return Delivery(False, None, f"{type(error).__name__}: {error}")
-        ok = 200 <= status < 300
-        return Delivery(ok, status, None if ok else f"HTTP {status}")
+        return _answered(status)
 
     async def aclose(self) -> None:
         for connections in self._idle.values():
@@ -132,12 +131,9 @@ class Poster:
             await self._fallback.aclose()
 
     async def _exchange(self, uri: str, body: bytes, headers: dict[str, str]) -> int:
-        parts = urlsplit(uri)
+        parts = _postable(uri)
         scheme = parts.scheme.lower()
-        if scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"cannot POST to {uri!r}")
-        if any(ch in uri for ch in "\r\n \t"):
-            raise ValueError("a URI with white space cannot be sent")
+        assert parts.hostname is not None  # _postable checked it
         origin = (scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         fields = [
@@ -226,6 +222,22 @@ class Poster:
                 del self._idle[origin]
 
 
+def _postable(uri: str) -> SplitResult:
+    """The parts of an http(s) URI a POST can go to; ValueError for any other."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"cannot POST to {uri!r}")
+    if any(ch in uri for ch in "\r\n \t"):
+        raise ValueError("a URI with white space cannot be sent")
+    return parts
+
+
+def _answered(status: int) -> Delivery:
+    """Only the status of an answer counts: any 2xx delivers."""
+    ok = 200 <= status < 300
+    return Delivery(ok, status, None if ok else f"HTTP {status}")
+
+
 def proxy_client(max_connections: int) -> httpx.AsyncClient:
     """The client for POSTs through a proxy: proxies from the environment (``HTTPS_PROXY``,
     ``NO_PROXY`` ...), connections kept alive, certificates checked against the system's
@@ -254,18 +266,13 @@ async def proxied_post(
         return Delivery(False, None, f"no answer within {timeout:g} s")
     except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError, ValueError) as error:
         return Delivery(False, None, f"{type(error).__name__}: {error}")
-    ok = 200 <= status < 300
-    return Delivery(ok, status, None if ok else f"HTTP {status}")
+    return _answered(status)
 
 
 async def _proxied_exchange(
     client: httpx.AsyncClient, uri: str, body: bytes, headers: dict[str, str], timeout: float
 ) -> int:
-    parts = urlsplit(uri)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"cannot POST to {uri!r}")
-    if any(ch in uri for ch in "\r\n \t"):
-        raise ValueError("a URI with white space cannot be sent")
+    _postable(uri)
     async with client.stream(
         "POST", uri, content=body, headers=headers, timeout=timeout
     ) as response:
