@@ -52,10 +52,11 @@ UNKNOWN_BOARD_MB = 2048
 LOW_MEMORY_CHOICES = ("auto", "on", "off")
 SAMPLE_EVERY = 20.0  # seconds between measurements of the tree (and heap trims)
 SAMPLE_EVERY_LOW_MEMORY = 10.0  # ... in the low-memory profile: the heap trimmed twice as often
-# Both views renewed since the tree was last under budget, and still over: the memory is held
-# by the browser process itself (or a page that grows as fast); health says so.
+# Two renewals (both views, or the low-memory profile's one view twice) since the tree was last
+# under budget, and still over: the memory is held by the browser process itself (or a page that
+# grows as fast); health says so.
 RECYCLES_TO_GIVE_UP = 2
-# The last resort: this far above the budget, with both views renewed, for this many samples in
+# The last resort: this far above the budget, with the views renewed, for this many samples in
 # a row, and not in the first minutes of the process: a planned restart (crash-only exit) is
 # better than the kernel's OOM killer choosing what dies on a small board.
 RESTART_FACTOR = 1.5
@@ -348,7 +349,7 @@ class _State:
     # after boot cannot make a measurement look older than a recycle.
     recycled_at_sample: int | None = None
     recycles_while_over: int = 0  # since the tree was last measured under budget
-    stuck_samples: int = 0  # samples in a row far over budget with both views renewed
+    stuck_samples: int = 0  # samples in a row far over budget with the views renewed
     logged_stuck: bool = False
     restart_asked: bool = False
 
@@ -356,7 +357,7 @@ class _State:
 class MemoryWatch:
     """Measures the tree every ``interval`` seconds on its own thread, and keeps the policy:
     when a view should be renewed (:meth:`recycle_due`), whether the tree stays over budget
-    after renewing both views (:meth:`problem`), and the last resort (``on_restart``).
+    after renewing the views (:meth:`problem`), and the last resort (``on_restart``).
 
     Thread-safe: the sampler thread writes, the GUI thread asks and notes recycles, the API
     thread reads :meth:`status`."""
@@ -427,7 +428,7 @@ class MemoryWatch:
                 if not state.logged_stuck:
                     state.logged_stuck = True
                     log.warning(
-                        "memory stays over budget (%d MiB) after renewing both views: %s",
+                        "memory stays over budget (%d MiB) after renewing the views: %s",
                         budget,
                         tree.summary(),
                     )
@@ -444,7 +445,7 @@ class MemoryWatch:
                     state.restart_asked = True
                     restart = (
                         f"the display's memory ({tree.pss_mb:.0f} MiB PSS) stayed over "
-                        f"{RESTART_FACTOR:g}x its budget ({budget} MiB) after renewing both "
+                        f"{RESTART_FACTOR:g}x its budget ({budget} MiB) after renewing the "
                         f"views, {state.stuck_samples} measurements in a row"
                     )
         if restart is not None and self._on_restart is not None:
@@ -458,7 +459,7 @@ class MemoryWatch:
 
     @classmethod
     def _stuck(cls, state: _State) -> bool:
-        """Both views renewed since the tree was under budget, and measured since."""
+        """The views renewed since the tree was under budget, and measured since."""
         return (
             state.recycles_while_over >= RECYCLES_TO_GIVE_UP
             and state.recycled_at_sample is not None

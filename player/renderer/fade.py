@@ -1,4 +1,7 @@
-"""The crossfade overlay: a still of the outgoing item over the incoming one, fading out."""
+"""The crossfade overlay: a still of the outgoing item over the incoming one, fading out.
+
+It also holds a still while the next item loads in the view the last one was in (the
+low-memory profile has one web view): :meth:`hold`, then :meth:`release` once it has painted."""
 
 from __future__ import annotations
 
@@ -31,6 +34,23 @@ class FadeOverlay(QWidget):
         self._animation.stop()
         self._animation.setDuration(duration_ms)
         self._animation.start()
+
+    def hold(self, still: QPixmap) -> None:
+        """Cover the screen with ``still``, fully opaque, until :meth:`release`."""
+        self._animation.stop()
+        self._pixmap = still
+        self._opacity = 1.0
+        self.show()
+        self.raise_()
+        self.update()
+
+    def release(self, duration_ms: int) -> None:
+        """Take a held still away: fading out over ``duration_ms``, or at once for 0."""
+        if duration_ms > 0 and self._pixmap is not None:
+            self.fade(self._pixmap, duration_ms)
+        else:
+            self._animation.stop()
+            self._done()
 
     def _set_opacity(self, value: object) -> None:
         self._opacity = float(value)  # type: ignore[arg-type]

@@ -4,6 +4,10 @@ Layers on the stage, bottom to top as needed: two recycled web views (slots), th
 image layer, the native idle cover, and the crossfade overlay. The incoming item is loaded into
 the slot that is not on screen, underneath the one that is; when it reports painted, it is
 raised, reported shown, and the old slot is blanked and kept for the next item.
+
+With one web view (``options.views``, the low-memory profile) a page that follows a page loads
+in the view on screen: the overlay holds a still of the screen over it until the new page has
+painted, so the screen never shows a blank view, only the last frame standing still a moment.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ class KioskRenderer(QObject):
         self._problem: str | None = None
         self._recoveries = 0
         self._fatal: str | None = None
+        self._still_since = 0.0  # when the overlay began to hold a still (one web view)
         self._frame_class = "content"  # of the last periodic grab
         self._frame_class_at: float | None = None
         self._watch_count = 0
@@ -131,7 +136,7 @@ class KioskRenderer(QObject):
         self.stage = Stage()
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
-            for name in ("a", "b")
+            for name in ("a", "b")[: options.views]
         ]
         for slot in self.slots:
             slot.ready.connect(self._slot_ready)
@@ -226,8 +231,7 @@ class KioskRenderer(QObject):
             return
         slot = next((s for s in self.slots if s.holds(item) and s.view is not self._front), None)
         if slot is None:
-            slot = self._free_slot(for_show=True)
-            assert slot is not None  # one slot is never the front one
+            slot = self._slot_to_show_in()
             slot.load(item, kind, media_type(item))
         self._pending = _Pending(item, kind, slot=slot)
         if slot.state is SlotState.READY:
@@ -256,8 +260,7 @@ class KioskRenderer(QObject):
             duration=None,
             origin="idle",
         )
-        slot = self._free_slot(for_show=True)
-        assert slot is not None
+        slot = self._slot_to_show_in()
         slot.load_html(
             idle_html(
                 self.options.display_name, self.options.api_url, self._idle_ips, self._idle_progress
@@ -373,6 +376,24 @@ class KioskRenderer(QObject):
                     return slot
         return candidates[0]
 
+    def _slot_to_show_in(self) -> WebSlot:
+        """A slot for the item to show: one not on screen, or with a single view (the
+        low-memory profile), the one on screen, from now behind a still of it."""
+        slot = self._free_slot(for_show=True)
+        if slot is not None:
+            return slot
+        slot = self._front_slot()
+        assert slot is not None  # with two slots, one is never the front one
+        self.overlay.hold(self.stage.grab())
+        self._front = self.overlay
+        self._still_since = time.monotonic()
+        self.recycler.before_load(slot)
+        return slot
+
+    @property
+    def _holding_still(self) -> bool:
+        return self._front is self.overlay
+
     def _decoded(self, item: PlayItem) -> QImage:
         image = self._images.get(item.url)
         if image is None:
@@ -416,7 +437,9 @@ class KioskRenderer(QObject):
         self._now_showing(pending, None)
 
     def _begin_fade(self) -> None:
-        if self._front is not None and self.options.crossfade_ms > 0:
+        if self._holding_still:
+            self.overlay.release(self.options.crossfade_ms)
+        elif self._front is not None and self.options.crossfade_ms > 0:
             self.overlay.fade(self.stage.grab(), self.options.crossfade_ms)
 
     def _swap_to(self, layer: QWidget, raised: bool = False) -> None:
@@ -494,7 +517,7 @@ class KioskRenderer(QObject):
                 self._report_idle()
                 return
             self._report_failed(item, reason)
-            if self._front is None:
+            if self._front is None or self._holding_still:
                 self._show_cover()
             return
         if item.token != IDLE_TOKEN:
@@ -537,6 +560,8 @@ class KioskRenderer(QObject):
             slot.clear()
             if pending is not None and pending.slot is slot:
                 self._pending = None
+                if self._holding_still:
+                    self._show_cover()
             if on_screen:
                 self._current = None
             self._report_failed(item, f"{description}, {crashes} times")
@@ -558,6 +583,8 @@ class KioskRenderer(QObject):
         if item.token == IDLE_TOKEN:
             slot.state = SlotState.BLANK
             self._pending = None
+            if self._holding_still:
+                self._show_cover()
             if not delay:
                 self.show_idle()
                 return
@@ -587,6 +614,8 @@ class KioskRenderer(QObject):
 
     def _show_cover(self) -> None:
         """The native idle facts over everything: never a crashed view or an error page."""
+        if self._holding_still:
+            self.overlay.release(0)
         self.cover.raise_()
         self._front = self.cover
         self._last_frame = time.monotonic()
@@ -632,6 +661,9 @@ class KioskRenderer(QObject):
             return "nothing"
         if front is self.cover:
             return "the cover"
+        if self._holding_still:
+            current = self._current.url if self._current is not None else "the last item"
+            return f"a still of {current} while the next item loads"
         if front is self.image_layer:
             return f"image {self._current.url}" if self._current is not None else "an image"
         slot = self._front_slot()
@@ -694,6 +726,8 @@ class KioskRenderer(QObject):
             ):
                 return f"the cover has hidden {current.url} for too long"
             return None
+        if self._holding_still and now - self._still_since > self.options.page_load_timeout + 5:
+            return "a still has stood in for the screen for too long"
         slot = self._front_slot()
         if slot is None or slot.state is not SlotState.SHOWN or slot.item is None:
             return None
@@ -722,6 +756,8 @@ class KioskRenderer(QObject):
         """Bring the screen back in this process: a fresh view, the item loaded again."""
         slot = self._front_slot()
         if slot is None:
+            if self._holding_still:
+                self._show_cover()
             if self._current is None and self._pending is None:
                 log.info("recovering the screen (%s): the idle page again", problem)
                 self.show_idle()

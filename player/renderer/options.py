@@ -106,6 +106,11 @@ class RendererOptions:
     # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
+    # Web views on the stage. Two: the next item loads, and plays from its first frame, under
+    # the one on screen. One (the low-memory profile): the next item loads in the view on
+    # screen, behind a still of its last frame, so one render process and one compositor
+    # target exist at a time; the outgoing item stands still for the load (0.3-1 s).
+    views: int = 2
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -114,6 +119,8 @@ class RendererOptions:
             raise ValueError("page_load_timeout must be positive")
         if self.crossfade_ms < 0:
             raise ValueError("crossfade_ms must not be negative")
+        if self.views not in (1, 2):
+            raise ValueError(f"views must be 1 or 2, not {self.views!r}")
 
     @classmethod
     def from_config(cls, config: Any, api_url: str, *, low_memory: bool = False) -> RendererOptions:
@@ -128,6 +135,7 @@ class RendererOptions:
             api_url=api_url,
             data_dir=getattr(config, "data_dir", None),
             decoded_images=1 if low_memory else 3,
+            views=1 if low_memory else 2,
         )
 
 

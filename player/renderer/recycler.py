@@ -1,10 +1,11 @@
 """When a web view is renewed: after so many loads, and when the display is over its memory
 budget (``player.memory.MemoryWatch``).
 
-Always at an item boundary and always the hidden view: the kiosk asks just before it loads the
-next item into a slot that is not on screen (``KioskRenderer._free_slot``), so a renewal is
-never seen. A fresh view brings a fresh page and, once the old page is gone, a fresh render
-process; with it go whatever Chromium kept for the old view.
+Always at an item boundary and never a view the public sees: the kiosk asks just before it loads
+the next item into a slot that is not on screen (``KioskRenderer._free_slot``), or, with one
+view, into the view on screen once a still of it covers the screen, so a renewal is never seen.
+A fresh view brings a fresh page and, once the old page is gone, a fresh render process; with
+it go whatever Chromium kept for the old view.
 """
 
 from __future__ import annotations

@@ -75,10 +75,16 @@ class Checker:
             self.wrong.append(f"between reports: {found}, last reported {expected}")
 
 
-@pytest.fixture
-def renderer(qapp: object) -> Iterator[KioskRenderer]:
+@pytest.fixture(params=[2, 1], ids=["two-views", "one-view"])
+def renderer(qapp: object, request: pytest.FixtureRequest) -> Iterator[KioskRenderer]:
     made = KioskRenderer(
-        RendererOptions(fullscreen=False, window_size=SIZE, keep_screen_on=False, crossfade_ms=0)
+        RendererOptions(
+            fullscreen=False,
+            window_size=SIZE,
+            keep_screen_on=False,
+            crossfade_ms=0,
+            views=request.param,
+        )
     )
     yield made
     made.close()

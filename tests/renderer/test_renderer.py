@@ -7,6 +7,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from functools import partial
 from itertools import count
 from pathlib import Path
 
@@ -97,10 +98,11 @@ def test_idle_page_is_shown_and_not_black(make_renderer: object) -> None:
     assert any(sum(rgb(image, x, y)) > 500 for x in range(20, 300, 2) for y in range(60, 140, 2))
 
 
+@pytest.mark.parametrize("views", [2, 1])
 def test_pages_and_cached_images_reach_the_screen(
-    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path, views: int
 ) -> None:
-    renderer, reports = make_renderer()  # type: ignore[operator]
+    renderer, reports = make_renderer(views=views)  # type: ignore[operator]
     for name in ("red", "green", "blue"):
         show_and_wait(renderer, reports, item(http_server.colour(name)))
         assert uniform_colour(renderer.grab_image()) == COLOURS[name]
@@ -127,6 +129,8 @@ def test_low_memory_profile_keeps_one_decoded_picture(
     config = SimpleNamespace(screen=SimpleNamespace(index=0, rotation=0, crossfade=0.0))
     assert RendererOptions.from_config(config, "").decoded_images == 3
     assert RendererOptions.from_config(config, "", low_memory=True).decoded_images == 1
+    assert RendererOptions.from_config(config, "").views == 2
+    assert RendererOptions.from_config(config, "", low_memory=True).views == 1
     renderer, reports = make_renderer(decoded_images=1)  # type: ignore[operator]
     names = ("yellow", "cyan", "yellow")
     for n, name in enumerate(names):
@@ -148,10 +152,13 @@ def test_png_of_the_screen(make_renderer: object, http_server: LoopbackServer) -
     assert uniform_colour(image) == COLOURS["cyan"]
 
 
+@pytest.mark.parametrize("views", [2, 1])
 def test_prepared_item_swaps_without_a_blank_frame(
-    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path, views: int
 ) -> None:
-    renderer, reports = make_renderer()  # type: ignore[operator]
+    # With one view, the next page loads in the view on screen behind a still of it: the
+    # samples see the last item standing still, never the view's blank page.
+    renderer, reports = make_renderer(views=views)  # type: ignore[operator]
     names = ["red", "green", "blue", "yellow", "magenta", "cyan"]
     pictures = [
         write_png(tmp_path / f"{name}.png", COLOURS[name], size=SIZE).as_uri()
@@ -179,10 +186,11 @@ def test_prepared_item_swaps_without_a_blank_frame(
     assert sampler.bad == [], f"{len(sampler.bad)} blank or foreign frames: {sampler.bad[:3]}"
 
 
+@pytest.mark.parametrize("views", [2, 1])
 def test_crossfade_never_passes_through_black_or_white(
-    make_renderer: object, http_server: LoopbackServer
+    make_renderer: object, http_server: LoopbackServer, views: int
 ) -> None:
-    renderer, reports = make_renderer(crossfade_ms=200)  # type: ignore[operator]
+    renderer, reports = make_renderer(crossfade_ms=200, views=views)  # type: ignore[operator]
     show_and_wait(renderer, reports, item(http_server.colour("red")))
     sampler = FrameSampler(renderer, [])
     blank: list[tuple[int, int, int]] = []
@@ -310,8 +318,11 @@ def test_sensor_context_reaches_the_page(
     assert wait_for_colour(renderer, COLOURS["magenta"], 5) is not None
 
 
-def test_killed_render_process_recovers(make_renderer: object, http_server: LoopbackServer) -> None:
-    renderer, reports = make_renderer()  # type: ignore[operator]
+@pytest.mark.parametrize("views", [2, 1])
+def test_killed_render_process_recovers(
+    make_renderer: object, http_server: LoopbackServer, views: int
+) -> None:
+    renderer, reports = make_renderer(views=views)  # type: ignore[operator]
     play = item(http_server.colour("green"))
     show_and_wait(renderer, reports, play)
     slot = renderer._front_slot()
@@ -350,13 +361,14 @@ def test_hung_page_is_killed_and_reloaded(
     assert wait_until(lambda: renderer.alive, 5)
 
 
+@pytest.mark.parametrize("views", [2, 1])
 def test_webm_video_plays_reports_its_length_and_its_end(
-    make_renderer: object, http_server: LoopbackServer
+    make_renderer: object, http_server: LoopbackServer, views: int
 ) -> None:
     """A real VP8 WebM (2 s of green, made with ffmpeg): the kind PyPI's Qt WebEngine decodes."""
     clip_bytes = (Path(__file__).parent / "data" / "green-2s.webm").read_bytes()
     http_server.served.files["/clip.webm"] = (clip_bytes, "video/webm")
-    renderer, reports = make_renderer()  # type: ignore[operator]
+    renderer, reports = make_renderer(views=views)  # type: ignore[operator]
     show_and_wait(renderer, reports, item(http_server.colour("red")))
     clip = item(http_server.base + "/clip.webm", "video/webm", duration=None)
     show_and_wait(renderer, reports, clip)
@@ -434,3 +446,74 @@ def test_js_flags_of_our_own_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [f for f in flags if f.startswith("--js-flags=")] == [
         "--js-flags=--max-old-space-size=256"
     ]
+
+
+def test_one_view_keeps_one_render_process(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """The low-memory profile's single view: each page replaces the last in the same view (and
+    its render process ends), a picture in between leaves the view with nothing loaded."""
+    renderer, reports = make_renderer(views=1)  # type: ignore[operator]
+    assert len(renderer.slots) == 1
+    slot = renderer.slots[0]
+    pids: list[int] = []
+    picture = write_png(tmp_path / "yellow.png", COLOURS["yellow"], size=SIZE).as_uri()
+    for name in ("red", "green", "blue"):
+        show_and_wait(renderer, reports, item(http_server.colour(name)))
+        assert renderer._front is slot.view
+        assert uniform_colour(renderer.grab_image()) == COLOURS[name]
+        assert not renderer.overlay.isVisible()  # the still is gone once the page painted
+        pids.append(slot.render_pid())
+    assert len(set(pids)) == 3
+    for pid in pids[:-1]:
+        assert wait_until(partial(_gone, pid), 5), f"render process {pid} stays"
+    # A hint while the only view is on screen cannot be loaded anywhere: it is not.
+    hint = item(http_server.colour("cyan"))
+    renderer.prepare(hint)
+    assert slot.item is not None and slot.item.url == http_server.colour("blue")
+    show_and_wait(renderer, reports, item(picture, "image/png"))
+    assert wait_until(lambda: slot.state is SlotState.BLANK, 5)
+    # ... and behind a picture the view is free again: a hint loads there, shown at once.
+    renderer.prepare(hint)
+    assert wait_until(lambda: slot.state is SlotState.READY, 10)
+    show_and_wait(renderer, reports, hint)
+    assert uniform_colour(renderer.grab_image()) == COLOURS["cyan"]
+    assert reports.failed == []
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its parent counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return True
+    return state == "Z"
+
+
+def test_one_view_covers_a_failed_page_with_the_idle_facts(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    """With one view the last item's page is gone once the next one loads in its place: a next
+    item that fails shows the native cover, never its error page and never a still for ever."""
+    renderer, reports = make_renderer(views=1, page_load_timeout=1.5)  # type: ignore[operator]
+    show_and_wait(renderer, reports, item(http_server.colour("green")))
+    missing = item(http_server.base + "/missing-page")
+    renderer.show(missing)
+    assert wait_until(lambda: missing.token in reports.failed_tokens(), 10)
+    assert "404" in dict(reports.failed)[missing.token]
+    process_for(0.2)
+    assert renderer._front is renderer.cover and not renderer.overlay.isVisible()
+    assert renderer.screen_state()["showing"] == "the cover"
+    # A page that never answers: the still stands in until the load timeout, then the cover.
+    show_and_wait(renderer, reports, item(http_server.colour("blue")))
+    http_server.served.slow_paths.add("/slow")
+    stalled = item(http_server.base + "/slow")
+    renderer.show(stalled)
+    process_for(0.3)
+    assert renderer.screen_state()["showing"].startswith("a still of ")
+    assert uniform_colour(renderer.grab_image()) == COLOURS["blue"]
+    assert wait_until(lambda: stalled.token in reports.failed_tokens(), 5)
+    assert wait_until(lambda: renderer._front is renderer.cover, 2)
+    # And the next good item comes straight back.
+    show_and_wait(renderer, reports, item(http_server.colour("red")))
+    assert uniform_colour(renderer.grab_image()) == COLOURS["red"]

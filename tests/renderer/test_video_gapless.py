@@ -87,20 +87,27 @@ def runs(samples: list[Sample]) -> list[tuple[str, list[Sample]]]:
     return grouped
 
 
-@pytest.mark.parametrize("crossfade_ms", [0, 300])
+@pytest.mark.parametrize(("crossfade_ms", "views"), [(0, 2), (300, 2), (0, 1)])
 def test_video_to_video_has_no_gap_and_starts_at_the_first_frame(
     qapp: object,
     http_server: LoopbackServer,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     crossfade_ms: int,
+    views: int,
 ) -> None:
+    """With one view (the low-memory profile) the next clip loads in the view on screen, behind
+    a still of the last one's final frame: a moment standing still, never a gap."""
     caplog.set_level(logging.INFO, logger="pdn.renderer")
     for name in ("red", "blue"):
         http_server.served.files[f"/{name}.webm"] = (clip_bytes(name), "video/webm")
     renderer = KioskRenderer(
         RendererOptions(
-            fullscreen=False, window_size=CLIP_SIZE, keep_screen_on=False, crossfade_ms=crossfade_ms
+            fullscreen=False,
+            window_size=CLIP_SIZE,
+            keep_screen_on=False,
+            crossfade_ms=crossfade_ms,
+            views=views,
         )
     )
     screen = Screen(renderer)

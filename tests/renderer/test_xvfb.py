@@ -113,13 +113,14 @@ def test_fullscreen_fills_the_screen_corner_to_corner_and_rotates(
             kiosk.close()
 
 
+@pytest.mark.parametrize("views", [2, 1])
 def test_no_blank_frame_on_the_x_server_during_transitions(
-    xvfb: str, http_server: LoopbackServer
+    xvfb: str, http_server: LoopbackServer, views: int
 ) -> None:
     names = ("red", "green", "blue")
     colours = ";".join(",".join(str(v) for v in COLOURS[name]) for name in names)
     urls = [http_server.colour(name) for name in names]
-    kiosk = Kiosk(xvfb, "--colours", colours, *urls)
+    kiosk = Kiosk(xvfb, "--colours", colours, "--views", str(views), *urls)
     try:
         kiosk.wait_ready()
         result = json.loads(kiosk.send("transitions 15"))

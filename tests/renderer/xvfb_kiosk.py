@@ -24,6 +24,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rotation", type=int, default=0)
     parser.add_argument("--colours", default="", help="allowed r,g,b;r,g,b for transitions")
+    parser.add_argument("--views", type=int, default=2)
     parser.add_argument("urls", nargs="+")
     args = parser.parse_args()
     prepare_process()
@@ -37,7 +38,9 @@ def main() -> int:
     from tests.renderer.pixels import near, process_for, rgb, wait_until
 
     app = QApplication(["xvfb-kiosk"])
-    renderer = KioskRenderer(RendererOptions(rotation=args.rotation, keep_screen_on=True))
+    renderer = KioskRenderer(
+        RendererOptions(rotation=args.rotation, keep_screen_on=True, views=args.views)
+    )
     reports = Reports()
     renderer.set_listener(reports)
     tokens = count(1)
