@@ -66,6 +66,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.bench.memory_driver import MIX, Driver
 from tests.bench.memory_tools import (
     ROLES,
     BareView,
@@ -83,8 +84,6 @@ from tests.bench.signage_content import ContentServer, Image, make_media
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
-MIX = "PPIPVPPIVP"  # page, image (the queue runs dry), video
-AHEAD = 2  # requests queued beyond the one on screen
 TARGETS = {"default": 1.25, "low-memory": 1.1}
 GROWTH_TARGET_MB = 10.0
 WINDOW_POINTS = 5
@@ -190,95 +189,6 @@ class ScreenWatch(threading.Thread):
 
 
 # -- one display run -------------------------------------------------------------------------
-
-
-class Driver:
-    """Keeps the display fed with the mix and counts transitions by the playback sequence."""
-
-    def __init__(
-        self, display: Display, content: ContentServer, videos: list[str], seconds: float
-    ) -> None:
-        self.display = display
-        self.content = content
-        self.videos = videos
-        self.seconds = seconds
-        self.plan_index = 0
-        self.sent = 0
-        self.pending: list[tuple[str, float]] = []  # requests sent, not yet seen on screen
-        self.shown = {"page": 0, "image": 0, "video": 0, "idle": 0, "other": 0}
-        self.never_shown = 0
-        self.image_timeouts = 0
-        self.record: dict[str, Any] = {}
-        self.transition = ""  # the last change seen, "previous -> current"
-        self.record_seen = time.monotonic()
-        self.last_shown = time.monotonic()
-
-    def _describe(self, record: dict[str, Any]) -> str:
-        url = str(record.get("content-item") or "")
-        return f"{record.get('origin')} {url.rsplit('/', 1)[-1]}"
-
-    def _kind(self, record: dict[str, Any]) -> str:
-        url = str(record.get("content-item") or "")
-        if record.get("origin") == "idle":
-            return "idle"
-        if "/page/" in url:
-            return "page"
-        if url.endswith(".webm") or ".webm?" in url:
-            return "video"
-        if "/media/" in url:
-            return "image"
-        return "other"
-
-    def observe(self) -> int:
-        """Read the playback record; returns its sequence."""
-        record = self.display.playback()
-        if record.get("sequence") != self.record.get("sequence"):
-            self.transition = f"{self._describe(self.record)} -> {self._describe(record)}"
-            self.record, self.record_seen = record, time.monotonic()
-            self.shown[self._kind(record)] += 1
-            url = record.get("content-item")
-            for index, (sent_url, _) in enumerate(self.pending):
-                if sent_url == url:  # the queue is first in, first out: earlier ones are done
-                    del self.pending[: index + 1]
-                    self.last_shown = time.monotonic()
-                    break
-        if self.pending and time.monotonic() - self.pending[0][1] > 30 + AHEAD * self.seconds:
-            self.pending.pop(0)  # failed or skipped by the display
-            self.never_shown += 1
-        return int(record.get("sequence") or 0)
-
-    def feed(self) -> None:
-        step = MIX[self.plan_index % len(MIX)]
-        now = time.monotonic()
-        if step == "I":
-            # Let the queue run dry: the schedule's next cached image takes the screen; the
-            # next request goes once it has had most of its time (it is loaded behind it).
-            showing_image = self.record.get("origin") == "schedule"
-            if not self.pending and showing_image and now - self.record_seen >= 0.7 * self.seconds:
-                self.plan_index += 1
-            elif not self.pending and now - self.last_shown > self.seconds + 15:
-                self.image_timeouts += 1
-                self.plan_index += 1
-            return
-        if len(self.pending) >= AHEAD:
-            return
-        n = self.sent
-        if step == "P":
-            url = f"{self.content.url}/page/{n}.html"
-        else:
-            url = f"{self.content.url}/media/{self.videos[n % len(self.videos)]}?n={n}"
-        self.display.schedule_json(url, self.seconds)
-        self.pending.append((url, now))
-        self.sent += 1
-        self.plan_index += 1
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "shown": self.shown,
-            "requests_sent": self.sent,
-            "requests_never_shown": self.never_shown,
-            "image_timeouts": self.image_timeouts,
-        }
 
 
 def low_memory_supported(checkout: Path, workdir: Path) -> bool:
@@ -387,6 +297,7 @@ def run_display(
     return {
         "profile": profile,
         "config": config,
+        "item_seconds": args.item_seconds,
         "transitions": transitions,
         "seconds": round(elapsed, 1),
         "driver": driver.summary(),
@@ -552,6 +463,12 @@ def print_run(run: dict[str, Any]) -> None:
         f"growth PSS {found['growth_pss_mb']:+.1f} MB, RSS {found['growth_rss_mb']:+.1f} MB "
         f"(windows {found['growth_windows']}); Theil-Sen slope "
         + (f"{slope:+.1f} MB/1000" if slope is not None else "n/a")
+    )
+    between = run["driver"].get("seconds_between_records", {})
+    print(
+        "seconds from one item to the next (items of "
+        f"{run.get('item_seconds', '?')} s; p50/p95): "
+        + ", ".join(f"{pair} {f['p50']}/{f['p95']} (n={f['n']})" for pair, f in between.items())
     )
     header = f"{'PSS (RSS) MB':<14}" + "".join(f"{role:>16}" for role in ROLES)
     print(header)
