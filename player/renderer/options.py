@@ -109,7 +109,8 @@ class RendererOptions:
     # Web views on the stage. Two: the next item loads, and plays from its first frame, under
     # the one on screen. One (the low-memory profile): the next item loads in the view on
     # screen, behind a still of its last frame, so one render process and one compositor
-    # target exist at a time; the outgoing item stands still for the load (0.3-1 s).
+    # target exist at a time; the outgoing item stands still while the next loads (README
+    # "Memory": ~0.5 s for a signage page on the development machine).
     views: int = 2
 
     def __post_init__(self) -> None:

@@ -50,6 +50,8 @@ def free_port() -> int:
 
 
 def percentile(values: list[float], fraction: float) -> float:
+    # As tests/bench/stats.py; kept here because this file also runs as a plain script
+    # (bench_flood.py imports it by path, with no package).
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return ordered[index]

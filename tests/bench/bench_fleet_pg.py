@@ -54,11 +54,11 @@ from tests.bench.fleetbench import (  # noqa: E402
     cpu_seconds,
     load,
     parallel,
-    percentile,
     rss_mib,
     save,
     schedule_document,
 )
+from tests.bench.stats import percentile  # noqa: E402
 from tests.pgserver import PgServer, free_port  # noqa: E402
 from tests.webhook_receiver import Receiver  # noqa: E402
 

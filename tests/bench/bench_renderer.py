@@ -41,6 +41,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.renderer.options import prepare_process
+from tests.bench.stats import percentile
 
 if TYPE_CHECKING:
     from player.renderer import KioskRenderer
@@ -110,12 +111,6 @@ def play(url: str, content_type: str | None = None) -> object:
     from player.playitem import PlayItem
 
     return PlayItem(next(_tokens), url, url, content_type, 10.0, "request")
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def schedule_to_pixel(

@@ -34,7 +34,8 @@ from typing import Any
 
 from PySide6.QtGui import QColor, QImage
 
-from tests.bench.bench_api import ROOT, Display, percentile
+from tests.bench.bench_api import ROOT, Display
+from tests.bench.stats import percentile
 
 COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
 

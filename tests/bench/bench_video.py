@@ -54,7 +54,8 @@ from typing import Any
 
 from PySide6.QtGui import QColor, QGuiApplication
 
-from tests.bench.bench_api import ROOT, free_port, percentile
+from tests.bench.bench_api import ROOT, free_port
+from tests.bench.stats import percentile
 from tests.renderer.pixels import near
 from tests.renderer.videoscreen import blend_of
 from tests.tools import xvfb

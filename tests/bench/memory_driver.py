@@ -8,14 +8,10 @@ from typing import Any
 
 from tests.bench.memory_tools import Display
 from tests.bench.signage_content import ContentServer
+from tests.bench.stats import percentile
 
 MIX = "PPIPVPPIVP"  # page, image (the queue runs dry), video
 AHEAD = 2  # requests queued beyond the one on screen
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class Driver:
@@ -114,8 +110,8 @@ class Driver:
             "seconds_between_records": {
                 pair: {
                     "n": len(values),
-                    "p50": round(quantile(values, 0.5), 2),
-                    "p95": round(quantile(values, 0.95), 2),
+                    "p50": round(percentile(values, 0.5), 2),
+                    "p95": round(percentile(values, 0.95), 2),
                 }
                 for pair, values in sorted(self.intervals.items())
             },
