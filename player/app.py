@@ -5,7 +5,7 @@ the one loop (the renderer reports to the engine that drives it) is closed in on
 start and stop are an explicit, logged sequence, stopped in reverse.
 
 Threads:
-- main (GUI) thread: the QApplication, the renderer, and the engine's driver
+- main (GUI) thread: the Qt application, the renderer, and the engine's driver
   (``player.qtloop.EngineDriver``: ``engine.tick`` when woken or due);
 - ``wsgi-api``: waitress serving the Display Segment API (``server.display``), which reaches the
   display through its thread-safe methods and the screen through ``player.qtloop.GuiBridge``;

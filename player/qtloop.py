@@ -1,7 +1,7 @@
 """The display's Qt side: the application, and the small objects that live on its thread.
 
 - :func:`start_application`: Chromium's process flags, Qt's log routed to ``pdn.qt``, then the
-  QApplication (the kiosk renderer needs all three in that order).
+  application (the kiosk renderer needs all three in that order).
 - :class:`Waker`: a thread-safe "something changed" signal, queued onto the GUI thread.
 - :class:`EngineDriver`: runs ``engine.tick`` on the GUI thread when woken or when it is due
   (the engine only ever touches the renderer from ``tick``).
@@ -37,8 +37,7 @@ from PySide6.QtCore import (
     Signal,
     qInstallMessageHandler,
 )
-from PySide6.QtWebEngineWidgets import QWebEngineView  # noqa: F401  (before QApplication)
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QGuiApplication
 
 from player.crashonly import RepeatFilter
 from player.renderer import KioskRenderer, prepare_process
@@ -65,8 +64,9 @@ def _qt_message(kind: QtMsgType, _context: QMessageLogContext, message: str) -> 
     qt_log.log(_QT_LEVELS.get(kind, logging.INFO), "%s", message)
 
 
-def start_application() -> QApplication:
-    """The QApplication, with Chromium's flags and Qt's log in place first."""
+def start_application() -> QGuiApplication:
+    """The application (no widgets: the screen is a Qt Quick scene), with Chromium's flags and
+    Qt's log in place first."""
     if os.geteuid() == 0 and "QTWEBENGINE_DISABLE_SANDBOX" not in os.environ:
         # Chromium refuses its sandbox as root (prepare_process turns it off); a kiosk
         # service runs as its own user.
@@ -76,9 +76,9 @@ def start_application() -> QApplication:
     repeats = RepeatFilter()
     for name in ("pdn.qt", "pdn.renderer"):
         logging.getLogger(name).addFilter(repeats)
-    prepare_process()  # Chromium flags and shared GL contexts: before the QApplication
-    existing = QApplication.instance()
-    app = existing if isinstance(existing, QApplication) else QApplication(["pdn-display"])
+    prepare_process()  # Chromium flags, Qt WebEngine for Qt Quick: before the application
+    existing = QGuiApplication.instance()
+    app = existing if isinstance(existing, QGuiApplication) else QGuiApplication(["pdn-display"])
     app.setApplicationName("pdn-display")
     return app
 

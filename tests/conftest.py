@@ -1,11 +1,15 @@
 """Settings every test process shares.
 
-Qt WebEngine runs for real in the tests: offscreen by default (no screen here), on a real
-Xvfb where a test needs a whole X screen. Chromium's sandbox cannot run as root.
+Qt runs for real in the tests, on one X server shared by the whole run (Xvfb, started here
+before any test makes the application): Qt Quick draws with Mesa's software OpenGL there, and
+its grabs show what the scene shows (the ``offscreen`` platform does not show every kind of
+frame). Tests that need an X screen of their own start another. Chromium's sandbox cannot run
+as root.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -13,8 +17,25 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pgserver import PgServer, PostgresMissingError
+from tests.tools import xvfb
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+_shared_x = contextlib.ExitStack()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One Xvfb for the run, unless the run is told which Qt platform to use."""
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return
+    display = _shared_x.enter_context(xvfb(1280, 1024))
+    os.environ["DISPLAY"] = display
+    os.environ["QT_QPA_PLATFORM"] = "xcb"
+    os.environ.pop("WAYLAND_DISPLAY", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _shared_x.close()
+
+
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 # Chromium must not try the network beyond loopback, nor use a GPU that is not there.
 os.environ.setdefault(

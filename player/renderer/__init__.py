@@ -1,11 +1,11 @@
-"""The kiosk renderer: a fullscreen Qt WebEngine window that plays PlayItems without a glitch.
+"""The kiosk renderer: a fullscreen Qt Quick scene that plays PlayItems without a glitch.
 
 Use::
 
     from player.renderer import KioskRenderer, RendererOptions, prepare_process
 
-    prepare_process()                      # before the QApplication exists
-    app = QApplication([...])
+    prepare_process()                      # before the application exists
+    app = QGuiApplication([...])
     renderer = KioskRenderer(RendererOptions(display_name="Lobby", api_url="http://..."))
     renderer.set_listener(engine_listener)  # item_shown / item_failed / item_ended
 
@@ -14,9 +14,10 @@ adds ``grab_png()`` (a PNG of the screen, GUI thread only), ``set_context(readin
 ``last_frame_time()`` (``time.monotonic()`` of the last frame known painted), ``alive`` and
 ``close()``.
 
-Content kinds: web pages load as they are; a still image in the content cache (``file://``
-PNG/JPEG/WebP/BMP/TIFF) is decoded and drawn natively; other images and videos are wrapped in
-a small page (fitted on black). A video the platform cannot decode (``canPlayType``) fails
+Content kinds: web pages load as they are (a Qt WebEngine view item per navigation); a still
+image in the content cache (``file://`` PNG/JPEG/WebP/BMP/TIFF) is decoded off the GUI thread
+and drawn natively (a Qt Quick image item); other images and videos are wrapped in a small page
+(fitted on black). A video the platform cannot decode (``canPlayType``) fails
 with the reason; its natural length is reported when the item has no duration, and
 ``item_ended`` when it finishes.
 

@@ -1,8 +1,8 @@
 """The idle page: the display's name, its addresses and API URL, for whoever installs it.
 
 The page is HTML from ``player/assets`` rendered in a web view. Should the web engine itself be
-unable to draw (its render process dying), :class:`IdleCover` draws the same facts natively,
-so the screen is never black.
+unable to draw (its render process dying), the stage's cover (``layers.Cover``) draws the same
+facts natively, so the screen is never black.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import json
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, Qt, QUrl
-from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPaintEvent
+from PySide6.QtCore import QUrl
 from PySide6.QtNetwork import QNetworkInterface
-from PySide6.QtWidgets import QWidget
 
 
 def addresses() -> list[str]:
@@ -59,36 +57,3 @@ def download_progress(status: dict[str, object]) -> str:
 
 def idle_base_url() -> QUrl:
     return QUrl.fromLocalFile(str(assets_dir()) + "/")
-
-
-class IdleCover(QWidget):
-    """The idle facts drawn by Qt: shown when no web view can be (a render process crash)."""
-
-    def __init__(self, name: str, api_url: str) -> None:
-        super().__init__()
-        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-        self._name = name or "pdn display"
-        self._api_url = api_url
-
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
-        painter = QPainter(self)
-        gradient = QLinearGradient(0, 0, self.width(), self.height())
-        gradient.setColorAt(0, QColor("#16324a"))
-        gradient.setColorAt(1, QColor("#275a73"))
-        painter.fillRect(self.rect(), gradient)
-        unit = max(8, min(self.width(), self.height()) // 100)
-        margin = self.width() * 0.08
-        width = self.width() - 2 * margin
-        painter.setPen(QColor("#eef4f8"))
-        font = QFont("DejaVu Sans")
-        font.setPixelSize(unit * 8)
-        painter.setFont(font)
-        top = self.height() * 0.3
-        painter.drawText(QRectF(margin, top, width, unit * 12), self._name)
-        font.setPixelSize(unit * 3)
-        painter.setFont(font)
-        painter.setPen(QColor("#c9dde9"))
-        lines = [f"Display API  {self._api_url}", "Addresses  " + ", ".join(addresses())]
-        for row, line in enumerate(lines):
-            painter.drawText(QRectF(margin, top + unit * (16 + 6 * row), width, unit * 5), line)
-        painter.end()

@@ -1,13 +1,16 @@
 """The kiosk renderer: what the engine's PlayItems become on the screen.
 
-Layers on the stage, bottom to top as needed: two recycled web views (slots), the native
-image layer, the native idle cover, and the crossfade overlay. The incoming item is loaded into
-the slot that is not on screen, underneath the one that is; when it reports painted, it is
-raised, reported shown, and the old slot is blanked and kept for the next item.
+The screen is one Qt Quick scene (``stage.py``). Its layers, any of which can be in front: the
+web views of two slots (one with the low-memory profile), the native pictures, the native idle
+cover, and a still of a web view. The incoming item loads in a slot that is not in front,
+underneath the one that is; when it has painted, it is raised (faded in on the render thread
+when a cross-fade is set, the outgoing item still playing under it), reported shown, and the
+old layer is cleared once it is covered.
 
 With one web view (``options.views``, the low-memory profile) a page that follows a page loads
-in the view on screen: the overlay holds a still of the screen over it until the new page has
-painted, so the screen never shows a blank view, only the last frame standing still a moment.
+in place of the one in front: a still of the last frame (a texture copy on the GPU) covers the
+screen until the new page has painted, so the screen never shows a blank view, only the last
+frame standing still a moment.
 """
 
 from __future__ import annotations
@@ -15,50 +18,42 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from PySide6.QtCore import (
-    QBuffer,
-    QByteArray,
-    QIODevice,
-    QObject,
-    Qt,
-    QTimer,
-    Signal,
-)
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
 from PySide6.QtGui import QImage
-from PySide6.QtWebEngineCore import QWebEngineScript
-from PySide6.QtWidgets import QWidget
 
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import (
     Kind,
     classify,
+    context_script,
     local_path,
     media_type,
     update_script,
 )
 from player.renderer.engineprocs import ZygoteWatch
-from player.renderer.fade import FadeOverlay
-from player.renderer.idle import IdleCover, addresses, idle_base_url, idle_html, progress_script
-from player.renderer.imagelayer import ImageError, ImageLayer, decode_image
+from player.renderer.idle import addresses, idle_base_url, idle_html, progress_script
+from player.renderer.imagelayer import ImageLayer
+from player.renderer.layers import Cover, Still
 from player.renderer.options import RendererOptions, add_chromium_flags
-from player.renderer.profile import install_context_script, make_profile
+from player.renderer.profile import make_profile
 from player.renderer.recycler import MemoryPressure, Recycler
+from player.renderer.stage import Stage, keep_screen_awake
 from player.renderer.webslot import SlotState, WebSlot, classify_frame
-from player.renderer.window import KioskWindow, Stage, keep_screen_awake
 
 log = logging.getLogger("pdn.renderer")
 
 IDLE_TOKEN = -1  # the idle page's own "item": never reported to the engine
-CLEAR_DELAY_MS = 250  # the old view is blanked this long after the swap (the new one is up)
+CLEAR_DELAY_MS = 250  # the old layer is cleared this long after the swap (the new one is up)
 BEAT_MS = 1000
 FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
 WATCH_MS = 1000  # the visual watchdog's period
-GRAB_EVERY = 3  # ... and a grab of the screen every this many periods
+GRAB_EVERY = 60  # ... and a look at the screen (a full read-back) every this many periods
+STALLED_SCENE = 2.0  # seconds without a frame while the scene should be moving: look at once
 BEAT_STALE = 3.0  # seconds without a page's answer that make a black screen suspect
 CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
 CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
@@ -76,20 +71,25 @@ class _Pending:
     kind: Kind
     slot: WebSlot | None = None
     image_serial: int = 0
+    image_url: str = ""
     report: bool = True  # False when re-showing after a crash (already reported shown)
 
 
-class KioskRenderer(QObject):
-    """A :class:`player.playitem.Renderer` on a fullscreen Qt WebEngine window.
+Layer = WebSlot | ImageLayer | Cover | Still
 
-    Construct it on the GUI thread after the QApplication exists (call
-    :func:`player.renderer.prepare_process` before creating the QApplication).
+
+class KioskRenderer(QObject):
+    """A :class:`player.playitem.Renderer` on a fullscreen Qt Quick scene.
+
+    Construct it on the GUI thread after the application exists (call
+    :func:`player.renderer.prepare_process` before creating the application).
 
     A visual watchdog checks every second that the screen shows what the renderer has said is
     on it (:meth:`screen_state`): no page whose render process stopped answering, no screen
     without a frame, no black screen where a page painted colour and stopped answering, no
-    cover hiding an item for long, no storm of render process crashes. A wrong screen is
-    reloaded with back-off (``RECOVERY_STEPS``); one still wrong after
+    cover hiding an item for long, no storm of render process crashes. It reads the screen back
+    at most once a minute, or at once when the scene stops swapping frames while it should be
+    moving. A wrong screen is reloaded with back-off (``RECOVERY_STEPS``); one still wrong after
     ``options.recover_within`` seconds, or the loss of the web engine's zygote (no render
     process can be started again in this process), emits ``engine_lost`` with the reason: the
     display then exits non-zero and its service manager starts a new one (crash-only).
@@ -109,10 +109,10 @@ class KioskRenderer(QObject):
         self._readings: dict[str, object] = {}
         self._pending: _Pending | None = None
         self._current: PlayItem | None = None  # on screen, reported shown
-        self._front: QWidget | None = None
+        self._front: Layer | None = None
         self._crashes: dict[int, int] = {}
         self._prepared_failures: dict[str, tuple[str, float]] = {}
-        self._images: OrderedDict[str, QImage] = OrderedDict()
+        self._prepared_images: dict[str, PlayItem] = {}
         self._image_serial = 0
         self._last_frame: float | None = None
         self._idle_ips: list[str] = []
@@ -125,61 +125,64 @@ class KioskRenderer(QObject):
         self._problem: str | None = None
         self._recoveries = 0
         self._fatal: str | None = None
-        self._still_since = 0.0  # when the overlay began to hold a still (one web view)
-        self._frame_class = "content"  # of the last periodic grab
+        self._frame_class = "content"  # of the last look at the screen
         self._frame_class_at: float | None = None
         self._watch_count = 0
+        self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
         self._zygotes = ZygoteWatch()
 
-        self.profile = make_profile(options, self, self._readings)
-        self.recycler = Recycler(options.recycle_after_loads, memory)
-        self.stage = Stage()
-        self.slots = [
-            WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
-            for name in ("a", "b")[: options.views]
-        ]
-        for slot in self.slots:
-            slot.ready.connect(self._slot_ready)
-            slot.failed.connect(self._slot_failed)
-            slot.ended.connect(self._slot_ended)
-            slot.crashed.connect(self._slot_crashed)
-        self.image_layer = ImageLayer()
-        self.stage.add_layer(self.image_layer)
-        self.image_layer.painted.connect(self._image_painted, Qt.ConnectionType.QueuedConnection)
-        self.cover = IdleCover(options.display_name, options.api_url)
-        self.stage.add_layer(self.cover)
-        self.overlay = FadeOverlay()
-        self.stage.add_layer(self.overlay)
-        self.window = KioskWindow(
-            self.stage,
+        self.stage = Stage(
             rotation=options.rotation,
             screen_index=options.screen,
             fullscreen=options.fullscreen,
             window_size=options.window_size,
         )
-        # The layout's "current" layer is raised and shown when the current one is removed
-        # (QStackedLayout): make it the overlay, never removed, not a view that may be renewed.
-        self.stage.stack.setCurrentWidget(self.overlay)
-        self.overlay.hide()
-        self.window.show_kiosk(options.fullscreen)
-        self._beat = QTimer(self)
-        self._beat.setInterval(BEAT_MS)
-        self._beat.timeout.connect(self._heartbeat)
-        self._beat.start()
-        self._idle_refresh = QTimer(self)
-        self._idle_refresh.setInterval(30_000)
-        self._idle_refresh.timeout.connect(self._refresh_idle)
-        self._idle_refresh.start()
-        self._watch = QTimer(self)
-        self._watch.setInterval(WATCH_MS)
-        self._watch.timeout.connect(self._check_screen)
-        self._watch.start()
+        self.profile, self._profile_owner = make_profile(options, self.stage.view.engine(), self)
+        self.recycler = Recycler(memory)
+        self.slots = [
+            WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)
+            for name in ("a", "b")[: options.views]
+        ]
+        script = context_script(self._readings)
+        for slot in self.slots:
+            slot.context_script = script
+            slot.ready.connect(self._slot_ready)
+            slot.failed.connect(self._slot_failed)
+            slot.ended.connect(self._slot_ended)
+            slot.crashed.connect(self._slot_crashed)
+        self.image_layer = ImageLayer(self.stage, options.decoded_images)
+        self.image_layer.presenting.connect(self._image_presenting)
+        self.image_layer.painted.connect(self._image_painted)
+        self.image_layer.failed.connect(self._image_failed)
+        self.cover = Cover(self.stage, options.display_name, options.api_url)
+        self.still = Still(self.stage)
+        self.stage.frame_swapped.connect(self._frame_swapped)
+        self.stage.show_kiosk(options.fullscreen)
+        # Every timer is the renderer's own (a child): it dies with it, and close() stops it.
+        self._beat = self._timer(BEAT_MS, self._heartbeat)
+        self._idle_refresh = self._timer(30_000, self._refresh_idle)
+        self._watch = self._timer(WATCH_MS, self._check_screen)
         self._zygotes.lost()  # the zygotes are up once the profile and its views are
         if options.keep_screen_on:
             keep_screen_awake()
         self.show_idle()
 
-    # -- set-up ---------------------------------------------------------------------------
+    def _timer(self, interval_ms: int, callback: object) -> QTimer:
+        timer = QTimer(self)
+        timer.setInterval(interval_ms)
+        timer.timeout.connect(callback)
+        timer.start()
+        return timer
+
+    def _later(self, delay_ms: int, callback: object) -> None:
+        """``callback`` after ``delay_ms``, unless the renderer is closed by then: the timer
+        has the renderer as its context, so it cannot outlive it."""
+
+        def fire() -> None:
+            if not self._closed:
+                callback()  # type: ignore[operator]
+
+        QTimer.singleShot(delay_ms, self, fire)
 
     # -- the Renderer protocol ------------------------------------------------------------
 
@@ -191,11 +194,8 @@ class KioskRenderer(QObject):
             return
         kind = classify(item)
         if kind is Kind.NATIVE_IMAGE:
-            try:
-                self._decoded(item)
-            except ImageError as error:
-                self._remember_failure(item, str(error))
-                self._report_failed(item, str(error))
+            self._prepared_images[item.url] = item
+            self.image_layer.decode(item.url, Path(local_path(item.url)))
             return
         if any(slot.holds(item) for slot in self.slots):
             return
@@ -216,23 +216,17 @@ class KioskRenderer(QObject):
             return
         self._abandon_pending()
         if kind is Kind.NATIVE_IMAGE:
-            try:
-                image = self._decoded(item)
-            except ImageError as error:
-                self._report_failed(item, str(error))
-                return
+            self._prepared_images.pop(item.url, None)
             self._image_serial += 1
-            self._pending = _Pending(item, kind, image_serial=self._image_serial)
-            if self._front is not self.image_layer:
-                self._begin_fade()
-            self.image_layer.set_image(image, self._image_serial)
-            self.image_layer.raise_()
-            self.overlay.raise_()
+            self._pending = _Pending(
+                item, kind, image_serial=self._image_serial, image_url=item.url
+            )
+            self.image_layer.show(item.url, Path(local_path(item.url)), self._image_serial)
             return
-        slot = next((s for s in self.slots if s.holds(item) and s.view is not self._front), None)
+        slot = next((s for s in self.slots if s.holds(item) and s is not self._front), None)
         if slot is None:
-            slot = self._slot_to_show_in()
-            slot.load(item, kind, media_type(item))
+            slot, behind_still = self._slot_to_show_in()
+            slot.load(item, kind, media_type(item), keep_old_for_a_frame=behind_still)
         self._pending = _Pending(item, kind, slot=slot)
         if slot.state is SlotState.READY:
             self._commit_slot(slot)
@@ -260,13 +254,14 @@ class KioskRenderer(QObject):
             duration=None,
             origin="idle",
         )
-        slot = self._slot_to_show_in()
+        slot, behind_still = self._slot_to_show_in()
         slot.load_html(
             idle_html(
                 self.options.display_name, self.options.api_url, self._idle_ips, self._idle_progress
             ),
             idle_base_url(),
             item,
+            keep_old_for_a_frame=behind_still,
         )
         self._pending = _Pending(item, Kind.PAGE, slot=slot, report=False)
 
@@ -276,39 +271,40 @@ class KioskRenderer(QObject):
         """What the idle page says of downloads ("" for nothing); shown at once if it is up."""
         self._idle_progress = text
         for slot in (s for s in self.slots if s.item is not None and s.item.token == IDLE_TOKEN):
-            slot.page.runJavaScript(progress_script(text))
+            slot.run_in_page(progress_script(text))
 
     def grab_png(self) -> bytes:
         """A PNG of what the window shows now (rotation included). GUI thread only."""
         data = QByteArray()
         buffer = QBuffer(data)
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        self.window.grab().save(buffer, "PNG")
+        self.stage.grab().save(buffer, b"PNG")
         buffer.close()
         return bytes(data.data())
 
     def grab_image(self) -> QImage:
         """What the window shows now, as an image (tests and benchmarks)."""
-        return self.window.grab().toImage()
+        return self.stage.grab()
 
     def set_context(self, readings: dict[str, object]) -> None:
         """Push the latest sensor readings to web content (see the package docstring)."""
         self._readings = dict(readings)
-        install_context_script(self.profile, self._readings)
-        script = update_script(self._readings)
+        script = context_script(self._readings)
+        update = update_script(self._readings)
         for slot in self.slots:
+            slot.context_script = script  # the views to come
             if slot.state is not SlotState.BLANK:
-                slot.page.runJavaScript(script, QWebEngineScript.ScriptWorldId.MainWorld)
+                slot.run_in_page(update)
 
     def last_frame_time(self) -> float | None:
-        """``time.monotonic()`` of the last frame known painted (a swap, or a page's frame
-        answering the liveness probe); None before the first one."""
+        """``time.monotonic()`` of the last frame known painted (a swap of the scene, or a
+        page's frame answering the liveness probe); None before the first one."""
         return self._last_frame
 
     @property
     def alive(self) -> bool:
         """The window is up and what is on screen answers (no hung render process)."""
-        if self._closed or not self.window.isVisible():
+        if self._closed or not self.stage.is_visible():
             return False
         slot = self._front_slot()
         if slot is None:
@@ -340,76 +336,81 @@ class KioskRenderer(QObject):
         return self._current.token if self._current is not None else None
 
     def close(self) -> None:
-        """Take the window down and free Qt WebEngine in order (pages before their profile)."""
+        """Take the window down and free Qt WebEngine in order (views before their profile).
+        Every timer and callback of the renderer and its slots stops here."""
         if self._closed:
             return
         self._closed = True
+        for timer in (self._beat, self._idle_refresh, self._watch):
+            timer.stop()
+        self.stage.frame_swapped.disconnect(self._frame_swapped)
+        for slot in self.slots:
+            slot.close()
+        self.image_layer.close()
+        self.stage.close()
         from shiboken6 import delete
 
-        self._beat.stop()
-        self._idle_refresh.stop()
-        self._watch.stop()
-        self.window.hide()
-        for slot in self.slots:
-            delete(slot.view)
-        delete(self.window)
-        delete(self.profile)
+        delete(self._profile_owner)
 
     # -- internals ------------------------------------------------------------------------
 
     def _front_slot(self) -> WebSlot | None:
-        return next((s for s in self.slots if s.view is self._front), None)
+        front = self._front
+        return front if isinstance(front, WebSlot) else None
 
     def _free_slot(self, for_show: bool) -> WebSlot | None:
         """The slot to load into: never the one on screen, and for a hint never the one an
         item on its way to the screen is using."""
-        busy = {self._front}
+        busy: set[object] = {self._front}
         if not for_show and self._pending is not None and self._pending.slot is not None:
-            busy.add(self._pending.slot.view)
-        candidates = [s for s in self.slots if s.view not in busy]
+            busy.add(self._pending.slot)
+        if self._holding_still:
+            busy.update(s for s in self.slots if s.front_item() is self._still_source)
+        candidates = [s for s in self.slots if s not in busy]
         if not candidates:
             return None
         for state in (SlotState.BLANK, SlotState.READY, SlotState.LOADING, SlotState.SHOWN):
             for slot in candidates:
                 if slot.state is state:
-                    self.recycler.before_load(slot)  # renewed when due (recycler.py)
+                    self.recycler.before_load(slot)  # memory given back when due
                     return slot
         return candidates[0]
 
-    def _slot_to_show_in(self) -> WebSlot:
-        """A slot for the item to show: one not on screen, or with a single view (the
-        low-memory profile), the one on screen, from now behind a still of it."""
+    def _slot_to_show_in(self) -> tuple[WebSlot, bool]:
+        """A slot for the item to show, and whether it loads behind a still: one not on
+        screen, or with a single view (the low-memory profile) the one on screen, from now
+        behind a still of it."""
         slot = self._free_slot(for_show=True)
         if slot is not None:
-            return slot
+            return slot, False
         slot = self._front_slot()
-        assert slot is not None  # with two slots, one is never the front one
-        self.overlay.hold(self.stage.grab())
-        self._front = self.overlay
-        self._still_since = time.monotonic()
+        if slot is None:  # the only view is already behind a still
+            slot = self.slots[0]
+            self.recycler.before_load(slot)
+            return slot, False
+        source = slot.front_item()
+        assert source is not None  # a slot in front holds a view
+        self.still.hold(source, time.monotonic())
+        self._still_source = source
+        self._front = self.still
         self.recycler.before_load(slot)
-        return slot
+        return slot, True
+
+    _still_source: object = None
 
     @property
     def _holding_still(self) -> bool:
-        return self._front is self.overlay
-
-    def _decoded(self, item: PlayItem) -> QImage:
-        image = self._images.get(item.url)
-        if image is None:
-            image = decode_image(Path(local_path(item.url)), self.window.content_size())
-            self._images[item.url] = image
-            while len(self._images) > self.options.decoded_images:
-                self._images.popitem(last=False)
-        else:
-            self._images.move_to_end(item.url)
-        return image
+        return self._front is self.still
 
     def _abandon_pending(self) -> None:
         """A new show supersedes the one on its way (the engine has moved on)."""
         pending = self._pending
         self._pending = None
-        if pending is not None and pending.slot is not None and pending.item.token == IDLE_TOKEN:
+        if pending is None:
+            return
+        if pending.kind is Kind.NATIVE_IMAGE:
+            self.image_layer.cancel()
+        if pending.slot is not None and pending.item.token == IDLE_TOKEN:
             self._schedule_clear(pending.slot)
 
     def _slot_ready(self, slot: WebSlot) -> None:
@@ -421,10 +422,19 @@ class KioskRenderer(QObject):
         pending = self._pending
         assert pending is not None
         self._pending = None
-        self._swap_to(slot.view)
+        self._swap_to(slot)
         slot.start()
         natural = slot.natural_duration if pending.item.duration is None else None
         self._now_showing(pending, natural)
+
+    def _image_presenting(self, serial: int) -> None:
+        pending = self._pending
+        if (
+            pending is not None
+            and pending.kind is Kind.NATIVE_IMAGE
+            and serial == pending.image_serial
+        ):
+            self._swap_to(self.image_layer)
 
     def _image_painted(self, serial: int) -> None:
         pending = self._pending
@@ -433,50 +443,89 @@ class KioskRenderer(QObject):
         if serial != pending.image_serial:
             return
         self._pending = None
-        self._swap_to(self.image_layer, raised=True)
         self._now_showing(pending, None)
 
-    def _begin_fade(self) -> None:
-        if self._holding_still:
-            self.overlay.release(self.options.crossfade_ms)
-        elif self._front is not None and self.options.crossfade_ms > 0:
-            self.overlay.fade(self.stage.grab(), self.options.crossfade_ms)
+    def _image_failed(self, url: str, reason: str) -> None:
+        pending = self._pending
+        log.warning("cannot show %s: %s", url, reason)
+        if pending is not None and pending.kind is Kind.NATIVE_IMAGE and pending.image_url == url:
+            self._pending = None
+            self._report_failed(pending.item, reason)
+            if self._front is None or self._holding_still:
+                self._show_cover()
+            return
+        prepared = self._prepared_images.pop(url, None)
+        if prepared is not None:
+            self._remember_failure(prepared, reason)
+            self._report_failed(prepared, reason)
 
-    def _swap_to(self, layer: QWidget, raised: bool = False) -> None:
+    def _swap_to(self, layer: Layer) -> None:
+        """Bring ``layer`` in front: raised, faded in over the outgoing layer (which stays
+        live under it), and the outgoing layer cleared once covered."""
         old = self._front
-        if not raised:
-            if old is not layer:
-                self._begin_fade()
-            layer.raise_()
-        if self.overlay.isVisible():
-            self.overlay.raise_()
+        item = layer.front_item()
+        if item is None:
+            return
+        fade_ms = self.options.crossfade_ms if old is not None else 0
+        if old is layer and layer is not self.image_layer:
+            fade_ms = 0
+        item.setVisible(True)
+        self.stage.raise_item(item)
+        self.stage.fade(item, 0.0, 1.0, fade_ms)
+        if fade_ms:
+            self._fading_until = time.monotonic() + fade_ms / 1000
         self._front = layer
         self._last_frame = time.monotonic()
-        for slot in self.slots:
-            if slot.view is old and old is not layer:
-                self._schedule_clear(slot)
-        if old is self.image_layer and layer is not self.image_layer:
-            QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, self._clear_image)
+        self.stage.request_frame()
+        delay = CLEAR_DELAY_MS + fade_ms
+        if isinstance(old, WebSlot) and old is not layer:
+            self._schedule_clear(old)
+        elif old is self.image_layer:
+            if layer is self.image_layer:
+                self._later(delay, self._clear_back_picture)
+            else:
+                self._later(delay, self._clear_pictures)
+        elif old is self.cover and layer is not self.cover:
+            self._later(delay, self._clear_cover)
+        elif old is self.still and layer is not self.still:
+            self._later(delay, self._release_still)
 
-    def _clear_image(self) -> None:
-        if not self._closed and self._front is not self.image_layer:
+    def _clear_back_picture(self) -> None:
+        self.image_layer.clear_back()
+
+    def _clear_pictures(self) -> None:
+        if self._front is not self.image_layer:
             self.image_layer.clear()
+
+    def _clear_cover(self) -> None:
+        if self._front is not self.cover:
+            self.cover.clear()
+
+    def _release_still(self) -> None:
+        if self._front is not self.still:
+            self.still.release()
+            self._still_source = None
 
     def _schedule_clear(self, slot: WebSlot) -> None:
         generation = slot.generation
 
         def clear() -> None:
-            if self._closed:
-                return
             pending_slot = self._pending.slot if self._pending is not None else None
             if (
                 slot.generation == generation
-                and slot.view is not self._front
-                and (slot is not pending_slot)
+                and slot is not self._front
+                and slot is not pending_slot
             ):
                 slot.clear()
 
-        QTimer.singleShot(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
+        self._later(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
+
+    def _frame_swapped(self) -> None:
+        if self._front is not None:  # a frame of something, not of the empty stage
+            self._last_frame = self.stage.last_swap
+        for slot in self.slots:
+            slot.frame_swapped()
+        self.image_layer.frame_swapped()
 
     def _now_showing(self, pending: _Pending, natural: float | None) -> None:
         item = pending.item
@@ -500,7 +549,7 @@ class KioskRenderer(QObject):
             return
         pending = self._pending
         log.warning("cannot show %s: %s", item.url, reason)
-        if slot.view is self._front:
+        if slot is self._front:
             # It broke on screen (an error page after a navigation, a video error): cover it.
             self._show_cover()
             slot.clear()
@@ -529,7 +578,7 @@ class KioskRenderer(QObject):
         listener = self._listener
         if item is None or listener is None or item.token == IDLE_TOKEN:
             return
-        if slot.view is self._front:
+        if slot is self._front:
             listener.item_ended(item.token)
 
     def _slot_crashed(self, slot: WebSlot, description: str) -> None:
@@ -550,7 +599,7 @@ class KioskRenderer(QObject):
             return
         crashes = self._crashes.get(item.token, 0) + 1
         self._crashes[item.token] = crashes
-        on_screen = slot.view is self._front
+        on_screen = slot is self._front
         if on_screen:
             self._show_cover()
         pending = self._pending
@@ -613,12 +662,22 @@ class KioskRenderer(QObject):
             self._listener.idle_shown(datetime.now(UTC))
 
     def _show_cover(self) -> None:
-        """The native idle facts over everything: never a crashed view or an error page."""
-        if self._holding_still:
-            self.overlay.release(0)
-        self.cover.raise_()
+        """The native idle facts over everything, at once: never a crashed view or an error
+        page."""
+        old = self._front
+        if old is self.cover:
+            return
+        self.cover.bring_up()
+        item = self.cover.front_item()
+        self.stage.raise_item(item)
+        self.stage.fade(item, 0.0, 1.0, 0)
         self._front = self.cover
         self._last_frame = time.monotonic()
+        self.stage.request_frame()
+        if old is self.still:
+            self._later(CLEAR_DELAY_MS, self._release_still)
+        elif old is self.image_layer:
+            self._later(CLEAR_DELAY_MS, self._clear_pictures)
 
     def _report_failed(self, item: PlayItem, reason: str) -> None:
         if item.token == IDLE_TOKEN:
@@ -680,9 +739,10 @@ class KioskRenderer(QObject):
             self._give_up(f"{lost}: no render process can be started again in this process")
             return
         self._watch_count += 1
-        if self._watch_count % GRAB_EVERY == 0 and self.window.isVisible():
-            self._frame_class = classify_frame(self.window.grab().toImage())
-            self._frame_class_at = now
+        if self.stage.is_visible() and (
+            self._watch_count % GRAB_EVERY == 0 or self._scene_stalled(now)
+        ):
+            self._look_at_the_screen(now)
         problem = self._screen_problem(now)
         if problem is None:
             if self._wrong_since is not None:
@@ -709,6 +769,29 @@ class KioskRenderer(QObject):
             self._recoveries += 1
             self._recover(problem)
 
+    def _scene_stalled(self, now: float) -> bool:
+        """The scene should be moving (a fade, an item waiting for its frames) and has swapped
+        no frame for a while."""
+        pending = self._pending.slot if self._pending is not None else None
+        waiting = now < self._fading_until + STALLED_SCENE or (
+            pending is not None and pending.confirming
+        )
+        last = self.stage.last_swap
+        return (
+            waiting
+            and last is not None
+            and now - last > STALLED_SCENE
+            and (self._frame_class_at is None or now - self._frame_class_at > STALLED_SCENE)
+        )
+
+    def _look_at_the_screen(self, now: float) -> None:
+        """Read the screen back (the one full grab the watchdog allows itself) and classify it."""
+        self._frame_class = classify_frame(self.stage.grab())
+        self._frame_class_at = now
+        slot = self._front_slot()
+        if slot is not None and now - slot.last_answer < BEAT_STALE:
+            slot.painted_as = self._frame_class  # what this page looks like while it answers
+
     def _screen_problem(self, now: float) -> str | None:
         """What is wrong with the screen now, or None (see the class docstring)."""
         crashes = sum(1 for t in self._crash_times if now - t < CRASH_WINDOW)
@@ -726,7 +809,7 @@ class KioskRenderer(QObject):
             ):
                 return f"the cover has hidden {current.url} for too long"
             return None
-        if self._holding_still and now - self._still_since > self.options.page_load_timeout + 5:
+        if self._holding_still and now - self.still.since > self.options.page_load_timeout + 5:
             return "a still has stood in for the screen for too long"
         slot = self._front_slot()
         if slot is None or slot.state is not SlotState.SHOWN or slot.item is None:
@@ -769,9 +852,7 @@ class KioskRenderer(QObject):
             item.url if item is not None else "the slot",
         )
         self._show_cover()
-        slot.renew_view()
-        slot.state = SlotState.BLANK
-        slot.item = None
+        slot.clear()  # its view goes: the item comes back in a fresh one
         if item is None or item.token == IDLE_TOKEN:
             if self._pending is None:
                 self.show_idle()

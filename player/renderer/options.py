@@ -95,9 +95,6 @@ class RendererOptions:
     # A page whose render process answers no liveness probe for this long is killed (and so
     # reloaded): an endless loop in a page must not freeze the screen for ever.
     hang_timeout: float = 10.0
-    # Each web view is replaced by a fresh one after this many loads (0: never), so whatever
-    # Chromium keeps per view (history, caches, leaks in pages) cannot grow without bound.
-    recycle_after_loads: int = 200
     # A screen still wrong this long after the visual watchdog saw it wrong (reloads having
     # failed): the renderer gives up and the display exits for its service manager to restart
     # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
@@ -107,10 +104,10 @@ class RendererOptions:
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
     # Web views on the stage. Two: the next item loads, and plays from its first frame, under
-    # the one on screen. One (the low-memory profile): the next item loads in the view on
-    # screen, behind a still of its last frame, so one render process and one compositor
-    # target exist at a time; the outgoing item stands still while the next loads (README
-    # "Memory": ~0.5 s for a signage page on the development machine).
+    # the one on screen. One (the low-memory profile): the next item loads in place of the one
+    # on screen, behind a still of its last frame, so one render process exists at a time; the
+    # outgoing item stands still while the next loads (README "Memory": ~0.5 s for a signage
+    # page on the development machine).
     views: int = 2
 
     def __post_init__(self) -> None:
@@ -141,9 +138,10 @@ class RendererOptions:
 
 
 def prepare_process() -> None:
-    """Call before the QApplication exists: Chromium reads its flags once, at start-up, and
-    Qt WebEngine needs contexts shared with the widgets."""
+    """Call before the application exists: Chromium reads its flags once, at start-up, and
+    Qt WebEngine must be initialised for Qt Quick (shared graphics contexts) before it."""
     from PySide6.QtCore import QCoreApplication, Qt
+    from PySide6.QtWebEngineQuick import QtWebEngineQuick
 
     if os.geteuid() == 0:
         os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
@@ -153,5 +151,6 @@ def prepare_process() -> None:
     add_chromium_flags()
     if QCoreApplication.instance() is None:
         QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+        QtWebEngineQuick.initialize()
     else:
-        log.debug("prepare_process called after the QApplication was made")
+        log.debug("prepare_process called after the application was made")

@@ -1,59 +1,80 @@
-"""The kiosk's Chromium profile: where pages keep their storage, a bounded HTTP cache, the
-settings every page gets, and the script that hands web content its context (sensor readings).
+"""The kiosk's Chromium profile: where pages keep their storage and a bounded HTTP cache.
+
+The settings every page gets and the script that hands web content its context (sensor
+readings) are set on each view (``qml/WebView.qml``), which is fresh for every navigation.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import QObject
-from PySide6.QtWebEngineCore import QWebEngineProfile, QWebEngineScript, QWebEngineSettings
+from PySide6.QtCore import Q_RETURN_ARG, QMetaObject, QObject, QUrl, qVersion
+from PySide6.QtQml import QQmlEngine
+from PySide6.QtWebEngineQuick import QQuickWebEngineProfile
 
-from player.renderer.content import context_script
 from player.renderer.options import RendererOptions
 
-CONTEXT_SCRIPT = "pdn-context"
+STORAGE_NAME = "pdn-kiosk"
+# Qt 6.9 asks for profiles made through this QML type; 6.8 (the newest wheel for Raspberry Pi
+# OS Bookworm) does not have it.
+_PROTOTYPE = b"import QtWebEngine\nWebEngineProfilePrototype {}"
+
+
+def _has_prototype() -> bool:
+    major, minor = (int(part) for part in qVersion().split(".")[:2])
+    return (major, minor) >= (6, 9)
 
 
 def make_profile(
-    options: RendererOptions, parent: QObject, readings: dict[str, object]
-) -> QWebEngineProfile:
+    options: RendererOptions, engine: QQmlEngine, parent: QObject
+) -> tuple[QQuickWebEngineProfile, QObject]:
+    """The profile, and the object to delete to free it (the profile, or on Qt 6.9 and later
+    the QML prototype that made and owns it) after every view that uses it is gone."""
     cache_bytes = options.http_cache_mb * 1024 * 1024
+    cache = QQuickWebEngineProfile.HttpCacheType
+    settings: dict[str, Any] = {"httpCacheMaximumSize": cache_bytes}
     if options.data_dir is not None:
         root = Path(options.data_dir)
-        profile = QWebEngineProfile("pdn-kiosk", parent)
-        profile.setPersistentStoragePath(str(root / "web" / "storage"))
-        profile.setCachePath(str(root / "web" / "cache"))
-        profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.DiskHttpCache)
+        settings |= {
+            "storageName": STORAGE_NAME,
+            "persistentStoragePath": str(root / "web" / "storage"),
+            "cachePath": str(root / "web" / "cache"),
+            "httpCacheType": cache.DiskHttpCache,
+        }
+    else:  # off the record: nothing on disk
+        settings["httpCacheType"] = cache.MemoryHttpCache
+    made = _from_prototype(engine, settings, parent) if _has_prototype() else None
+    if made is not None:
+        profile, owner = made
     else:
-        profile = QWebEngineProfile(parent)  # off the record: nothing on disk
-        profile.setHttpCacheType(QWebEngineProfile.HttpCacheType.MemoryHttpCache)
+        profile = QQuickWebEngineProfile(parent)
+        owner = profile
+        if "storageName" in settings:
+            profile.setStorageName(settings["storageName"])
+            profile.setOffTheRecord(False)
+            profile.setPersistentStoragePath(settings["persistentStoragePath"])
+            profile.setCachePath(settings["cachePath"])
+        profile.setHttpCacheType(settings["httpCacheType"])
     # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
     profile.setHttpCacheMaximumSize(cache_bytes)
-    settings = profile.settings()
-    attribute = QWebEngineSettings.WebAttribute
-    for key, value in (
-        (attribute.ShowScrollBars, False),
-        (attribute.PlaybackRequiresUserGesture, False),
-        (attribute.ErrorPageEnabled, False),
-        (attribute.JavascriptCanOpenWindows, False),
-        (attribute.FocusOnNavigationEnabled, False),
-        (attribute.LocalContentCanAccessFileUrls, True),
-        (attribute.FullScreenSupportEnabled, False),
-    ):
-        settings.setAttribute(key, value)
-    install_context_script(profile, readings)
-    return profile
+    return profile, owner
 
 
-def install_context_script(profile: QWebEngineProfile, readings: dict[str, object]) -> None:
-    scripts = profile.scripts()
-    for old in scripts.find(CONTEXT_SCRIPT):
-        scripts.remove(old)
-    script = QWebEngineScript()
-    script.setName(CONTEXT_SCRIPT)
-    script.setSourceCode(context_script(readings))
-    script.setInjectionPoint(QWebEngineScript.InjectionPoint.DocumentCreation)
-    script.setWorldId(QWebEngineScript.ScriptWorldId.MainWorld)
-    script.setRunsOnSubFrames(True)
-    scripts.insert(script)
+def _from_prototype(
+    engine: QQmlEngine, settings: dict[str, Any], parent: QObject
+) -> tuple[QQuickWebEngineProfile, QObject] | None:
+    from PySide6.QtQml import QQmlComponent
+
+    component = QQmlComponent(engine)
+    component.setData(_PROTOTYPE, QUrl())
+    initial = {
+        key: (value.value if hasattr(value, "value") else value) for key, value in settings.items()
+    }
+    prototype = component.createWithInitialProperties(initial)
+    if prototype is None:
+        return None
+    # No Qt parent: Python owns it and the kiosk deletes it (a wrapper with a Qt parent that
+    # is deleted first is freed twice by the garbage collector).
+    made = QMetaObject.invokeMethod(prototype, "instance", Q_RETURN_ARG("QQuickWebEngineProfile*"))
+    return (made, prototype) if isinstance(made, QQuickWebEngineProfile) else None

@@ -1,11 +1,12 @@
-"""When a web view is renewed: after so many loads, and when the display is over its memory
-budget (``player.memory.MemoryWatch``).
+"""What the renderer does at an item boundary when the display is over its memory budget
+(``player.memory.MemoryWatch``).
 
-Always at an item boundary and never a view the public sees: the kiosk asks just before it loads
-the next item into a slot that is not on screen (``KioskRenderer._free_slot``), or, with one
-view, into the view on screen once a still of it covers the screen, so a renewal is never seen.
-A fresh view brings a fresh page and, once the old page is gone, a fresh render process; with
-it go whatever Chromium kept for the old view.
+Every navigation already gets a fresh web view (``webslot.py``): whatever Chromium kept for a
+view, and the view's render process, go with it when the item leaves the screen, so there is no
+view to renew. What is left to give back at a boundary is this process's free heap: glibc keeps
+freed memory for reuse, and Chromium's browser side, Qt and Python allocate and free a lot per
+item. The kiosk asks just before it loads the next item into a slot, so the trim never lands in
+the middle of a transition.
 """
 
 from __future__ import annotations
@@ -23,26 +24,21 @@ class MemoryPressure(Protocol):
         """The display is over its budget, measured since the last recycle."""
 
     def note_recycle(self, what: str) -> None:
-        """A view was renewed for memory (logged there, with the figures)."""
+        """Memory was given back for the budget (logged there, with the figures)."""
 
 
 class Recycler:
-    """Renews the slot about to load the next item when it is due."""
+    """Gives memory back at the item boundary when the budget asks for it."""
 
-    def __init__(self, recycle_after_loads: int, pressure: MemoryPressure | None = None) -> None:
-        self._after_loads = recycle_after_loads
+    def __init__(self, pressure: MemoryPressure | None = None) -> None:
         self._pressure = pressure
         self.memory_recycles = 0
 
     def before_load(self, slot: WebSlot) -> None:
-        """Called for the hidden slot about to load an item."""
-        if slot.loads >= self._after_loads > 0:
-            slot.renew_view()
-            return
-        # A view that loaded nothing since its renewal has nothing to give back.
+        """Called for the slot about to load an item (its old view is about to go)."""
+        # A slot that loaded nothing yet has nothing to give back.
         if self._pressure is None or slot.loads == 0 or not self._pressure.recycle_due():
             return
-        slot.renew_view()
         # Measured after 30 items (README "Memory"): the profile's visited links and Python's
         # gc gave nothing back; glibc's free heap did. The profile's HTTP cache is left alone:
         # the load started right after clearHttpCache() never finished (PySide6 6.11.3).

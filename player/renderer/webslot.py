@@ -1,17 +1,19 @@
-"""One recycled web view: loads an item behind the screen and says when it has really painted.
+"""One web view slot: loads an item behind the screen and says when it has really painted.
 
 A slot goes BLANK -> LOADING -> READY (painted, still covered) -> SHOWN -> BLANK. "Painted" is
-the page's own word for it: after ``loadFinished`` an isolated-world script waits a few
+the page's own word for it: after the load succeeded an isolated-world script waits a few
 animation frames (the last runs only once a frame with the content has been produced) and
 reports over the console channel, whose prefix carries a per-renderer secret so a page cannot
-speak for the renderer. Our media pages (video) report the same way.
+speak for the renderer; then the slot waits for frames of the scene to be swapped with the view
+in it (the page's frame has reached Qt Quick's side of the compositor). Our media pages (video)
+report the same way.
 
-The view is recycled; its page is not. Every navigation gets a fresh ``QWebEnginePage`` and
-every event handler is bound to the page it came from, so a load event, a channel message or a
-crash of one navigation can never be taken for another's: a page replaced while still loading
-goes on reporting to nobody. A fresh page also shows nothing of an earlier item (it starts
-with no frame, in the views' UNPAINTED colour), and dropping a page ends its render process
-(when no other page uses it), so a blank slot holds no document, no heap and no process.
+Every navigation gets a fresh ``WebView`` item (``qml/WebView.qml``) and every event handler is
+bound to the item it came from, so a load event, a channel message or a crash of one
+navigation can never be taken for another's: a view replaced while still loading goes on
+reporting to nobody. A fresh view shows nothing of an earlier item (it starts with no frame,
+in the UNPAINTED colour), and dropping it ends its render process (when no other view uses
+it), so a blank slot holds no view, no document, no heap and no process.
 """
 
 from __future__ import annotations
@@ -24,29 +26,32 @@ import time
 from collections.abc import Callable
 from enum import Enum
 
-from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QColor, QImage
-from PySide6.QtWebEngineCore import (
-    QWebEngineLoadingInfo,
-    QWebEnginePage,
-    QWebEngineProfile,
-    QWebEngineScript,
-)
-from PySide6.QtWebEngineWidgets import QWebEngineView
+from PySide6.QtQuick import QQuickItem
+from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
 from player.playitem import PlayItem
 from player.renderer.content import Kind, image_page, video_page
-from player.renderer.window import Stage
+from player.renderer.stage import Stage
 
 log = logging.getLogger("pdn.renderer")
 
 ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
 # What a view shows before its page's first frame reaches Qt: near black, but not a colour a
-# page is likely to paint everywhere, so a view still showing only this has not painted.
+# page is likely to paint everywhere, so a screen still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
-CONFIRM_INTERVAL_MS = 8
-CONFIRM_ATTEMPTS = 25  # then a page that paints exactly UNPAINTED everywhere is taken as is
+# Frames of the scene swapped after the page said it painted, before the slot is READY: the
+# page's frame is handed to Qt's side of the compositor asynchronously, and the first swap may
+# have been under way already when the report came.
+CONFIRM_FRAMES = 2
 DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is logged as a warning
+_LOAD = QWebEngineLoadingInfo.LoadStatus
+_STARTED, _STOPPED = _LOAD.LoadStartedStatus.value, _LOAD.LoadStoppedStatus.value
+_SUCCEEDED, _FAILED = _LOAD.LoadSucceededStatus.value, _LOAD.LoadFailedStatus.value
+_HTTP_STATUS = QWebEngineLoadingInfo.ErrorDomain.HttpStatusCodeDomain.value
+_NORMAL_END = QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus.value
+_END_NAMES = {status.value: status.name for status in QWebEnginePage.RenderProcessTerminationStatus}
 
 
 def sample_points(width: int, height: int) -> list[tuple[int, int]]:
@@ -78,41 +83,6 @@ class SlotState(Enum):
     SHOWN = "shown"
 
 
-class KioskPage(QWebEnginePage):
-    """A page that never opens dialogs or windows and passes our channel's messages on."""
-
-    # The JSON text after the channel prefix of a console message.
-    channel_message = Signal(str)
-
-    def __init__(self, profile: QWebEngineProfile, channel: str, parent: QObject) -> None:
-        super().__init__(profile, parent)
-        self._channel = channel
-
-    def javaScriptConsoleMessage(  # noqa: N802
-        self,
-        level: QWebEnginePage.JavaScriptConsoleMessageLevel,
-        message: str,
-        line: int,
-        source: str,
-    ) -> None:
-        if message.startswith(self._channel):
-            self.channel_message.emit(message[len(self._channel) :])
-
-    # A modal dialog on a public screen would block the page for ever: log and answer "no".
-    def javaScriptAlert(self, origin: QUrl | str, message: str) -> None:  # noqa: N802
-        log.info("page %s: alert suppressed: %.200s", QUrl(origin).toString(), message)
-
-    def javaScriptConfirm(self, origin: QUrl | str, message: str) -> bool:  # noqa: N802
-        log.info("page %s: confirm suppressed: %.200s", QUrl(origin).toString(), message)
-        return False
-
-    def javaScriptPrompt(  # type: ignore[override]  # noqa: N802
-        self, origin: QUrl, message: str, default: str
-    ) -> tuple[bool, str]:
-        log.info("page %s: prompt suppressed: %.200s", origin.toString(), message)
-        return False, ""
-
-
 class Callbacks:
     """A plain-Python stand-in for a Qt signal carrying Python objects: a slot's events stay on
     the GUI thread anyway, so the calls stay in Python, synchronous, with no marshalling through
@@ -130,17 +100,18 @@ class Callbacks:
 
 
 class WebSlot(QObject):
-    """A web view on the stage, the page it shows and the item that page holds."""
+    """A place for web content on the stage: the view of its current navigation, and the item
+    that view holds."""
 
     def __init__(
         self,
         name: str,
-        profile: QWebEngineProfile,
+        profile: QObject,
         stage: Stage,
         channel: str,
         load_timeout: float,
     ) -> None:
-        super().__init__(stage)
+        super().__init__()  # no Qt parent: Python owns it (see Stage.create)
         # The slot has painted its item (still covered until raised): (slot).
         self.ready = Callbacks()
         # The slot's item cannot be shown: (slot, reason).
@@ -153,116 +124,144 @@ class WebSlot(QObject):
         self._profile = profile
         self._stage = stage
         self._channel = channel
+        # The window.pdn API of the views to come (kiosk.set_context keeps it current).
+        self.context_script = ""
         self.state = SlotState.BLANK
         self.item: PlayItem | None = None
         self.kind = Kind.PAGE
         # One per navigation (and per clear): what the page's reports must carry.
         self.generation = 0
         self.natural_duration: float | None = None
-        self.loads = 0  # loads since this view was made
-        self.renewals = 0  # views replaced by fresh ones
-        self.pages = 0  # pages made over the slot's life
+        self.loads = 0  # navigations over the slot's life, each in a view of its own
         self.last_beat = time.monotonic()
         # Moved only by the page's own answers (and the swap): what the visual watchdog trusts.
         self.last_answer = self.last_beat
-        # What the page looked like when it reported painted ("black", "content", ...).
+        # What the screen looked like the last time the watchdog saw this page answering.
         self.painted_as = "content"
         self._beat_pending = False
+        self._confirming = -1  # frames still to swap before READY; -1: not confirming
+        # Views replaced while a still of them was being taken: dropped after a frame.
+        self._retiring: list[tuple[QQuickItem, int]] = []
+        self.view: QQuickItem | None = None
         self._timeout = QTimer(self)
         self._timeout.setSingleShot(True)
         self._timeout.setInterval(round(load_timeout * 1000))
         self._timeout.timeout.connect(self._timed_out)
-        self.view = self._make_view()
-        self._page = self._fresh_page()
 
-    # -- the view and its page -------------------------------------------------------------
+    # -- the view of each navigation ---------------------------------------------------------
 
-    def _make_view(self) -> QWebEngineView:
-        view = QWebEngineView()
-        view.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)
-        view.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        view.setCursor(Qt.CursorShape.BlankCursor)
-        self._stage.add_layer(view)
-        view.hide()  # until it has something to load (see clear())
+    def _fresh_view(self, keep_old_for_a_frame: bool = False) -> QQuickItem:
+        """A new view for the next navigation, under every layer in front; the old one is
+        dropped (and with it its document, its heap and, unless another view shares it, its
+        render process). With ``keep_old_for_a_frame`` the old view stays on the stage until
+        frames have been swapped (a still of it is being taken)."""
+        self._drop_view(keep_old_for_a_frame)
+        view = self._stage.create(
+            "WebView",
+            {
+                "channel": self._channel,
+                "contextScript": self.context_script,
+                "profile": self._profile,
+            },
+        )
+        # Every handler is told which view spoke: an event of a dropped view is ignored.
+        view.loadEvent.connect(  # type: ignore[attr-defined]
+            lambda status, code, text, domain, url: self._loading_changed(
+                view, status, code, text, domain, url
+            )
+        )
+        view.channelMessage.connect(  # type: ignore[attr-defined]
+            lambda text: self._message(view, text)
+        )
+        view.processEnded.connect(  # type: ignore[attr-defined]
+            lambda status, code: self._terminated(view, status, code)
+        )
+        view.suppressed.connect(  # type: ignore[attr-defined]
+            lambda what: log.info("slot %s: refused %s", self.name, what)
+        )
+        self.view = view
+        self._beat_pending = False  # an answer to a probe of the old view never comes
         return view
 
-    def _fresh_page(self) -> KioskPage:
-        """A new page in the view, bound to this navigation; the old one is dropped (and with
-        it its document, its heap and, unless another page shares it, its render process).
-        Until something is loaded in it, a page has no render process at all."""
-        old: KioskPage | None = getattr(self, "_page", None)
-        page = KioskPage(self._profile, self._channel, self.view)
-        page.setBackgroundColor(UNPAINTED)
-        page.setAudioMuted(True)
-        # Every handler is told which page spoke: an event of a dropped page is ignored.
-        page.loadingChanged.connect(lambda info: self._loading_changed(page, info))
-        page.channel_message.connect(lambda text: self._message(page, text))
-        page.renderProcessTerminated.connect(
-            lambda status, code: self._terminated(page, status, code)
-        )
-        self.view.setPage(page)
-        self._page = page
-        self._beat_pending = False  # an answer to a probe of the old page never comes
-        self.pages += 1
-        if old is not None:
-            self._drop(old)
-        return page
+    def _drop_view(self, after_a_frame: bool = False) -> None:
+        view = self.view
+        self.view = None
+        if view is None:
+            return
+        view.setProperty("audioMuted", True)
+        Stage.call(view, "halt")
+        if after_a_frame:
+            self._retiring.append((view, self._stage.frames + CONFIRM_FRAMES))
+            self._stage.request_frame()
+        else:
+            self._stage.drop(view)
 
-    @staticmethod
-    def _drop(page: KioskPage) -> None:
-        page.setAudioMuted(True)
-        page.triggerAction(QWebEnginePage.WebAction.Stop)
-        page.deleteLater()
-
-    def renew_view(self) -> None:
-        """Replace the view by a fresh one (whatever the old one accumulated goes with it)."""
-        old = self.view
-        self.view = self._make_view()
-        self._fresh_page()
-        self.loads = 0
-        self.renewals += 1
-        self._stage.stack.removeWidget(old)
-        old.hide()
-        old.deleteLater()
-        log.debug("slot %s: view renewed", self.name)
+    def front_item(self) -> QQuickItem | None:
+        return self.view
 
     @property
-    def page(self) -> KioskPage:
-        return self._page
+    def confirming(self) -> bool:
+        """The page said it painted; the slot waits for the scene's frames."""
+        return self._confirming >= 0
 
     def render_pid(self) -> int:
-        return int(self._page.renderProcessPid())
+        if self.view is None:
+            return 0
+        return int(self.view.property("renderProcessPid") or 0)
+
+    def evaluate(self, script: str, answer: Callable[[str], None]) -> None:
+        """Run ``script`` in the page's world and hand its result, as text, to ``answer``
+        (once; nothing if the view goes first)."""
+        view = self.view
+        if view is None:
+            return
+
+        def once(result: str) -> None:
+            view.evaluated.disconnect(once)  # type: ignore[attr-defined]
+            answer(result)
+
+        view.evaluated.connect(once)  # type: ignore[attr-defined]
+        Stage.call(view, "evaluate", script)
+
+    def run_in_page(self, script: str) -> None:
+        """Run ``script`` in the page's own world (context updates, the idle page)."""
+        if self.view is not None:
+            Stage.call(self.view, "inPage", script)
 
     # -- loading --------------------------------------------------------------------------
 
-    def _begin(self, item: PlayItem, kind: Kind) -> KioskPage:
+    def _begin(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool) -> QQuickItem:
         self.generation += 1
         self.item = item
         self.kind = kind
         self.state = SlotState.LOADING
+        self._confirming = -1
         self.natural_duration = None
         self.loads += 1
         self._timeout.start()
-        # Shown underneath whatever is on screen (its page must not be throttled), at the
-        # stage's size now: a layout leaves hidden widgets out, and a page laid out for an
-        # old size would report painted before the resize reaches it.
-        self.view.setGeometry(self._stage.rect())
-        self.view.show()
-        return self._fresh_page()
+        # On the stage underneath whatever is on screen (its page must not be throttled), at
+        # the content's size from the start (anchors).
+        return self._fresh_view(keep_old_for_a_frame)
 
-    def load(self, item: PlayItem, kind: Kind, media_type: str) -> None:
-        page = self._begin(item, kind)
+    def load(
+        self, item: PlayItem, kind: Kind, media_type: str, keep_old_for_a_frame: bool = False
+    ) -> None:
+        view = self._begin(item, kind, keep_old_for_a_frame)
         url = QUrl(item.url)
         if kind is Kind.VIDEO:
-            page.setHtml(video_page(item.url, media_type, self._channel, self.generation), url)
+            html = video_page(item.url, media_type, self._channel, self.generation)
+            Stage.call(view, "showHtml", html, url)
         elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            page.setHtml(image_page(item.url), url)
+            Stage.call(view, "showHtml", image_page(item.url), url)
         else:
-            page.setUrl(url)
+            view.setProperty("url", url)
 
-    def load_html(self, html: str, base: QUrl, item: PlayItem) -> None:
+    def load_html(
+        self, html: str, base: QUrl, item: PlayItem, keep_old_for_a_frame: bool = False
+    ) -> None:
         """A page of our own (the idle page)."""
-        self._begin(item, Kind.PAGE).setHtml(html, base)
+        view = self._begin(item, Kind.PAGE, keep_old_for_a_frame)
+        Stage.call(view, "showHtml", html, base)
 
     def holds(self, item: PlayItem) -> bool:
         """Whether this slot holds (or is loading) the same content as ``item``."""
@@ -274,75 +273,95 @@ class WebSlot(QObject):
         )
 
     def start(self) -> None:
-        """The slot is on top now: sound on, video playing."""
+        """The slot is in front now: sound on, video playing."""
         self.state = SlotState.SHOWN
         self.last_beat = self.last_answer = time.monotonic()
         self._beat_pending = False
-        self._page.setAudioMuted(False)
-        if self.kind is Kind.VIDEO:
-            self._page.runJavaScript("window.pdnPlay && window.pdnPlay();")
+        if self.view is not None:
+            self.view.setProperty("audioMuted", False)
+            if self.kind is Kind.VIDEO:
+                Stage.call(self.view, "probe", "window.pdnPlay && window.pdnPlay();")
 
     def clear(self) -> None:
-        """Forget the item and drop its page (its render process ends with it); the view is
-        kept, hidden, with a fresh page that has loaded nothing, for the next item.
-
-        Hidden, because Chromium gives even an empty page a render process as soon as it is
-        in a visible view (measured: 30-50 MB PSS for nothing); a hidden view's fresh page has
-        none until the next load shows the view again, underneath the one on screen."""
+        """Forget the item and drop its view (its render process ends with it)."""
         self.generation += 1
         self.item = None
         self.state = SlotState.BLANK
+        self._confirming = -1
         self._timeout.stop()
-        self.view.hide()
-        self._fresh_page()
+        self._drop_view()
 
-    def _loading_changed(self, page: KioskPage, info: QWebEngineLoadingInfo) -> None:
-        status = info.status()
-        if page is not self._page or self.state is SlotState.BLANK:
+    def close(self) -> None:
+        """Stop everything the slot owns: no timer or view of it outlives the renderer."""
+        self._timeout.stop()
+        self._timeout.timeout.disconnect(self._timed_out)
+        self.clear()
+        for view, _ in self._retiring:
+            self._stage.drop(view)
+        self._retiring.clear()
+
+    def frame_swapped(self) -> None:
+        """A frame of the scene reached the screen (the kiosk passes every one on)."""
+        if self._retiring:
+            frames = self._stage.frames
+            for view, due in list(self._retiring):
+                if frames >= due:
+                    self._retiring.remove((view, due))
+                    self._stage.drop(view)
+        if self._confirming < 0 or self.state is not SlotState.LOADING:
+            return
+        self._confirming -= 1
+        if self._confirming > 0:
+            self._stage.request_frame()
+            return
+        self._confirming = -1
+        self._timeout.stop()
+        self.state = SlotState.READY
+        self.ready.emit(self)
+
+    def _loading_changed(
+        self, view: QQuickItem, status: int, code: int, text: str, domain: int, url: str
+    ) -> None:
+        if view is not self.view or self.state is SlotState.BLANK:
             return
         log.debug(
-            "slot %s (generation %d, %s): %s %.80s",
+            "slot %s (generation %d, %s): load status %d %.80s",
             self.name,
             self.generation,
             self.state.value,
-            status.name,
-            info.url().toString(),
+            status,
+            url,
         )
-        if status in (
-            QWebEngineLoadingInfo.LoadStatus.LoadStartedStatus,
-            QWebEngineLoadingInfo.LoadStatus.LoadStoppedStatus,  # the timeout covers it
-        ):
+        if status in (_STARTED, _STOPPED):  # a stopped load: the timeout covers it
             return
-        if status == QWebEngineLoadingInfo.LoadStatus.LoadFailedStatus:
-            if info.errorCode() == ERR_ABORTED:
+        if status == _FAILED:
+            if code == ERR_ABORTED:
                 return
-            reason = f"{info.errorString() or 'load failed'} (code {info.errorCode()})"
-            if info.errorDomain() == QWebEngineLoadingInfo.ErrorDomain.HttpStatusCodeDomain:
-                reason = f"HTTP {info.errorCode()}"
+            reason = f"{text or 'load failed'} (code {code})"
+            if domain == _HTTP_STATUS:
+                reason = f"HTTP {code}"
             if self.state is SlotState.SHOWN:
                 log.warning("slot %s: the page on screen went to an error: %s", self.name, reason)
-            self._fail(f"{reason}: {info.url().toString()[:200]}")
+            self._fail(f"{reason}: {url[:200]}")
             return
-        if status == QWebEngineLoadingInfo.LoadStatus.LoadSucceededStatus and (
-            self.state is SlotState.LOADING and self.kind is not Kind.VIDEO
-        ):
+        if status == _SUCCEEDED and self.state is SlotState.LOADING and self.kind is not Kind.VIDEO:
             self._probe_painted()
 
     def _probe_painted(self) -> None:
-        generation = self.generation
-        # Three frames, not two: the frame with the content must also have reached Qt's side
-        # of the compositor before the view is raised (measured: two left a rare black frame).
+        # Three frames, not two: the frame with the content must also have left the render
+        # process before the slot waits for the scene's own frames.
         report = (
             f"console.log({json.dumps(self._channel)} + "
-            f"JSON.stringify({{generation: {generation}, event: 'painted'}}))"
+            f"JSON.stringify({{generation: {self.generation}, event: 'painted'}}))"
         )
         frame = "requestAnimationFrame(() => {})"
         script = frame.format(frame.format(frame.format(report))) + ";"
-        self._page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+        if self.view is not None:
+            Stage.call(self.view, "probe", script)
 
     def probe_alive(self) -> None:
         """Ask the render process for a frame; the answer moves ``last_beat``."""
-        if self._beat_pending:
+        if self._beat_pending or self.view is None:
             return
         self._beat_pending = True
         script = (
@@ -350,10 +369,10 @@ class WebSlot(QObject):
             f"{json.dumps(self._channel)} + JSON.stringify({{generation: {self.generation}, "
             "event: 'alive'})));"
         )
-        self._page.runJavaScript(script, QWebEngineScript.ScriptWorldId.ApplicationWorld)
+        Stage.call(self.view, "probe", script)
 
-    def _message(self, page: KioskPage, text: str) -> None:
-        if page is not self._page:
+    def _message(self, view: QQuickItem, text: str) -> None:
+        if view is not self.view:
             return
         try:
             message = json.loads(text)
@@ -367,11 +386,12 @@ class WebSlot(QObject):
         if event == "alive":
             self._beat_pending = False
             self.last_beat = self.last_answer = time.monotonic()
-        elif event == "painted" and self.state is SlotState.LOADING:
+        elif event == "painted" and self.state is SlotState.LOADING and self._confirming < 0:
             duration = message.get("duration")
             if isinstance(duration, int | float) and duration > 0:
                 self.natural_duration = float(duration)
-            self._confirm_painted(generation, 0)
+            self._confirming = CONFIRM_FRAMES
+            self._stage.request_frame()
         elif event == "failed" and self.state is not SlotState.BLANK:
             self._fail(str(message.get("reason") or "the media could not be played"))
         elif event == "ended" and self.state is SlotState.SHOWN:
@@ -395,43 +415,23 @@ class WebSlot(QObject):
             url,
         )
 
-    def _confirm_painted(self, generation: int, attempt: int) -> None:
-        """The page says it painted; wait until Qt's side of the view shows it too (a new
-        page gets a new compositor view in Qt, whose first frame can lag the page)."""
-        if generation != self.generation or self.state is not SlotState.LOADING:
-            return
-        if attempt < CONFIRM_ATTEMPTS and not self._shows_content():
-            QTimer.singleShot(
-                CONFIRM_INTERVAL_MS, lambda: self._confirm_painted(generation, attempt + 1)
-            )
-            return
-        self._timeout.stop()
-        self.state = SlotState.READY
-        self.painted_as = classify_frame(self.view.grab().toImage())
-        self.ready.emit(self)
-
-    def _shows_content(self) -> bool:
-        return classify_frame(self.view.grab().toImage()) not in ("unpainted", "empty")
-
     def _fail(self, reason: str) -> None:
         self._timeout.stop()
         self.failed.emit(self, reason)
 
     def _timed_out(self) -> None:
         if self.state is SlotState.LOADING:
-            self._page.triggerAction(QWebEnginePage.WebAction.Stop)
+            if self.view is not None:
+                Stage.call(self.view, "halt")
             seconds = self._timeout.interval() / 1000
             self._fail(f"not painted within {seconds:g} s")
 
-    def _terminated(
-        self, page: KioskPage, status: QWebEnginePage.RenderProcessTerminationStatus, code: int
-    ) -> None:
-        if page is not self._page:
-            return
-        if status == QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus:
+    def _terminated(self, view: QQuickItem, status: int, code: int) -> None:
+        if view is not self.view or status == _NORMAL_END:
             return
         self._timeout.stop()
-        self.crashed.emit(self, f"render process {status.name} (exit code {code})")
+        name = _END_NAMES.get(status, str(status))
+        self.crashed.emit(self, f"render process {name} (exit code {code})")
 
     def kill_render_process(self) -> None:
         """End a render process that stopped answering; Qt then reports it terminated."""

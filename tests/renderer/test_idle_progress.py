@@ -41,10 +41,9 @@ def idle_progress_shown(renderer: KioskRenderer) -> str | None:
     found: list[str] = []
     for slot in renderer.slots:
         if slot.item is not None and slot.item.token == IDLE_TOKEN:
-            slot.page.runJavaScript(
+            slot.evaluate(
                 "(document.getElementById('progress') || {}).textContent || ''",
-                0,
-                lambda text: found.append(str(text)),
+                found.append,
             )
             wait_until(lambda: bool(found), 5)
             return found[0] if found else None

@@ -1,6 +1,6 @@
-"""The memory budget on a real renderer (Qt WebEngine offscreen): the tree measurement finds
-Chromium's processes, and a display over its budget renews the hidden view at the item
-boundary with no blank frame (the hidden one, or with one view the one behind a still)."""
+"""The memory budget on a real renderer (Qt WebEngine on the test run's X server): the tree
+measurement finds Chromium's processes, and a display over its budget gives memory back at the
+item boundary with no blank frame (two views, or one view behind a still)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_tree_measurement_finds_chromium_processes(
     assert tree.pss_mb > by_role["browser"]["pss_mb"]
 
 
-def test_over_budget_renews_the_hidden_view_without_a_blank_frame(
+def test_over_budget_gives_memory_back_at_the_boundary_without_a_blank_frame(
     watched: tuple[KioskRenderer, Reports, MemoryWatch], http_server: LoopbackServer
 ) -> None:
     renderer, reports, watch = watched
@@ -103,10 +103,10 @@ def test_over_budget_renews_the_hidden_view_without_a_blank_frame(
     assert sampler.bad == [], f"{len(sampler.bad)} of {sampler.samples} frames: {sampler.bad[:3]}"
     assert sampler.samples > 100
     status = watch.status()
-    # Renewed at item boundaries: at most once per measurement, never a view on screen.
+    # At item boundaries: at most once per measurement, never a view on screen.
     assert status["recycles"] >= 3
     assert renderer.recycler.memory_recycles == status["recycles"]
-    assert sum(slot.renewals for slot in renderer.slots) == status["recycles"]
+    assert status["recycles"] <= sum(slot.loads for slot in renderer.slots)
     assert all(view is not None for view in on_screen_views)
     # The views renewed and the tree still over its (impossible) budget: degraded, honestly.
     assert status["over_budget"] is True

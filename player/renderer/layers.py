@@ -1,0 +1,66 @@
+"""The stage's native layers besides pictures: the idle cover and the still of a web view."""
+
+from __future__ import annotations
+
+from PySide6.QtQuick import QQuickItem
+
+from player.renderer.idle import addresses
+from player.renderer.stage import Stage
+
+
+class Cover:
+    """The idle facts drawn by Qt Quick (``qml/Cover.qml``): shown when no web view can be
+    (a render process crash, a failed item with nothing behind it)."""
+
+    def __init__(self, stage: Stage, name: str, api_url: str) -> None:
+        self.item = stage.create(
+            "Cover", {"name": name or "pdn display", "apiUrl": api_url or "not configured"}
+        )
+        self.item.setVisible(False)
+
+    def front_item(self) -> QQuickItem:
+        return self.item
+
+    def bring_up(self) -> None:
+        """Make it ready to be raised, with the addresses of now."""
+        self.item.setProperty("addresses", ", ".join(addresses()) or "no network")
+        self.item.setVisible(True)
+
+    def isVisible(self) -> bool:  # noqa: N802  (as a Qt item says it)
+        return self.item.isVisible()
+
+    def clear(self) -> None:
+        self.item.setVisible(False)
+
+
+class Still:
+    """The last frame of a web view held on the GPU (``qml/Still.qml``, a texture copy) while
+    the next item loads in its place: the low-memory profile's one view."""
+
+    def __init__(self, stage: Stage) -> None:
+        self._stage = stage
+        self.item = stage.create("Still")
+        self.since = 0.0  # time.monotonic() the still began to hold
+
+    def front_item(self) -> QQuickItem:
+        return self.item
+
+    def hold(self, source: QQuickItem, since: float) -> None:
+        """Copy ``source``'s current frame (at the next frame of the scene) and show it in
+        front of everything, fully opaque, until :meth:`release`."""
+        item = self.item
+        self._stage.stop_fade(item, 1.0)
+        item.setProperty("sourceItem", source)
+        Stage.call(item, "scheduleUpdate")
+        item.setVisible(True)
+        self._stage.raise_item(item)
+        self.since = since
+
+    def isVisible(self) -> bool:  # noqa: N802  (as a Qt item says it)
+        return self.item.isVisible()
+
+    def release(self) -> None:
+        """Let go of the still (the next item is in front of it or the fade is over)."""
+        self._stage.stop_fade(self.item, 1.0)
+        self.item.setVisible(False)
+        self.item.setProperty("sourceItem", None)

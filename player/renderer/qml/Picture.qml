@@ -1,0 +1,24 @@
+// One still picture, centred on black and fitted to the stage. The picture comes decoded at the
+// stage's size from the renderer's image provider (image://pdn/...), decoded off the GUI thread.
+import QtQuick
+
+Rectangle {
+    id: picture
+
+    property alias source: image.source
+    readonly property bool ready: image.status === Image.Ready
+
+    anchors.fill: parent
+    color: "black"
+    visible: false
+
+    Image {
+        id: image
+        anchors.fill: parent
+        fillMode: Image.PreserveAspectFit
+        cache: false
+        smooth: true
+        asynchronous: false
+    }
+    Fade { target: picture }
+}

@@ -1,0 +1,246 @@
+"""The screen: one Qt Quick scene (``qml/Stage.qml``) in a frameless, black, cursorless window.
+
+Qt Quick draws it on its render thread; the GUI thread only decides. Every layer the renderer
+shows (web views, pictures, the idle cover, a still) is an item of ``content``, created here
+from the QML files beside this module. Rotation is the ``content`` item's transform, so it works
+the same under X, ``cage`` and ``eglfs`` and costs the GPU nothing extra. Fades are opacity
+animations on the render thread (``qml/Fade.qml``): nothing is read back to the CPU but
+:meth:`Stage.grab` (screenshots, thumbnails, the watchdog's occasional look).
+
+No window manager is assumed: the window sets its own geometry to the screen's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import (
+    Q_ARG,
+    Q_RETURN_ARG,
+    QMetaObject,
+    QObject,
+    QRect,
+    QSize,
+    Qt,
+    QUrl,
+    Signal,
+)
+from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
+from PySide6.QtQuick import QQuickItem, QQuickView
+
+from player.power import x_screen_power
+
+log = logging.getLogger("pdn.renderer")
+
+QML_DIR = Path(__file__).resolve().parent / "qml"
+
+
+class StageError(RuntimeError):
+    """A QML file of the stage cannot be loaded (a broken install)."""
+
+
+class Stage(QObject):
+    """The kiosk window and its scene. Construct on the GUI thread."""
+
+    #: A frame of the scene reached the screen (emitted on the GUI thread).
+    frame_swapped = Signal()
+
+    def __init__(
+        self,
+        *,
+        rotation: int,
+        screen_index: int,
+        fullscreen: bool,
+        window_size: tuple[int, int],
+    ) -> None:
+        super().__init__()
+        self.rotation = rotation
+        self.frames = 0  # frames swapped since the window opened
+        self.last_swap: float | None = None  # time.monotonic() of the last one
+        view = QQuickView()
+        self.view = view
+        view.setTitle("pdn-display")
+        view.setFlags(Qt.WindowType.FramelessWindowHint | Qt.WindowType.Window)
+        view.setColor(QColor(0, 0, 0))
+        view.setCursor(QCursor(Qt.CursorShape.BlankCursor))
+        view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
+        view.setSource(QUrl.fromLocalFile(str(QML_DIR / "Stage.qml")))
+        root = view.rootObject()
+        if root is None:
+            raise StageError(f"cannot load the stage: {view.errors()}")
+        self.root = root
+        root.setProperty("turn", rotation)
+        content = root.findChild(QQuickItem, "content")
+        if content is None:
+            raise StageError("Stage.qml has no 'content' item")
+        self.content = content
+        self._top = 0.0
+        # Emitted by the render thread; queued to this (GUI-thread) object.
+        view.frameSwapped.connect(self._swapped)
+        self._screen = self._choose_screen(screen_index)
+        if fullscreen:
+            self._follow_screen(self._screen)
+        else:
+            view.resize(QSize(*window_size))
+
+    # -- layers ---------------------------------------------------------------------------
+
+    def create(self, name: str, properties: dict[str, Any] | None = None) -> QQuickItem:
+        """A new item from ``qml/<name>.qml`` in the content, under every layer in front.
+
+        Qt owns it (Stage.qml makes it): Python holds references, never the object, so no
+        wrapper can outlive what it wraps; :meth:`drop` destroys it."""
+        made = QMetaObject.invokeMethod(
+            self.root,
+            "make",
+            Q_RETURN_ARG("QVariant"),
+            Q_ARG("QVariant", name),
+            Q_ARG("QVariant", properties or {}),
+        )
+        if not isinstance(made, QQuickItem):
+            raise StageError(f"cannot create {name}.qml (see the log for QML's reason)")
+        made.setZ(0)
+        return made
+
+    def raise_item(self, item: QQuickItem) -> None:
+        """Put ``item`` in front of every other layer."""
+        self._top += 1
+        item.setZ(self._top)
+
+    def fade(self, item: QQuickItem, begin: float, end: float, ms: int) -> QObject | None:
+        """Animate ``item``'s opacity on the render thread; returns its animator (whose
+        ``finished`` signal says when it is over), or None when ``ms`` is 0 (set at once)."""
+        animator = item.findChild(QObject, "fade")
+        if animator is not None:
+            QMetaObject.invokeMethod(animator, "stop")
+        if ms <= 0 or animator is None:
+            item.setOpacity(end)
+            return None
+        item.setOpacity(begin)
+        QMetaObject.invokeMethod(
+            animator, "play", Q_ARG(float, begin), Q_ARG(float, end), Q_ARG(int, ms)
+        )
+        return animator
+
+    def stop_fade(self, item: QQuickItem, opacity: float) -> None:
+        """End a fade of ``item`` where it is, at ``opacity``."""
+        animator = item.findChild(QObject, "fade")
+        if animator is not None:
+            QMetaObject.invokeMethod(animator, "stop")
+        item.setOpacity(opacity)
+
+    @staticmethod
+    def call(item: QObject, method: str, *args: object) -> None:
+        """Call one of a QML item's functions (strings, URLs and numbers as arguments)."""
+        typed = []
+        for arg in args:
+            if isinstance(arg, QUrl):
+                typed.append(Q_ARG(QUrl, arg))
+            elif isinstance(arg, bool | int):
+                typed.append(Q_ARG(int, int(arg)))
+            elif isinstance(arg, float):
+                typed.append(Q_ARG(float, arg))
+            else:
+                typed.append(Q_ARG(str, str(arg)))
+        QMetaObject.invokeMethod(item, method, *typed)
+
+    def drop(self, item: QQuickItem) -> None:
+        """Take an item off the screen now; QML destroys it on the next turn of the event loop
+        (it may be the very item whose signal is being handled)."""
+        item.setVisible(False)
+        QMetaObject.invokeMethod(self.root, "unmake", Q_ARG("QVariant", item))
+
+    def request_frame(self) -> None:
+        """Ask for a frame even if nothing changed (a check waits for one)."""
+        self.view.update()
+
+    def _swapped(self) -> None:
+        self.frames += 1
+        self.last_swap = time.monotonic()
+        self.frame_swapped.emit()
+
+    # -- the window -----------------------------------------------------------------------
+
+    def grab(self) -> QImage:
+        """What the window shows now (rotation included): a read-back, so only for
+        screenshots, tests and the watchdog's occasional look."""
+        return self.view.grabWindow()
+
+    def content_size(self) -> QSize:
+        """The size content is laid out at (the window's, turned back)."""
+        size = self.view.size()
+        if self.rotation in (90, 270):
+            return QSize(size.height(), size.width())
+        return size
+
+    def is_visible(self) -> bool:
+        return self.view.isVisible()
+
+    @staticmethod
+    def _choose_screen(index: int) -> QScreen | None:
+        screens = QGuiApplication.screens()
+        if not screens:
+            log.warning("no screen reported by Qt; the window keeps its default size")
+            return None
+        if not 0 <= index < len(screens):
+            log.warning("no screen %d (there are %d): using screen 0", index, len(screens))
+            index = 0
+        screen = screens[index]
+        geometry = screen.geometry()
+        log.info(
+            "screen %d: %s %dx%d at (%d,%d)",
+            index,
+            screen.name(),
+            geometry.width(),
+            geometry.height(),
+            geometry.x(),
+            geometry.y(),
+        )
+        return screen
+
+    def _follow_screen(self, screen: QScreen | None) -> None:
+        if screen is None:
+            return
+        self.view.setScreen(screen)
+        self.view.setGeometry(screen.geometry())
+        # A screen that changes mode (a new monitor, a hot-plugged HDMI) keeps being filled.
+        screen.geometryChanged.connect(self._screen_geometry_changed)
+
+    def _screen_geometry_changed(self, geometry: QRect) -> None:
+        log.info("screen geometry changed to %dx%d", geometry.width(), geometry.height())
+        self.view.setGeometry(geometry)
+
+    def show_kiosk(self, fullscreen: bool) -> None:
+        view = self.view
+        if not fullscreen:
+            view.show()
+            return
+        if QGuiApplication.platformName() in ("xcb", "offscreen"):
+            # No window manager to obey a fullscreen request: the geometry set above is it.
+            # Where a window manager runs, the fullscreen state also hides its panels.
+            view.show()
+            view.setWindowState(Qt.WindowState.WindowFullScreen)
+            if self._screen is not None:
+                view.setGeometry(self._screen.geometry())
+        else:
+            view.showFullScreen()
+
+    def close(self) -> None:
+        """Close the window; the scene and every layer in it go with the view, now (not at
+        some later garbage collection, when Qt WebEngine may be gone)."""
+        self.view.frameSwapped.disconnect(self._swapped)
+        self.view.hide()
+        self.view.setSource(QUrl())  # the scene and its layers end here
+        self.view.deleteLater()
+
+
+def keep_screen_awake() -> None:
+    """Screen saver and DPMS off on X (best effort); elsewhere it is not ours to change."""
+    platform = QGuiApplication.platformName()
+    if platform == "xcb":
+        x_screen_power().keep_awake()
+    elif platform not in ("offscreen", "minimal"):
+        log.info("screen blanking on %s is left to the compositor or console settings", platform)
