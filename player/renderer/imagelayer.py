@@ -134,19 +134,17 @@ class ImageLayer(QObject):
             return
         self._images[url] = image
         self._images.move_to_end(url)
-        self._trim()
         if self._wanted is not None and self._wanted[0] == url:
             _, serial = self._wanted
             self._wanted = None
             self._present(url, serial)
+        self._trim()
 
     def _trim(self) -> None:
-        showing = {self._showing_url(index) for index in (0, 1)}
+        """Keep the newest ``keep`` decoded pictures (the one just shown or prepared is the
+        newest; a picture still on screen keeps its own copy in the provider)."""
         while len(self._images) > self._keep:
-            oldest = next((url for url in self._images if url not in showing), None)
-            if oldest is None:
-                break
-            del self._images[oldest]
+            self._images.popitem(last=False)
 
     # -- showing --------------------------------------------------------------------------
 
@@ -199,11 +197,6 @@ class ImageLayer(QObject):
             return
         self._confirming = None
         self.painted.emit(serial)
-
-    def _showing_url(self, index: int) -> str | None:
-        item = self._items[index]
-        url = item.property("pdnUrl")
-        return url if item.isVisible() and isinstance(url, str) else None
 
     def clear_back(self) -> None:
         """Hide the picture that is not in front (it has been covered)."""

@@ -278,7 +278,7 @@ class KioskRenderer(QObject):
         data = QByteArray()
         buffer = QBuffer(data)
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        self.stage.grab().save(buffer, b"PNG")
+        self.stage.grab().save(buffer, "PNG")  # type: ignore[call-overload]  # the stub is wrong: str works, bytes does not
         buffer.close()
         return bytes(data.data())
 
@@ -523,6 +523,7 @@ class KioskRenderer(QObject):
     def _frame_swapped(self) -> None:
         if self._front is not None:  # a frame of something, not of the empty stage
             self._last_frame = self.stage.last_swap
+        self.still.frame_swapped()
         for slot in self.slots:
             slot.frame_swapped()
         self.image_layer.frame_swapped()

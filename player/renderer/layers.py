@@ -41,6 +41,7 @@ class Still:
         self._stage = stage
         self.item = stage.create("Still")
         self.since = 0.0  # time.monotonic() the still began to hold
+        self._copying = False  # the view is copied; its copy is to be kept at the next frame
 
     def front_item(self) -> QQuickItem:
         return self.item
@@ -51,16 +52,27 @@ class Still:
         item = self.item
         self._stage.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)
-        Stage.call(item, "scheduleUpdate")
+        Stage.call(item, "captureView")
         item.setVisible(True)
         self._stage.raise_item(item)
+        self._copying = True
+        self._stage.request_frame()
         self.since = since
+
+    def frame_swapped(self) -> None:
+        """The view was copied in the frame just swapped: keep the copy in the next one (the
+        view must outlive both: ``webslot.RETIRE_FRAMES``)."""
+        if self._copying:
+            self._copying = False
+            Stage.call(self.item, "keepCopy")
+            self._stage.request_frame()
 
     def isVisible(self) -> bool:  # noqa: N802  (as a Qt item says it)
         return self.item.isVisible()
 
     def release(self) -> None:
         """Let go of the still (the next item is in front of it or the fade is over)."""
+        self._copying = False
         self._stage.stop_fade(self.item, 1.0)
         self.item.setVisible(False)
         self.item.setProperty("sourceItem", None)

@@ -45,6 +45,9 @@ UNPAINTED = QColor(1, 2, 3)
 # page's frame is handed to Qt's side of the compositor asynchronously, and the first swap may
 # have been under way already when the report came.
 CONFIRM_FRAMES = 2
+# Frames a view replaced behind a still stays on the stage: the still copies it in the first and
+# keeps the copy in the second (layers.Still); two more for frames already under way.
+RETIRE_FRAMES = 4
 DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is logged as a warning
 _LOAD = QWebEngineLoadingInfo.LoadStatus
 _STARTED, _STOPPED = _LOAD.LoadStartedStatus.value, _LOAD.LoadStoppedStatus.value
@@ -191,7 +194,7 @@ class WebSlot(QObject):
         view.setProperty("audioMuted", True)
         Stage.call(view, "halt")
         if after_a_frame:
-            self._retiring.append((view, self._stage.frames + CONFIRM_FRAMES))
+            self._retiring.append((view, self._stage.frames + RETIRE_FRAMES))
             self._stage.request_frame()
         else:
             self._stage.drop(view)
@@ -280,7 +283,7 @@ class WebSlot(QObject):
         if self.view is not None:
             self.view.setProperty("audioMuted", False)
             if self.kind is Kind.VIDEO:
-                Stage.call(self.view, "probe", "window.pdnPlay && window.pdnPlay();")
+                Stage.call(self.view, "inPage", "window.pdnPlay && window.pdnPlay();")
 
     def clear(self) -> None:
         """Forget the item and drop its view (its render process ends with it)."""
@@ -308,6 +311,8 @@ class WebSlot(QObject):
                 if frames >= due:
                     self._retiring.remove((view, due))
                     self._stage.drop(view)
+                else:
+                    self._stage.request_frame()
         if self._confirming < 0 or self.state is not SlotState.LOADING:
             return
         self._confirming -= 1

@@ -10,6 +10,8 @@ Rectangle {
     property string addresses: ""
     readonly property real unit: Math.max(8, Math.min(width, height) / 100)
 
+    anchors.fill: parent
+
     gradient: Gradient {
         orientation: Gradient.Vertical
         GradientStop { position: 0.0; color: "#16324a" }
