@@ -17,16 +17,17 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pgserver import PgServer, PostgresMissingError
-from tests.tools import xvfb
+from tests.tools import detached_xvfb
 
 _shared_x = contextlib.ExitStack()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One Xvfb for the run, unless the run is told which Qt platform to use."""
+    """One Xvfb for the run, unless the run is told which Qt platform to use. Not a child of
+    the test process: tests that measure this process's tree would count it."""
     if os.environ.get("QT_QPA_PLATFORM"):
         return
-    display = _shared_x.enter_context(xvfb(1280, 1024))
+    display = _shared_x.enter_context(detached_xvfb(1280, 1024))
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     os.environ.pop("WAYLAND_DISPLAY", None)

@@ -129,6 +129,9 @@ class KioskRenderer(QObject):
         self._frame_class_at: float | None = None
         self._watch_count = 0
         self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
+        # The slot fading out under the one fading in: it stays live until it is cleared.
+        self._outgoing: WebSlot | None = None
+        self._deferred_hint: PlayItem | None = None  # a hint that waits for that slot
         self._zygotes = ZygoteWatch()
 
         self.stage = Stage(
@@ -201,6 +204,8 @@ class KioskRenderer(QObject):
             return
         slot = self._free_slot(for_show=False)
         if slot is None:
+            if self._outgoing is not None:
+                self._deferred_hint = item  # loaded once the outgoing item is covered
             log.debug("no free view to prepare %s in", item.url)
             return
         log.debug("preparing %s in slot %s", item.url, slot.name)
@@ -209,6 +214,7 @@ class KioskRenderer(QObject):
     def show(self, item: PlayItem) -> None:
         if self._closed:
             return
+        self._deferred_hint = None
         kind = classify(item)
         remembered = self._prepared_failures.pop(item.url, None)
         if remembered is not None and time.monotonic() - remembered[1] < FAILURE_MEMORY:
@@ -364,6 +370,8 @@ class KioskRenderer(QObject):
         busy: set[object] = {self._front}
         if not for_show and self._pending is not None and self._pending.slot is not None:
             busy.add(self._pending.slot)
+        if not for_show and self._outgoing is not None:
+            busy.add(self._outgoing)  # it plays on under the fade: a hint must not replace it
         if self._holding_still:
             busy.update(s for s in self.slots if s.front_item() is self._still_source)
         candidates = [s for s in self.slots if s not in busy]
@@ -479,6 +487,7 @@ class KioskRenderer(QObject):
         self.stage.request_frame()
         delay = CLEAR_DELAY_MS + fade_ms
         if isinstance(old, WebSlot) and old is not layer:
+            self._outgoing = old if fade_ms else None
             self._schedule_clear(old)
         elif old is self.image_layer:
             if layer is self.image_layer:
