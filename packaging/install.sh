@@ -369,10 +369,10 @@ check_webengine() {
         as_user=(runuser -u "$PDN_USER" --)
     fi
     if ! output=$(cd / && "${as_user[@]}" env QT_QPA_PLATFORM=offscreen "$venv/bin/python" -c \
-        'import PySide6.QtWebEngineCore, PySide6.QtWebEngineWidgets' 2>&1); then
+        'import PySide6.QtWebEngineCore, PySide6.QtWebEngineQuick, PySide6.QtQuick' 2>&1); then
         die "PySide6 in $venv lacks Qt WebEngine or a library it needs${as_user:+ (as $PDN_USER)}: ${output##*$'\n'}"
     fi
-    did "checked: PySide6.QtWebEngineWidgets imports${as_user:+ as $PDN_USER}"
+    did "checked: PySide6.QtWebEngineQuick imports${as_user:+ as $PDN_USER}"
 }
 
 install_files() {

@@ -36,6 +36,9 @@ from player.power import x_screen_power
 log = logging.getLogger("pdn.renderer")
 
 QML_DIR = Path(__file__).resolve().parent / "qml"
+# Where a new layer goes: under the black curtain (z 0 in Stage.qml), live but not seen until
+# it is raised. Chromium does not throttle a covered view (only a hidden one).
+BEHIND = -1.0
 
 
 class StageError(RuntimeError):
@@ -89,7 +92,7 @@ class Stage(QObject):
     # -- layers ---------------------------------------------------------------------------
 
     def create(self, name: str, properties: dict[str, Any] | None = None) -> QQuickItem:
-        """A new item from ``qml/<name>.qml`` in the content, under every layer in front.
+        """A new item from ``qml/<name>.qml`` in the content, behind the curtain.
 
         Qt owns it (Stage.qml makes it): Python holds references, never the object, so no
         wrapper can outlive what it wraps; :meth:`drop` destroys it."""
@@ -102,7 +105,7 @@ class Stage(QObject):
         )
         if not isinstance(made, QQuickItem):
             raise StageError(f"cannot create {name}.qml (see the log for QML's reason)")
-        made.setZ(0)
+        made.setZ(BEHIND)
         return made
 
     def raise_item(self, item: QQuickItem) -> None:

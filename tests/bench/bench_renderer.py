@@ -499,9 +499,6 @@ def main() -> int:
         action="store_true",
         help="skip cold start, schedule-to-pixel and blank frames (faster memory experiments)",
     )
-    parser.add_argument(
-        "--recycle-after", type=int, help="override RendererOptions.recycle_after_loads"
-    )
     parser.add_argument("--crossfade-ms", type=int, default=0)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
@@ -536,9 +533,6 @@ def main() -> int:
         data_dir=workdir / "data",
         crossfade_ms=args.crossfade_ms,
     )
-    if args.recycle_after is not None:
-        options = dataclasses.replace(options, recycle_after_loads=args.recycle_after)
-    results["recycle_after_loads"] = options.recycle_after_loads
     results["crossfade_ms"] = options.crossfade_ms
     renderer = KioskRenderer(options)
     process_for(1.0)

@@ -14,7 +14,7 @@ Rectangle {
 
     color: "black"
 
-    // A new layer from <name>.qml in the content, under every layer in front. Made here, not
+    // A new layer from <name>.qml in the content, under the curtain. Made here, not
     // by Python, so that Qt alone owns it: it ends with destroy() or with the scene.
     function make(name, properties) {
         if (!(name in components)) {
@@ -34,5 +34,13 @@ Rectangle {
         width: stage.sideways ? stage.height : stage.width
         height: stage.sideways ? stage.width : stage.height
         rotation: stage.turn
+
+        // Layers on their way to the screen load under this (z -1); layers in front are
+        // raised above it (z 1 and up). Nothing shows before it is raised.
+        Rectangle {
+            anchors.fill: parent
+            color: "black"
+            z: 0
+        }
     }
 }
