@@ -1,6 +1,6 @@
 """The display's memory: what its process tree holds, the budget it stays under, and the
 low-memory profile of small boards. No Qt: the renderer asks :class:`MemoryWatch` whether a
-view should be renewed, health asks it for the figures.
+should give memory back, health asks it for the figures.
 
 The tree is the display's own process (Chromium's *browser* process runs in it, with Qt and
 Python) and every descendant: Qt WebEngine's zygotes, the render processes they fork, the GPU
@@ -52,11 +52,11 @@ UNKNOWN_BOARD_MB = 2048
 LOW_MEMORY_CHOICES = ("auto", "on", "off")
 SAMPLE_EVERY = 20.0  # seconds between measurements of the tree (and heap trims)
 SAMPLE_EVERY_LOW_MEMORY = 10.0  # ... in the low-memory profile: the heap trimmed twice as often
-# Two renewals (both views, or the low-memory profile's one view twice) since the tree was last
+# Two boundaries with memory given back (the heap trimmed before the next view) since the tree was last
 # under budget, and still over: the memory is held by the browser process itself (or a page that
 # grows as fast); health says so.
 RECYCLES_TO_GIVE_UP = 2
-# The last resort: this far above the budget, with the views renewed, for this many samples in
+# The last resort: this far above the budget, with memory given back, for this many samples in
 # a row, and not in the first minutes of the process: a planned restart (crash-only exit) is
 # better than the kernel's OOM killer choosing what dies on a small board.
 RESTART_FACTOR = 1.5
@@ -349,15 +349,15 @@ class _State:
     # after boot cannot make a measurement look older than a recycle.
     recycled_at_sample: int | None = None
     recycles_while_over: int = 0  # since the tree was last measured under budget
-    stuck_samples: int = 0  # samples in a row far over budget with the views renewed
+    stuck_samples: int = 0  # samples in a row far over budget with memory given back
     logged_stuck: bool = False
     restart_asked: bool = False
 
 
 class MemoryWatch:
     """Measures the tree every ``interval`` seconds on its own thread, and keeps the policy:
-    when a view should be renewed (:meth:`recycle_due`), whether the tree stays over budget
-    after renewing the views (:meth:`problem`), and the last resort (``on_restart``).
+    when to give memory back at an item boundary (:meth:`recycle_due`), whether the tree stays
+    over budget after that (:meth:`problem`), and the last resort (``on_restart``).
 
     Thread-safe: the sampler thread writes, the GUI thread asks and notes recycles, the API
     thread reads :meth:`status`."""
@@ -428,7 +428,7 @@ class MemoryWatch:
                 if not state.logged_stuck:
                     state.logged_stuck = True
                     log.warning(
-                        "memory stays over budget (%d MiB) after renewing the views: %s",
+                        "memory stays over budget (%d MiB) after giving memory back: %s",
                         budget,
                         tree.summary(),
                     )
@@ -445,8 +445,8 @@ class MemoryWatch:
                     state.restart_asked = True
                     restart = (
                         f"the display's memory ({tree.pss_mb:.0f} MiB PSS) stayed over "
-                        f"{RESTART_FACTOR:g}x its budget ({budget} MiB) after renewing the "
-                        f"views, {state.stuck_samples} measurements in a row"
+                        f"{RESTART_FACTOR:g}x its budget ({budget} MiB) after giving memory "
+                        f"back, {state.stuck_samples} measurements in a row"
                     )
         if restart is not None and self._on_restart is not None:
             log.error("planned restart: %s", restart)
@@ -459,7 +459,7 @@ class MemoryWatch:
 
     @classmethod
     def _stuck(cls, state: _State) -> bool:
-        """The views renewed since the tree was under budget, and measured since."""
+        """Memory given back twice since the tree was under budget, and measured since."""
         return (
             state.recycles_while_over >= RECYCLES_TO_GIVE_UP
             and state.recycled_at_sample is not None
@@ -479,7 +479,7 @@ class MemoryWatch:
             )
 
     def note_recycle(self, what: str) -> None:
-        """A view was renewed for memory: logged once, with the figures that asked for it."""
+        """Memory was given back at a boundary: logged once, with the figures that asked for it."""
         with self._lock:
             state = self._state
             state.recycles += 1
@@ -487,7 +487,7 @@ class MemoryWatch:
             state.recycled_at_sample = state.samples
             latest = state.latest
         log.info(
-            "memory over budget (%d MiB): renewed %s before its next item; measured %s",
+            "memory over budget (%d MiB): heap given back before %s loads its next item; measured %s",
             self.plan.budget_mb,
             what,
             latest.summary() if latest is not None else "nothing yet",
@@ -506,7 +506,7 @@ class MemoryWatch:
                 return None
             return (
                 f"memory {latest.pss_mb:.0f} MiB PSS stays over its budget "
-                f"({self.plan.budget_mb} MiB) after renewing the views"
+                f"({self.plan.budget_mb} MiB) after giving memory back"
             )
 
     def status(self) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""A picture of the stage turned 90 degrees in the middle of a cross-fade, read from the X
+server's screen (not from the renderer): two signage pages, the second fading in over the first.
+
+    xvfb-run -a -s "-screen 0 960x540x24" .venv/bin/python -m tests.bench.stage_midfade_shot OUT.png
+
+Needs ImageMagick's ``import`` (installed by ``bash packaging/dev.sh setup``).
+"""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import sys
+import threading
+
+from player.renderer.options import prepare_process
+
+PAGE = """<!doctype html><body style='margin:0;background:{bg};font:bold 120px DejaVu Sans;
+color:white'><div style='position:absolute;left:60px;top:60px'>{text}</div>
+<div style='position:absolute;left:0;top:0;width:50vw;height:50vh;border:12px solid yellow;
+box-sizing:border-box'></div></body>"""
+
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        colour, text = (
+            ("#c0392b", "Lunch menu") if "a" in self.path else ("#2471a3", "Opening hours")
+        )
+        body = PAGE.format(bg=colour, text=text).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def main() -> int:
+    target = sys.argv[1] if len(sys.argv) > 1 else "stage_rotated_midfade.png"
+    prepare_process()
+    from PySide6.QtGui import QGuiApplication
+
+    from player.playitem import PlayItem
+    from player.renderer import KioskRenderer, RendererOptions
+    from tests.renderer.conftest import Reports
+    from tests.renderer.pixels import process_for, wait_until
+
+    _app = QGuiApplication(["stage-midfade-shot"])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    # A slow fade (1.5 s) so that the picture lands in its middle.
+    renderer = KioskRenderer(RendererOptions(rotation=90, crossfade_ms=1500, keep_screen_on=False))
+    reports = Reports()
+    renderer.set_listener(reports)
+    process_for(2)
+    for token, path in ((1, "/a"), (2, "/b")):
+        renderer.show(PlayItem(token, base + path, base + path, "text/html", 30.0, "request"))
+        if not wait_until(lambda token=token: token in reports.shown_tokens(), 15):  # type: ignore[misc]
+            print(f"page {path} was not shown: {reports.failed}", file=sys.stderr)
+            return 1
+        process_for(2 if token == 1 else 0.6)
+    subprocess.run(["import", "-window", "root", target], check=True, timeout=30)
+    print(target)
+    renderer.close()
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
