@@ -52,9 +52,9 @@ UNKNOWN_BOARD_MB = 2048
 LOW_MEMORY_CHOICES = ("auto", "on", "off")
 SAMPLE_EVERY = 20.0  # seconds between measurements of the tree (and heap trims)
 SAMPLE_EVERY_LOW_MEMORY = 10.0  # ... in the low-memory profile: the heap trimmed twice as often
-# Two boundaries with memory given back (the heap trimmed before the next view) since the tree was last
-# under budget, and still over: the memory is held by the browser process itself (or a page that
-# grows as fast); health says so.
+# Memory given back at two boundaries (the heap trimmed before the next view) since the tree was
+# last under budget, and still over: the memory is held by the browser process itself (or a page
+# that grows as fast); health says so.
 RECYCLES_TO_GIVE_UP = 2
 # The last resort: this far above the budget, with memory given back, for this many samples in
 # a row, and not in the first minutes of the process: a planned restart (crash-only exit) is
@@ -487,7 +487,7 @@ class MemoryWatch:
             state.recycled_at_sample = state.samples
             latest = state.latest
         log.info(
-            "memory over budget (%d MiB): heap given back before %s loads its next item; measured %s",
+            "memory over budget (%d MiB): heap given back before %s loads; measured %s",
             self.plan.budget_mb,
             what,
             latest.summary() if latest is not None else "nothing yet",

@@ -11,6 +11,8 @@ from urllib.parse import unquote, urlsplit
 from player.playitem import PlayItem
 from player.renderer.imagelayer import NATIVE_FORMATS
 
+IDLE_TOKEN = -1  # the idle page's own "item": never reported to the engine
+
 
 class Kind(Enum):
     PAGE = "page"  # loaded as it is

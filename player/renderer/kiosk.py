@@ -28,6 +28,7 @@ from PySide6.QtGui import QImage
 
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import (
+    IDLE_TOKEN,
     Kind,
     classify,
     context_script,
@@ -38,26 +39,19 @@ from player.renderer.content import (
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.idle import addresses, idle_base_url, idle_html, progress_script
 from player.renderer.imagelayer import ImageLayer
-from player.renderer.layers import Cover, Still
+from player.renderer.layers import Cover, Layer, Still
 from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.profile import make_profile
 from player.renderer.recycler import MemoryPressure, Recycler
 from player.renderer.stage import Stage, keep_screen_awake
-from player.renderer.webslot import SlotState, WebSlot, classify_frame
+from player.renderer.watchdog import CRASH_WINDOW, WATCH_MS, VisualWatchdog
+from player.renderer.webslot import SlotState, WebSlot
 
 log = logging.getLogger("pdn.renderer")
 
-IDLE_TOKEN = -1  # the idle page's own "item": never reported to the engine
 CLEAR_DELAY_MS = 250  # the old layer is cleared this long after the swap (the new one is up)
 BEAT_MS = 1000
 FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
-WATCH_MS = 1000  # the visual watchdog's period
-GRAB_EVERY = 60  # ... and a look at the screen (a full read-back) every this many periods
-STALLED_SCENE = 2.0  # seconds without a frame while the scene should be moving: look at once
-BEAT_STALE = 3.0  # seconds without a page's answer that make a black screen suspect
-CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
-CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
-RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with back-off
 LAUNCH_FAILED = "exit code 1002"  # Chromium could not start a render process at all
 LAUNCH_FAILURES = 2  # ... this many times in CRASH_WINDOW: the web engine is lost
 CRASH_BACKOFF_MAX = 8.0  # a crash-looping item (the idle page too) is reloaded at most this often
@@ -75,10 +69,7 @@ class _Pending:
     report: bool = True  # False when re-showing after a crash (already reported shown)
 
 
-Layer = WebSlot | ImageLayer | Cover | Still
-
-
-class KioskRenderer(QObject):
+class KioskRenderer(VisualWatchdog, QObject):
     """A :class:`player.playitem.Renderer` on a fullscreen Qt Quick scene.
 
     Construct it on the GUI thread after the application exists (call
@@ -363,6 +354,12 @@ class KioskRenderer(QObject):
     def _front_slot(self) -> WebSlot | None:
         front = self._front
         return front if isinstance(front, WebSlot) else None
+
+    def _pending_slot(self) -> WebSlot | None:
+        return self._pending.slot if self._pending is not None else None
+
+    def _lost_zygote(self) -> str | None:
+        return self._zygotes.lost()
 
     def _free_slot(self, for_show: bool) -> WebSlot | None:
         """The slot to load into: never the one on screen, and for a hint never the one an
@@ -721,129 +718,6 @@ class KioskRenderer(QObject):
         if self._last_frame is None or slot.last_beat > self._last_frame:
             self._last_frame = slot.last_beat
         slot.probe_alive()
-
-    # -- the visual watchdog ----------------------------------------------------------------
-
-    def _showing(self) -> str:
-        front = self._front
-        if front is None:
-            return "nothing"
-        if front is self.cover:
-            return "the cover"
-        if self._holding_still:
-            current = self._current.url if self._current is not None else "the last item"
-            return f"a still of {current} while the next item loads"
-        if front is self.image_layer:
-            return f"image {self._current.url}" if self._current is not None else "an image"
-        slot = self._front_slot()
-        if slot is None or slot.item is None:
-            return "a blank view"
-        return "the idle page" if slot.item.token == IDLE_TOKEN else f"page {slot.item.url}"
-
-    def _check_screen(self) -> None:
-        if self._closed or self._fatal is not None:
-            return
-        now = time.monotonic()
-        lost = self._zygotes.lost()
-        if lost is not None:
-            self._give_up(f"{lost}: no render process can be started again in this process")
-            return
-        self._watch_count += 1
-        if self.stage.is_visible() and (
-            self._watch_count % GRAB_EVERY == 0 or self._scene_stalled(now)
-        ):
-            self._look_at_the_screen(now)
-        problem = self._screen_problem(now)
-        if problem is None:
-            if self._wrong_since is not None:
-                log.info(
-                    "the screen is right again after %.1f s (%s)",
-                    now - self._wrong_since,
-                    self._showing(),
-                )
-            self._wrong_since = None
-            self._problem = None
-            self._recoveries = 0
-            return
-        if self._wrong_since is None:
-            self._wrong_since = now
-            log.warning("the screen is wrong: %s", problem)
-        elif problem != self._problem:
-            log.warning("the screen is still wrong: %s", problem)
-        self._problem = problem
-        wrong_for = now - self._wrong_since
-        if wrong_for >= self.options.recover_within:
-            self._give_up(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
-            return
-        if self._recoveries < len(RECOVERY_STEPS) and wrong_for >= RECOVERY_STEPS[self._recoveries]:
-            self._recoveries += 1
-            self._recover(problem)
-
-    def _scene_stalled(self, now: float) -> bool:
-        """The scene should be moving (a fade, an item waiting for its frames) and has swapped
-        no frame for a while."""
-        pending = self._pending.slot if self._pending is not None else None
-        waiting = now < self._fading_until + STALLED_SCENE or (
-            pending is not None and pending.confirming
-        )
-        last = self.stage.last_swap
-        return (
-            waiting
-            and last is not None
-            and now - last > STALLED_SCENE
-            and (self._frame_class_at is None or now - self._frame_class_at > STALLED_SCENE)
-        )
-
-    def _look_at_the_screen(self, now: float) -> None:
-        """Read the screen back (the one full grab the watchdog allows itself) and classify it."""
-        self._frame_class = classify_frame(self.stage.grab())
-        self._frame_class_at = now
-        slot = self._front_slot()
-        if slot is not None and now - slot.last_answer < BEAT_STALE:
-            slot.painted_as = self._frame_class  # what this page looks like while it answers
-
-    def _screen_problem(self, now: float) -> str | None:
-        """What is wrong with the screen now, or None (see the class docstring)."""
-        crashes = sum(1 for t in self._crash_times if now - t < CRASH_WINDOW)
-        if crashes >= CRASH_STORM:
-            return f"{crashes} render process crashes in {CRASH_WINDOW:g} s"
-        front = self._front
-        if front is None:
-            if now - self._started > self.options.page_load_timeout + 5:
-                return "nothing has been painted since the start"
-            return None
-        if front is self.cover:
-            current = self._current
-            if current is not None and now - self._last_frame_or(now) > (
-                self.options.page_load_timeout + 5
-            ):
-                return f"the cover has hidden {current.url} for too long"
-            return None
-        if self._holding_still and now - self.still.since > self.options.page_load_timeout + 5:
-            return "a still has stood in for the screen for too long"
-        slot = self._front_slot()
-        if slot is None or slot.state is not SlotState.SHOWN or slot.item is None:
-            return None
-        what = "the idle page" if slot.item.token == IDLE_TOKEN else slot.item.url
-        silent = now - slot.last_answer
-        if silent > self.options.hang_timeout:
-            return f"{what} has not produced a frame for {silent:.0f} s"
-        fresh = self._frame_class_at is not None and self._frame_class_at > slot.last_answer - 60
-        if fresh and self._frame_class == "unpainted":
-            return f"the screen shows no frame of {what}"
-        if (
-            fresh
-            and self._frame_class == "black"
-            and slot.painted_as != "black"
-            and silent > BEAT_STALE
-        ):
-            # Black content is legitimate; black where the page painted colour and whose render
-            # process stopped answering is not.
-            return f"the screen is black where {what} painted and stopped answering"
-        return None
-
-    def _last_frame_or(self, default: float) -> float:
-        return self._last_frame if self._last_frame is not None else default
 
     def _recover(self, problem: str) -> None:
         """Bring the screen back in this process: a fresh view, the item loaded again."""

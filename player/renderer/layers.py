@@ -5,7 +5,9 @@ from __future__ import annotations
 from PySide6.QtQuick import QQuickItem
 
 from player.renderer.idle import addresses
+from player.renderer.imagelayer import ImageLayer
 from player.renderer.stage import Stage
+from player.renderer.webslot import WebSlot
 
 
 class Cover:
@@ -76,3 +78,7 @@ class Still:
         self._stage.stop_fade(self.item, 1.0)
         self.item.setVisible(False)
         self.item.setProperty("sourceItem", None)
+
+
+# What can be in front of the stage.
+Layer = WebSlot | ImageLayer | Cover | Still

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from player.renderer import KioskRenderer, RendererOptions
+from player.renderer.content import IDLE_TOKEN
 from player.renderer.idle import download_progress, idle_html
-from player.renderer.kiosk import IDLE_TOKEN
 from tests.renderer.conftest import Reports
 from tests.renderer.pixels import wait_until
 
