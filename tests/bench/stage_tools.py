@@ -1,6 +1,7 @@
-"""What the stage benchmark (bench_stage.py) needs besides memory_tools: the CPU time of a
-process tree and of Xvfb read from /proc, solid-colour pages on loopback, and a recording of
-the X screen with ffmpeg (x11grab) decoded back to a colour per frame.
+"""What the stage benchmark (bench_stage.py) needs besides memory_tools: the two stages' trees,
+the playback record, the CPU time of a process tree and of Xvfb read from /proc, solid-colour
+and calm signage pages on loopback, and a recording of the X screen with ffmpeg (x11grab)
+decoded back to a colour per frame.
 
 Like memory_tools, no Qt is imported here (the measured processes' PSS would shrink by the
 share this process took of Qt's pages).
@@ -8,22 +9,31 @@ share this process took of Qt's pages).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import statistics
 import struct
 import subprocess
+import tarfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import XServer, process_tree, sample_points
+from tests.bench.bench_memory import commit_of, snapshot
+from tests.bench.memory_tools import Display, XServer, process_tree, sample_points
+from tests.bench.signage_content import page
 
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("cds", "server", "player", "pyproject.toml")  # what a display runs from
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 RGB = tuple[int, int, int]
 
@@ -36,6 +46,68 @@ def require_ffmpeg() -> str:
             "makes its images with it. Install it: apt-get install -y ffmpeg"
         )
     return found
+
+
+# -- the stages and their playback record ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # old, new
+    source: str  # where it was copied from
+    commit: str
+    tree: Path  # the copy that runs
+
+
+def old_stage(commit: str, target: Path) -> Stage:
+    """The packages of ``commit``, extracted from ``git archive`` (no work tree touched)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, *PACKAGES],
+        capture_output=True,
+        check=True,
+    )
+    target.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(target, filter="data")
+    full = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", commit],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Stage("old", f"git archive {commit}", full, target)
+
+
+def new_stage(checkout: Path, target: Path) -> Stage:
+    commit = commit_of(checkout) or "not a git checkout"
+    return Stage("new", str(checkout), commit, snapshot(checkout, target))
+
+
+def started_at(record: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(record["started"])).timestamp()
+
+
+def wait_record(
+    display: Display, test: Callable[[dict[str, Any]], bool], timeout: float, poll: float = 0.1
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        record = display.playback()
+        if test(record):
+            return record
+        if time.monotonic() > deadline or not display.alive():
+            raise RuntimeError(
+                f"waited {timeout:g} s in vain; the screen shows {record}; see {display.log_path}"
+            )
+        time.sleep(poll)
+
+
+def shows(url: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda record: record.get("content-item") == url
+
+
+def on_base(record: dict[str, Any]) -> bool:
+    return record.get("origin") == "schedule"
 
 
 # -- CPU time ---------------------------------------------------------------------------------
@@ -131,15 +203,34 @@ class CpuTrace(threading.Thread):
         return tree1 - tree0, x1 - x0
 
 
-# -- solid colours ---------------------------------------------------------------------------
+# -- pages -----------------------------------------------------------------------------------
 
 
 def hex_of(colour: RGB) -> str:
     return "".join(f"{value:02x}" for value in colour)
 
 
-class SolidPages:
-    """``/solid/<rrggbb>.html``: a page of one colour, nothing else, on 127.0.0.1."""
+# signage_content's page, calm: its ticker stands still and its canvas chart is drawn once a
+# second instead of at every frame, so what moves is what a clock page moves, once a second.
+CALM = (
+    "<style>.ticker span{animation:none!important}</style><script>"
+    "window.requestAnimationFrame = (draw) => setTimeout(() => draw(performance.now()), 1000);"
+    "</script></head>"
+)
+
+
+def calm_page(n: int) -> bytes:
+    """signage_content's page ``n`` (DOM, a table, an SVG chart, a clock ticking each second,
+    a script allocating every second) without its animations at 60 frames a second."""
+    text = page(n).decode()
+    if text.count("</head>") != 1 or "requestAnimationFrame" not in text:
+        raise SystemExit("signage_content.page changed: bench_stage's calm_page needs a look")
+    return text.replace("</head>", CALM).encode()
+
+
+class LocalPages:
+    """On 127.0.0.1: ``/solid/<rrggbb>.html``, a page of one colour and nothing else, and
+    ``/calm/<n>.html``, :func:`calm_page`."""
 
     def __init__(self) -> None:
         class Handler(BaseHTTPRequestHandler):
@@ -147,15 +238,18 @@ class SolidPages:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                colour = path.removeprefix("/solid/").removesuffix(".html")
-                if not path.startswith("/solid/") or len(colour) != 6:
+                name = path.rsplit("/", 1)[-1].removesuffix(".html")
+                if path.startswith("/solid/") and len(name) == 6:
+                    body = (
+                        "<!doctype html><html><head><meta charset='utf-8'><title>solid</title>"
+                        f"</head><body style='margin:0;height:100vh;background:#{name}'>"
+                        "</body></html>"
+                    ).encode()
+                elif path.startswith("/calm/") and name.isdigit():
+                    body = calm_page(int(name))
+                else:
                     self.send_error(404)  # the browser's favicon probe
                     return
-                body = (
-                    "<!doctype html><html><head><meta charset='utf-8'><title>solid</title>"
-                    f"</head><body style='margin:0;height:100vh;background:#{colour}'>"
-                    "</body></html>"
-                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -171,9 +265,12 @@ class SolidPages:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def url(self, colour: RGB, tag: object = "") -> str:
+    def solid(self, colour: RGB, tag: object = "") -> str:
         """The page of ``colour``; ``tag`` makes the URL of each request its own."""
         return f"{self.base}/solid/{hex_of(colour)}.html" + (f"?n={tag}" if tag != "" else "")
+
+    def calm(self, n: int) -> str:
+        return f"{self.base}/calm/{n}.html"
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -245,17 +342,26 @@ def record_screen(
     width, height = region
     left, top = (screen[0] - width) // 2, (screen[1] - height) // 2
     started = time.time()
-    done = subprocess.run(
+    recorder = subprocess.Popen(
         [require_ffmpeg(), "-v", "error", "-y", "-f", "x11grab", "-framerate", str(fps),
          "-video_size", f"{width}x{height}", "-draw_mouse", "0",
          "-i", f"{server.display}.0+{left},{top}", "-t", f"{seconds:g}",
          "-c:v", "ffv1", "-pix_fmt", "bgr0", str(path)],
-        capture_output=True,
-        timeout=seconds + 30,
-        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"ffmpeg x11grab failed: {done.stderr.decode(errors='replace')}")
+    # Ahead of the display when it wakes (as root), so it misses fewer frames on two busy
+    # cores; it is as much work either way.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, recorder.pid, -10)
+    try:
+        _, errors = recorder.communicate(timeout=seconds + 30)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        recorder.wait()
+        raise RuntimeError("ffmpeg x11grab did not end") from None
+    if recorder.returncode != 0:
+        raise RuntimeError(f"ffmpeg x11grab failed: {errors.decode(errors='replace')}")
     probe = subprocess.run(
         [require_ffmpeg().removesuffix("ffmpeg") + "ffprobe", "-v", "error",
          "-show_entries", "frame=pts_time", "-of", "csv=p=0", str(path)],
