@@ -47,7 +47,7 @@ own CPU beside it (not in the tree's figure). Parts, each for each stage:
 
 Prints a side-by-side table (stage columns, new/old, target, pass per stage) and writes
 ``bench-results/bench_stage.json``, after every session. A default run (both stages, all
-parts) takes about 25 minutes on a 2-core machine; ``--parts fade --stages new`` takes 1.
+parts) took 21 minutes on a 2-core machine; ``--parts fade --stages new`` takes about 1.
 Needs Xvfb and ffmpeg (apt-get install -y xvfb ffmpeg). Network: 127.0.0.1 only.
 """
 
