@@ -395,6 +395,9 @@ class KioskRenderer(VisualWatchdog, QObject):
             return slot, False
         source = slot.front_item()
         assert source is not None  # a slot in front holds a view
+        # A view still fading in would be copied half transparent: the engine has moved on,
+        # so its fade ends here.
+        self.stage.stop_fade(source, 1.0)
         self.still.hold(source, time.monotonic())
         self._still_source = source
         self._front = self.still

@@ -36,8 +36,9 @@ from player.power import x_screen_power
 log = logging.getLogger("pdn.renderer")
 
 QML_DIR = Path(__file__).resolve().parent / "qml"
-# Where a new layer goes: under the black curtain (z 0 in Stage.qml), live but not seen until
-# it is raised. Chromium does not throttle a covered view (only a hidden one).
+# Where a new layer goes: under every layer in front (raised ones are at 1 and up), at opacity
+# 0, live but not seen until it is raised. Qt Quick does not draw an item at opacity 0 (a
+# loading page costs the GPU nothing) and Chromium does not throttle it (only a hidden one).
 BEHIND = -1.0
 
 
@@ -92,7 +93,7 @@ class Stage(QObject):
     # -- layers ---------------------------------------------------------------------------
 
     def create(self, name: str, properties: dict[str, Any] | None = None) -> QQuickItem:
-        """A new item from ``qml/<name>.qml`` in the content, behind the curtain.
+        """A new item from ``qml/<name>.qml`` in the content, behind, not drawn until raised.
 
         Qt owns it (Stage.qml makes it): Python holds references, never the object, so no
         wrapper can outlive what it wraps; :meth:`drop` destroys it."""
@@ -106,6 +107,7 @@ class Stage(QObject):
         if not isinstance(made, QQuickItem):
             raise StageError(f"cannot create {name}.qml (see the log for QML's reason)")
         made.setZ(BEHIND)
+        made.setOpacity(0.0)
         return made
 
     def raise_item(self, item: QQuickItem) -> None:
@@ -129,10 +131,12 @@ class Stage(QObject):
         return animator
 
     def stop_fade(self, item: QQuickItem, opacity: float) -> None:
-        """End a fade of ``item`` where it is, at ``opacity``."""
+        """End a fade of ``item`` now, at ``opacity``."""
         animator = item.findChild(QObject, "fade")
-        if animator is not None:
-            QMetaObject.invokeMethod(animator, "stop")
+        if animator is not None and animator.property("running"):
+            # complete(), not stop(): a stopped animator writes back the value it had reached
+            # on the render thread, after ours.
+            QMetaObject.invokeMethod(animator, "complete")
         item.setOpacity(opacity)
 
     @staticmethod

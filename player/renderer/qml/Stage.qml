@@ -1,8 +1,9 @@
-// The screen: one Qt Quick scene on black. Everything drawn is a layer in `content`, which is
-// turned as configured; Python (kiosk.py) decides which layer is in front (z) and fades it in.
+// The screen: one Qt Quick scene (the window clears it to black). Everything drawn is a layer
+// in `content`, which is turned as configured; Python (kiosk.py) decides which layer is in
+// front (z) and fades it in.
 import QtQuick
 
-Rectangle {
+Item {
     id: stage
 
     // Clockwise rotation of the content on the panel: 0, 90, 180 or 270.
@@ -12,9 +13,7 @@ Rectangle {
     // Components by file name, compiled once.
     property var components: ({})
 
-    color: "black"
-
-    // A new layer from <name>.qml in the content, under the curtain. Made here, not
+    // A new layer from <name>.qml in the content. Made here, not
     // by Python, so that Qt alone owns it: it ends with destroy() or with the scene.
     function make(name, properties) {
         if (!(name in components)) {
@@ -34,13 +33,5 @@ Rectangle {
         width: stage.sideways ? stage.height : stage.width
         height: stage.sideways ? stage.width : stage.height
         rotation: stage.turn
-
-        // Layers on their way to the screen load under this (z -1); layers in front are
-        // raised above it (z 1 and up). Nothing shows before it is raised.
-        Rectangle {
-            anchors.fill: parent
-            color: "black"
-            z: 0
-        }
     }
 }
