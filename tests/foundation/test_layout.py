@@ -1,5 +1,5 @@
 """The layout holds: imports run player -> server -> cds, the engine knows no Qt or Flask, and
-no source file grows past what one reader can hold (README, "How the code is laid out")."""
+no source file grows past what one reader can hold (docs/code.md)."""
 
 from __future__ import annotations
 
