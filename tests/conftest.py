@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pgserver import PgServer, PostgresMissingError
-from tests.tools import detached_xvfb
+from tests.tools import xvfb
 
 _shared_x = contextlib.ExitStack()
 
@@ -27,7 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
     the test process: tests that measure this process's tree would count it."""
     if os.environ.get("QT_QPA_PLATFORM"):
         return
-    display = _shared_x.enter_context(detached_xvfb(1280, 1024))
+    display = _shared_x.enter_context(xvfb(1280, 1024, detached=True))
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     os.environ.pop("WAYLAND_DISPLAY", None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,17 +26,26 @@ def require_tools(*names: str) -> None:
 
 
 @contextmanager
-def xvfb(width: int, height: int) -> Iterator[str]:
-    """A real X server of its own on a free display number; yields the DISPLAY value."""
+def xvfb(width: int, height: int, detached: bool = False) -> Iterator[str]:
+    """A real X server of its own on a free display number; yields the DISPLAY value.
+
+    ``detached``: the server is not a child of this process (a shell starts it in the
+    background and exits), so the test process's own tree holds no X server."""
     require_tools("Xvfb")
     read, write = os.pipe()
-    server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
-         "-nolisten", "tcp", "-noreset"],
-        pass_fds=(write,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    command = ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
+               "-nolisten", "tcp", "-noreset"]  # fmt: skip
+    if detached:
+        shell = f"{shlex.join(command)} >/dev/null 2>&1 </dev/null & echo $!"
+        launcher = subprocess.run(
+            ["sh", "-c", shell], pass_fds=(write,), capture_output=True, text=True, check=True
+        )
+        pid = int(launcher.stdout.strip())
+    else:
+        server = subprocess.Popen(
+            command, pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        pid = server.pid
     os.close(write)
     with os.fdopen(read) as stream:
         number = stream.readline().strip()
@@ -43,31 +53,9 @@ def xvfb(width: int, height: int) -> Iterator[str]:
         assert number, "Xvfb did not start"
         yield f":{number}"
     finally:
-        server.terminate()
-        server.wait(10)
-
-
-@contextmanager
-def detached_xvfb(width: int, height: int) -> Iterator[str]:
-    """Like :func:`xvfb`, but the server is not a child of this process (a shell starts it in
-    the background and exits): the test process's own tree holds no X server."""
-    require_tools("Xvfb")
-    read, write = os.pipe()
-    launcher = subprocess.run(
-        ["sh", "-c", f'Xvfb -displayfd {write} -screen 0 {width}x{height}x24 -nolisten tcp '
-         '-noreset >/dev/null 2>&1 </dev/null & echo $!'],
-        pass_fds=(write,),
-        capture_output=True,
-        text=True,
-        check=True,
-    )  # fmt: skip
-    os.close(write)
-    pid = int(launcher.stdout.strip())
-    with os.fdopen(read) as stream:
-        number = stream.readline().strip()
-    try:
-        assert number, "Xvfb did not start"
-        yield f":{number}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+        if detached:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        else:
+            server.terminate()
+            server.wait(10)
