@@ -123,6 +123,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         # The slot fading out under the one fading in: it stays live until it is cleared.
         self._outgoing: WebSlot | None = None
         self._deferred_hint: PlayItem | None = None  # a hint that waits for that slot
+        self._still_source: object = None  # the view the still copied (one web view)
         self._zygotes = ZygoteWatch()
 
         self.stage = Stage(
@@ -403,8 +404,6 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._front = self.still
         self.recycler.before_load(slot)
         return slot, True
-
-    _still_source: object = None
 
     @property
     def _holding_still(self) -> bool:
