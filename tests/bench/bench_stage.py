@@ -31,7 +31,9 @@ own CPU beside it (not in the tree's figure). Parts, each for each stage:
   of 9 points; the distinct colours between the last red frame and the first blue one that
   are neither (6 levels of tolerance) are the fade's steps. Target: median >= 12 steps. The
   recording's frame rate and its longest gap within the fade are kept; a PNG of one
-  in-between frame is saved beside the JSON.
+  in-between frame is saved beside the JSON. Beside the stages, the same recording of a bare
+  Qt Quick scene (fade_ceiling.py: two full-screen pictures, and two rectangles) gives what
+  this machine's GL can show at all.
 - memory: PSS of the tree after ``--transitions`` changes of calm signage pages of 1 s (two
   requests queued ahead), against the floor: the median of three bare-view processes showing
   one page (bench_memory.measure_floor, on an Xvfb of its own, before the stages). Both run Qt
@@ -79,6 +81,7 @@ from tests.bench.bench_memory import (
     memory_point,
     pooled_floor,
 )
+from tests.bench.fade_ceiling import ceiling
 from tests.bench.memory_tools import Display, Framebuffer, XServer, private_qt, xvfb
 from tests.bench.signage_content import ContentServer, Image, make_media
 from tests.bench.stage_tools import (
@@ -743,6 +746,12 @@ def main() -> int:
             for stage in stages:
                 run = partial(view_session, bench, stage, rotation, view_parts)
                 session(stage, f"r{rotation}", run)
+        if "fade" in parts:  # the machine's own limit, for the fade rows (no stage in it)
+            print("== the fade's ceiling on this machine", flush=True)
+            results["fade_ceiling"] = ceiling(
+                workdir / "ceiling", args.fades, round(args.crossfade * 1000)
+            )
+            save()
         play_parts = [part for part in parts if part in ("memory", "latency")]
         for stage in stages if play_parts else []:
             session(stage, "play", partial(play_session, bench, stage, play_parts))
@@ -752,6 +761,10 @@ def main() -> int:
         if args.qt is not None:
             shutil.rmtree(args.qt.parent, ignore_errors=True)
     results["table"] = table(args, results)
+    for kind, found in results.get("fade_ceiling", {}).items():
+        if isinstance(found, dict):
+            label = f"  ceiling: bare Qt Quick, two {kind}"
+            print(f"{label:<40}{found['median_steps']!s:>10}  (no stage: what this GL can show)")
     save()
     print(
         f"\n{results['elapsed_s'] / 60:.1f} minutes; written to {args.output}; logs in {workdir}",
