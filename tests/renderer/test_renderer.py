@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from collections.abc import Iterator
 from functools import partial
 from itertools import count
