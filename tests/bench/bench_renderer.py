@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import http.server
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from itertools import count
@@ -41,6 +39,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.renderer.options import prepare_process
+from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.stats import percentile
 
 if TYPE_CHECKING:
@@ -54,37 +53,20 @@ _tokens = count(1)
 # -- loopback content ---------------------------------------------------------------------
 
 
-class _ColourPages(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        colour = self.path.strip("/").split("?")[0].split("/")[-1][:6] or "000000"
-        body = (
-            "<!doctype html><html><head><title>bench</title></head>"
-            f"<body style='margin:0;background:#{colour}'><h1 style='color:#{colour}'>x</h1>"
-            "</body></html>"
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+def _colour_page(path: str) -> Answer:
+    colour = path.strip("/").split("/")[-1][:6] or "000000"
+    body = (
+        "<!doctype html><html><head><title>bench</title></head>"
+        f"<body style='margin:0;background:#{colour}'><h1 style='color:#{colour}'>x</h1>"
+        "</body></html>"
+    ).encode()
+    return Answer(body, "text/html")
 
 
 def serve_colour_pages() -> tuple[str, Callable[[], None]]:
     """A loopback server: ``/<rrggbb>[?n]`` is a page of that colour. Returns (base, stop)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ColourPages)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-
-    return f"http://127.0.0.1:{server.server_address[1]}", stop
+    site = LoopbackSite(_colour_page)
+    return site.base, site.stop
 
 
 def hex_colour(rgb: tuple[int, int, int]) -> str:

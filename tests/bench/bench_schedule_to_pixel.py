@@ -25,16 +25,15 @@ import hashlib
 import http.client
 import json
 import tempfile
-import threading
 import time
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtGui import QColor, QImage
 
 from tests.bench.bench_api import ROOT, Display
+from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.stats import percentile
 
 COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
@@ -53,33 +52,19 @@ class Content:
 
     def __init__(self) -> None:
         self.images = {name: png_of(rgb) for name, rgb in COLOURS.items()}
-        images = self.images
+        self.site = LoopbackSite(self._answer)
+        self.url = self.site.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                name = self.path.rsplit("/", 1)[-1].removesuffix(".png")
-                if name not in COLOURS:  # the browser's favicon probe
-                    self.send_error(404)
-                    return
-                if self.path.startswith("/image/"):
-                    body, kind = images[name], "image/png"
-                else:
-                    r, g, b = COLOURS[name]
-                    body = f"<body style='margin:0;background:rgb({r},{g},{b})'></body>".encode()
-                    kind = "text/html"
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+    def _answer(self, path: str) -> Answer | None:
+        name = path.rsplit("/", 1)[-1].removesuffix(".png")
+        if name not in COLOURS:
+            return None
+        if path.startswith("/image/"):
+            return Answer(self.images[name], "image/png")
+        r, g, b = COLOURS[name]
+        return Answer(
+            f"<body style='margin:0;background:rgb({r},{g},{b})'></body>".encode(), "text/html"
+        )
 
     def cds(self, name: str | None) -> bytes:
         """The schedule 'bench' holding the cached image ``name``; None: the empty schedule."""

@@ -19,11 +19,10 @@ import hashlib
 import random
 import shutil
 import subprocess
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+
+from tests.bench.loopback import Answer, LoopbackSite
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_VIDEOS = ROOT / "tests" / "fixtures" / "video"
@@ -150,13 +149,11 @@ class Image:
     sha256: str
 
 
-def _ffmpeg() -> str:
+def require_ffmpeg(purpose: str = "to make the benchmark's images and WebM videos") -> str:
+    """ffmpeg's path, or an exit that says what it is needed for and how to install it."""
     found = shutil.which("ffmpeg")
     if found is None:
-        raise SystemExit(
-            "ffmpeg is needed to make the benchmark's images and WebM videos: "
-            "apt-get install -y ffmpeg (Debian/Ubuntu)"
-        )
+        raise SystemExit(f"ffmpeg is needed {purpose}: apt-get install -y ffmpeg (Debian/Ubuntu)")
     return found
 
 
@@ -168,7 +165,7 @@ def make_media(directory: Path) -> tuple[list[Image], list[str]]:
         if not (directory / name).exists():
             subprocess.run(
                 [
-                    _ffmpeg(),
+                    require_ffmpeg(),
                     "-v",
                     "error",
                     "-y",
@@ -187,7 +184,7 @@ def make_media(directory: Path) -> tuple[list[Image], list[str]]:
         if not (directory / name).exists():
             subprocess.run(
                 [
-                    _ffmpeg(),
+                    require_ffmpeg(),
                     "-v",
                     "error",
                     "-y",
@@ -231,45 +228,22 @@ class ContentServer:
 
     def __init__(self, media: Path) -> None:
         self.requests = 0
+        self.media = media
+        self.site = LoopbackSite(self._answer)
+        self.url = self.site.base
 
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                outer.requests += 1
-                path = self.path.split("?", 1)[0]
-                cache = "no-store"
-                if path.startswith("/page/") and path.endswith(".html"):
-                    try:
-                        body, kind = page(int(path[6:-5])), "text/html; charset=utf-8"
-                    except ValueError:
-                        self.send_error(404)
-                        return
-                elif path.startswith("/media/") and (media / path[7:]).is_file():
-                    body = (media / path[7:]).read_bytes()
-                    kind = {"jpg": "image/jpeg", "png": "image/png", "webm": "video/webm"}[
-                        path.rsplit(".", 1)[-1]
-                    ]
-                    cache = "max-age=3600"
-                else:  # the browser's favicon probe
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", cache)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
+    def _answer(self, path: str) -> Answer | None:
+        self.requests += 1
+        if path.startswith("/page/") and path.endswith(".html"):
+            try:
+                return Answer(page(int(path[6:-5])), "text/html; charset=utf-8")
+            except ValueError:
                 return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        file = self.media / path.removeprefix("/media/")
+        if path.startswith("/media/") and file.is_file():
+            kind = {"jpg": "image/jpeg", "png": "image/png", "webm": "video/webm"}
+            return Answer(file.read_bytes(), kind[file.suffix[1:]], "max-age=3600")
+        return None
 
     def image_schedule(self, images: list[Image], seconds: float) -> bytes:
         """A CDS playing the cached images in order, ``seconds`` each, at the lowest
@@ -289,5 +263,4 @@ class ContentServer:
         ).encode()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.site.stop()

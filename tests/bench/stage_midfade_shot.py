@@ -8,12 +8,11 @@ Needs ImageMagick's ``import`` (installed by ``bash packaging/dev.sh setup``).
 
 from __future__ import annotations
 
-import http.server
 import subprocess
 import sys
-import threading
 
 from player.renderer.options import prepare_process
+from tests.bench.loopback import Answer, LoopbackSite
 
 PAGE = """<!doctype html><body style='margin:0;background:{bg};font:bold 120px DejaVu Sans;
 color:white'><div style='position:absolute;left:60px;top:60px'>{text}</div>
@@ -21,20 +20,9 @@ color:white'><div style='position:absolute;left:60px;top:60px'>{text}</div>
 box-sizing:border-box'></div></body>"""
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        colour, text = (
-            ("#c0392b", "Lunch menu") if "a" in self.path else ("#2471a3", "Opening hours")
-        )
-        body = PAGE.format(bg=colour, text=text).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+def _page(path: str) -> Answer:
+    colour, text = ("#c0392b", "Lunch menu") if "a" in path else ("#2471a3", "Opening hours")
+    return Answer(PAGE.format(bg=colour, text=text).encode(), "text/html")
 
 
 def main() -> int:
@@ -48,9 +36,8 @@ def main() -> int:
     from tests.renderer.pixels import process_for, wait_until
 
     _app = QGuiApplication(["stage-midfade-shot"])
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    site = LoopbackSite(_page)
+    base = site.base
     # A slow fade (1.5 s) so that the picture lands in its middle.
     renderer = KioskRenderer(RendererOptions(rotation=90, crossfade_ms=1500, keep_screen_on=False))
     reports = Reports()
@@ -65,7 +52,7 @@ def main() -> int:
     subprocess.run(["import", "-window", "root", target], check=True, timeout=30)
     print(target)
     renderer.close()
-    server.shutdown()
+    site.stop()
     return 0
 
 

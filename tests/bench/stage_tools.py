@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import statistics
 import struct
 import subprocess
@@ -23,14 +22,15 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from tests.bench.bench_memory import commit_of, snapshot
+from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.memory_tools import Display, XServer, process_tree, sample_points
 from tests.bench.signage_content import page
+from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cds", "server", "player", "pyproject.toml")  # what a display runs from
@@ -39,13 +39,9 @@ RGB = tuple[int, int, int]
 
 
 def require_ffmpeg() -> str:
-    found = shutil.which("ffmpeg")
-    if found is None:
-        raise SystemExit(
-            "ffmpeg is missing: the stage benchmark records the screen with it (x11grab) and "
-            "makes its images with it. Install it: apt-get install -y ffmpeg"
-        )
-    return found
+    return require_ffmpeg_for(
+        "to record the screen (x11grab) and make the stage benchmark's images"
+    )
 
 
 # -- the stages and their playback record ---------------------------------------------------
@@ -233,37 +229,23 @@ class LocalPages:
     ``/calm/<n>.html``, :func:`calm_page`."""
 
     def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        self.site = LoopbackSite(self._answer)
+        self.base = self.site.base
 
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                name = path.rsplit("/", 1)[-1].removesuffix(".html")
-                if path.startswith("/solid/") and len(name) == 6:
-                    body = (
-                        "<!doctype html><html><head><meta charset='utf-8'><title>solid</title>"
-                        f"</head><body style='margin:0;height:100vh;background:#{name}'>"
-                        "</body></html>"
-                    ).encode()
-                elif path.startswith("/calm/") and name.isdigit():
-                    body = calm_page(int(name))
-                else:
-                    self.send_error(404)  # the browser's favicon probe
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+    @staticmethod
+    def _answer(path: str) -> Answer | None:
+        name = path.rsplit("/", 1)[-1].removesuffix(".html")
+        if path.startswith("/solid/") and len(name) == 6:
+            body = (
+                "<!doctype html><html><head><meta charset='utf-8'><title>solid</title>"
+                f"</head><body style='margin:0;height:100vh;background:#{name}'>"
+                "</body></html>"
+            ).encode()
+        elif path.startswith("/calm/") and name.isdigit():
+            body = calm_page(int(name))
+        else:
+            return None
+        return Answer(body, "text/html; charset=utf-8")
 
     def solid(self, colour: RGB, tag: object = "") -> str:
         """The page of ``colour``; ``tag`` makes the URL of each request its own."""
@@ -273,8 +255,7 @@ class LocalPages:
         return f"{self.base}/calm/{n}.html"
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.site.stop()
 
 
 def make_still(directory: Path, name: str, colour: RGB, size: str = "1920x1080") -> Path:
