@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -62,10 +63,11 @@ from player.renderer.options import add_chromium_flags
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
-from server.display import create_app
+from server.display import DisplaySecurity, create_app
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
-from server.net import local_address, url_host
+from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
+from server.pairing import Pairing
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
@@ -113,6 +115,12 @@ def run(
             log.error("cannot use the data directory %s: %s", data_dir, error)
             return EXIT_START_FAILED
         log.info("state in %s", store.path)
+        try:
+            pairing = Pairing(data_dir)
+            stopping.callback(pairing.close)
+        except (OSError, RuntimeError, sqlite3.Error) as error:
+            log.error("cannot keep pairings in %s: %s", data_dir, error)
+            return EXIT_START_FAILED
         delay = restart_delay(data_dir)
         if delay:
             log.warning(
@@ -131,6 +139,14 @@ def run(
             return EXIT_START_FAILED
         host, port = listener.getsockname()[:2]
         url = display_url(config, host, port)
+        security = DisplaySecurity(pairing=pairing, beyond_loopback=not is_loopback(host))
+        if security.beyond_loopback or config.api_token:
+            log.info(
+                "closed: changes need %s",
+                "the API token or a paired controller's token"
+                if config.api_token
+                else "a paired controller's token (the pairing code is on the idle page)",
+            )
 
         # 3. Qt, on this (main) thread: the application, then the kiosk window. systemd's
         #    socket is taken out of the environment first: render processes must not inherit it.
@@ -187,7 +203,7 @@ def run(
         renderer.set_context(display.context())
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
-        server = WsgiServer(create_app(display), sock=listener, name="api")
+        server = WsgiServer(create_app(display, security), sock=listener, name="api")
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,
             deliver=lambda key, data: display.set_remote(key, parse(data).root),
@@ -227,12 +243,21 @@ def run(
         forget.timeout.connect(forget_exits)
         forget.start(RIGHT_FOR_MS)
 
-        # The idle page says how the schedule's files are coming ("2 of 5 ready").
+        # The idle page says how the schedule's files are coming ("2 of 5 ready"), and the
+        # pairing code of now (renewed after use or expiry).
+        shown_code: list[str] = []
+
+        def refresh_idle() -> None:
+            renderer.set_idle_progress(download_progress(content.status()))
+            code, _expires = pairing.current_code()
+            if shown_code != [code]:
+                shown_code[:] = [code]
+                renderer.set_idle_pairing(f"Pairing code {code}")
+
         progress = QTimer()
-        progress.timeout.connect(
-            lambda: renderer.set_idle_progress(download_progress(content.status()))
-        )
+        progress.timeout.connect(refresh_idle)
         progress.start(PROGRESS_MS)
+        refresh_idle()
 
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()

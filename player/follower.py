@@ -31,7 +31,7 @@ from typing import Any
 import requests
 
 from cds.errors import CdsError
-from player.atomicfile import write_atomically
+from server.atomicfile import write_atomically
 
 log = logging.getLogger("pdn.follower")
 

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from cds.errors import CdsError
-from player.atomicfile import write_atomically
+from server.atomicfile import write_atomically
 
 log = logging.getLogger("pdn.remotesets")
 

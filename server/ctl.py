@@ -13,6 +13,8 @@
     pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]      a display in a group
     pdn ctl plays SCHEDULER_URL [--display URL] [--since T] [--until T] [--csv]  proof of play
     pdn ctl broadcast SCHEDULER_URL --group NAME CONTENT_URL --for DURATION   urgent, confirmed
+    pdn ctl pair DISPLAY_URL CODE [--name NAME]                  pair; its token is kept
+    pdn ctl pairings DISPLAY_URL / unpair DISPLAY_URL NAME       paired controllers
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
@@ -22,7 +24,9 @@ Exit codes (for scripts):
       3  unreachable: no answer from the display or scheduler (connection refused, timed out)
       4  unexpected answer: a 5xx or something that is not the Display Segment API
     130  interrupted (Ctrl-C) before it was done
-Set PDN_API_TOKEN when the display requires a bearer token (for changes, or for reads too).
+A display beyond loopback takes changes only from paired controllers: `pdn ctl pair DISPLAY_URL
+CODE` (the code on its screen) keeps a token in ~/.config/pdn/ctl.toml, sent from then on; or set
+PDN_API_TOKEN to the display's configured token.
 """
 
 from __future__ import annotations
@@ -150,6 +154,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
 
+    from server.ctlpair import add_pair_commands  # it uses this module's helpers too
+
+    add_pair_commands(commands)  # pair, pairings, unpair
+
     parser.set_defaults(func=run)
 
 
@@ -173,13 +181,17 @@ def _base(url: str, what: str) -> str:
 
 
 def _headers(
-    *, content_type: str | None = None, accept: str = "application/json"
+    url: str, *, content_type: str | None = None, accept: str = "application/json"
 ) -> dict[str, str]:
     headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type
-    token = os.environ.get("PDN_API_TOKEN", "").strip()
-    if token:  # changes need it; reads too, on a display that protects them
+    # Changes need a token; reads too, on a display that protects them. PDN_API_TOKEN wins
+    # over the one `pdn ctl pair` kept for this display.
+    from server.ctlpair import token_for
+
+    token = os.environ.get("PDN_API_TOKEN", "").strip() or token_for(url)
+    if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
 
@@ -197,7 +209,7 @@ def _call(
             method,
             url,
             data=body,
-            headers=_headers(content_type=content_type, accept=accept),
+            headers=_headers(url, content_type=content_type, accept=accept),
             timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
             allow_redirects=False,
         )
@@ -248,7 +260,7 @@ def _check(response: requests.Response) -> Any:
         detail = message or response.reason
         code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
         if response.status_code == 401:
-            detail += " (set PDN_API_TOKEN to the display's token)"
+            detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
         raise CtlError(code, f"{response.status_code}: {detail}")
     return _json(response)
 
@@ -431,7 +443,7 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     delay = 1.0
     try:
         while True:
-            headers = _headers(accept="text/event-stream")
+            headers = _headers(url, accept="text/event-stream")
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:

@@ -52,6 +52,7 @@ __all__ = [
     "read_json_object",
     "read_xml_body",
     "require_token",
+    "too_many_attempts",
 ]
 
 log = logging.getLogger("pdn.http")
@@ -358,6 +359,16 @@ def require_token(
                     + (', error="invalid_token"' if header else "")
                 },
             )
+
+
+def too_many_attempts(wait: int, what: str) -> ApiError:
+    """429 for an address locked out after wrong guesses (``server.lockout``)."""
+    return ApiError(
+        429,
+        "too-many-attempts",
+        f"Too many wrong {what} from this address; try again in {wait} s.",
+        headers={"Retry-After": str(wait)},
+    )
 
 
 def create_base_app(name: str, *, openapi: str | None = None) -> Flask:

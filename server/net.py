@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Literal, overload
 
@@ -34,3 +35,14 @@ def local_address(towards: str | None = None, *, or_hostname: bool = True) -> st
 def url_host(host: str) -> str:
     """``host`` as it stands in a URL: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine reaches (127.0.0.0/8, ::1, ``localhost``)."""
+    bare = host.strip("[]").split("%")[0]
+    if bare.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False  # another host name: it may resolve to anything

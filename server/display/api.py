@@ -21,7 +21,9 @@ from server.http import (
     json_response,
     read_json_object,
     read_xml_body,
+    too_many_attempts,
 )
+from server.pairing import NAME_PATTERN, Pairing
 from server.validation import HTTP, Anything, Duration, Field, Schema, String, Uri
 
 log = logging.getLogger("pdn.display.api")
@@ -46,6 +48,10 @@ SENSING = Schema(
     Field("data-source", Uri()),
 )
 SUBSCRIPTION = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+PAIR = Schema(
+    Field("code", String(max_length=64), required=True),
+    Field("name", String(max_length=100), required=True),
+)
 
 
 def validate_sensing(body: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +165,59 @@ def unsubscribe() -> Response:
 def health() -> Response:
     body = display().health()
     return json_response(body, 200 if body["status"] == "ok" else 503)
+
+
+@api.post("/x/pair")
+def pair() -> Response:
+    """A controller pairs with the code on the screen and gets a token of its own."""
+    security = current_app.extensions["pdn.security"]
+    address = request.remote_addr or ""
+    wait = security.codes.retry_after(address)
+    if wait is not None:
+        raise too_many_attempts(wait, "pairing codes")
+    fields = PAIR.validate(read_json_object())
+    name = fields["name"]
+    if not NAME_PATTERN.match(name):
+        raise invalid_field(
+            "name",
+            "'name' must be 1 to 100 letters, digits, spaces or '._@-', starting with a letter"
+            " or digit.",
+        )
+    token = _pairing().pair(fields["code"], name)
+    if token is None:
+        security.codes.failed(address)
+        raise ApiError(
+            403,
+            "wrong-code",
+            "That is not the pairing code this display shows now (a code works once, for 15"
+            " minutes); read the code on its screen and try again.",
+        )
+    security.codes.succeeded(address)
+    body = {"token": token}
+    if security.tls_fingerprint:
+        body["tls-fingerprint"] = security.tls_fingerprint
+    return json_response(body, 201)
+
+
+@api.get("/x/pairings")
+def pairings() -> Response:
+    return json_response(_pairing().controllers())
+
+
+@api.delete("/x/pairings/<name>")
+def revoke_pairing(name: str) -> Response:
+    if not _pairing().revoke(name):
+        raise ApiError(404, "not-paired", f"No controller named {name!r} is paired here.")
+    return json_response({})
+
+
+def _pairing() -> Pairing:
+    pairing: Pairing | None = current_app.extensions["pdn.security"].pairing
+    if pairing is None:
+        raise ApiError(
+            404, "no-pairing", "This display does not pair controllers (it keeps no pairings)."
+        )
+    return pairing
 
 
 @api.get("/x/screenshot")
