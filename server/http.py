@@ -32,6 +32,7 @@ from werkzeug.exceptions import HTTPException
 from cds.errors import CdsError
 from server.db import disk_full, note_disk_full
 from server.limits import SubscriptionLimitError, protect_reads_from_env
+from server.lockout import TOKEN_GUESSES, Lockout
 from server.validation import ValidationError, invalid_field
 
 __all__ = [
@@ -332,9 +333,12 @@ def require_token(
     and on reads too when ``protect_reads()`` says so (default: ``PDN_PROTECT_READS``).
 
     ``service`` names the segment in the refusal: "This <service> needs ...". Every 401
-    carries ``WWW-Authenticate: Bearer`` (RFC 6750).
+    carries ``WWW-Authenticate: Bearer`` (RFC 6750). 10 wrong tokens from one address within
+    a minute lock that address out (429, ``server.lockout``), as on the display.
     """
     reads_protected = protect_reads or protect_reads_from_env
+    guard = Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
+    app.extensions["pdn.token-guard"] = guard
 
     @app.before_request
     def _check_token() -> None:
@@ -344,21 +348,28 @@ def require_token(
         reading = request.method in ("GET", "HEAD")
         if reading and not reads_protected():
             return
+        address = request.remote_addr or ""
+        wait = guard.retry_after(address)
+        if wait is not None:
+            raise too_many_attempts(wait, "tokens")
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
+        if scheme.lower() == "bearer" and hmac.compare_digest(
             given.strip().encode(), token.encode()
         ):
-            what = "for reading too" if reading else "for changes"
-            raise ApiError(
-                401,
-                "unauthorized",
-                f"This {service} needs 'Authorization: Bearer <token>' {what}.",
-                headers={
-                    "WWW-Authenticate": f'Bearer realm="pdn {service}"'
-                    + (', error="invalid_token"' if header else "")
-                },
-            )
+            return
+        if header:
+            guard.failed(address)
+        what = "for reading too" if reading else "for changes"
+        raise ApiError(
+            401,
+            "unauthorized",
+            f"This {service} needs 'Authorization: Bearer <token>' {what}.",
+            headers={
+                "WWW-Authenticate": f'Bearer realm="pdn {service}"'
+                + (', error="invalid_token"' if header else "")
+            },
+        )
 
 
 def too_many_attempts(wait: int, what: str) -> ApiError:

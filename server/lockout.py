@@ -21,7 +21,12 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Lockout"]
+__all__ = ["CODE_GUESSES", "TOKEN_GUESSES", "Lockout"]
+
+#: Pairing codes: 5 wrong ones (within an hour) lock an address out.
+CODE_GUESSES = (5, 3600.0)
+#: Bearer tokens: 10 wrong ones within a minute.
+TOKEN_GUESSES = (10, 60.0)
 
 
 @dataclass

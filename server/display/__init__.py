@@ -24,15 +24,11 @@ from flask import Flask, current_app, request
 from server.display.api import api
 from server.display.port import DisplayPort
 from server.http import ApiError, create_base_app, too_many_attempts
-from server.lockout import Lockout
+from server.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
 from server.pairing import Pairing
 
 __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 
-#: Pairing codes: 5 wrong ones (within an hour) lock an address out, 1 min at first, doubling.
-CODE_GUESSES = (5, 3600.0)
-#: Bearer tokens: 10 wrong ones within a minute.
-TOKEN_GUESSES = (10, 60.0)
 #: Endpoints that are never free reads (the list of controllers is for controllers).
 _GUARDED_READS = frozenset(("display.pairings",))
 
