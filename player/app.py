@@ -68,6 +68,7 @@ from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
 from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
 from server.pairing import Pairing
+from server.signing import load_or_make_secret
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
@@ -118,8 +119,10 @@ def run(
         try:
             pairing = Pairing(data_dir)
             stopping.callback(pairing.close)
-        except (OSError, RuntimeError, sqlite3.Error) as error:
-            log.error("cannot keep pairings in %s: %s", data_dir, error)
+            # What the publishers this display subscribes to sign their updates with.
+            webhook_secret = load_or_make_secret(data_dir / "webhook-secret")
+        except (OSError, ValueError, RuntimeError, sqlite3.Error) as error:
+            log.error("cannot keep pairings and secrets in %s: %s", data_dir, error)
             return EXIT_START_FAILED
         delay = restart_delay(data_dir)
         if delay:
@@ -139,7 +142,9 @@ def run(
             return EXIT_START_FAILED
         host, port = listener.getsockname()[:2]
         url = display_url(config, host, port)
-        security = DisplaySecurity(pairing=pairing, beyond_loopback=not is_loopback(host))
+        security = DisplaySecurity(
+            pairing=pairing, beyond_loopback=not is_loopback(host), webhook_secret=webhook_secret
+        )
         if security.beyond_loopback or config.api_token:
             log.info(
                 "closed: changes need %s",
@@ -221,6 +226,7 @@ def run(
                 name=config.name,
                 groups=list(config.groups),
                 token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
+                signing_secret=webhook_secret,
             )
         driver = EngineDriver(engine, waker)
         signals = SignalWatcher(application.quit)

@@ -65,6 +65,7 @@ class ScheduleFollower:
         poll_interval: float = POLL_INTERVAL,
         first_retry: float = FIRST_RETRY,
         token: str | None = None,
+        signing_secret: str | None = None,
     ) -> None:
         self._apply = apply_cds
         self._display_url = display_url
@@ -81,6 +82,9 @@ class ScheduleFollower:
         self._session.headers["Connection"] = "close"
         if token:
             self._session.headers["Authorization"] = f"Bearer {token}"
+        # Given when subscribing: the scheduler signs its updates with it, and the display
+        # takes a rightly signed update without a token (server.display).
+        self._signing_secret = signing_secret
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: bytes | None = None
@@ -204,8 +208,11 @@ class ScheduleFollower:
         assert self.schedule_url is not None
         subscriber = self._display_url().rstrip("/") + "/schedule"
         url = schedule_subscription_url(self.schedule_url, "subscribe")
+        body = {"subscriber-uri": subscriber}
+        if self._signing_secret:
+            body["signing-secret"] = self._signing_secret
         try:
-            response = self._session.post(url, json={"subscriber-uri": subscriber}, timeout=TIMEOUT)
+            response = self._session.post(url, json=body, timeout=TIMEOUT)
         except requests.RequestException as error:
             self._subscribed = False
             self._registered_at = None

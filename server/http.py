@@ -33,6 +33,7 @@ from cds.errors import CdsError
 from server.db import disk_full, note_disk_full
 from server.limits import SubscriptionLimitError, protect_reads_from_env
 from server.lockout import TOKEN_GUESSES, Lockout
+from server.signing import HEADERS
 from server.validation import ValidationError, invalid_field
 
 __all__ = [
@@ -51,9 +52,11 @@ __all__ = [
     "loads_bounded",
     "read_json_body",
     "read_json_object",
+    "read_raw_body",
     "read_xml_body",
     "require_token",
     "too_many_attempts",
+    "webhook_headers",
 ]
 
 log = logging.getLogger("pdn.http")
@@ -283,6 +286,16 @@ def _raw_body(limit: int) -> bytes:
 
 def read_xml_body() -> bytes:
     return _raw_body(XML_LIMIT)
+
+
+def webhook_headers() -> dict[str, str]:
+    """The request's Standard Webhooks headers ("" for those missing), for a Verifier."""
+    return {name: request.headers.get(name, "") for name in HEADERS}
+
+
+def read_raw_body(limit: int = JSON_LIMIT) -> bytes:
+    """The body's bytes as sent (413 over ``limit``), e.g. to check a signature over them."""
+    return _raw_body(limit)
 
 
 def read_json_body(*, required: bool = True) -> Any:

@@ -30,10 +30,12 @@ Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A s
 
 Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
 published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
-subscriber, the same on every retry) and ``X-PDN-Topic``, with a 5 s limit for connect and
-answer together. Anything but a 2xx is retried with exponential backoff (1 s, 2 s, 4 s ...
-capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a subscriber that
-stays dead *expires*) the subscription and its events are dropped, with a warning in the log.
+subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that gave a
+signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a 5 s
+limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
+(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h;
+a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
+warning in the log.
 
 Bounds (defaults from ``server.limits``): at most ``max_subscriptions`` subscriptions per topic
 (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
@@ -74,6 +76,8 @@ from urllib.parse import urlsplit
 
 from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 from server.limits import SubscriptionLimitError, limits
+from server.net import shown_uri
+from server.signing import signed_headers
 from server.webhookpost import Poster
 
 log = logging.getLogger("pdn.outbox")
@@ -105,6 +109,8 @@ MIGRATIONS: Migrations = (
     )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
+    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    ("ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -178,15 +184,23 @@ class Outbox:
 
     # Subscriptions
 
-    def subscribe(self, topic: str, uri: str) -> bool:
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool:
         """Add (topic, uri); True when it is new, False when it already existed.
 
-        SubscriptionLimitError when ``topic`` has ``max_subscriptions`` already."""
+        ``signing_secret`` (``whsec_...``, checked by the caller): every update to it is signed
+        (``server.signing``). Subscribing again sets the secret given (or none) on the
+        existing subscription. SubscriptionLimitError when ``topic`` has
+        ``max_subscriptions`` already."""
         with self._lock, transaction(self._connection) as connection:
             exists = connection.execute(
                 "SELECT 1 FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
             ).fetchone()
             if exists is not None:
+                connection.execute(
+                    "UPDATE outbox_subscriptions SET signing_secret = ?"
+                    " WHERE topic = ? AND uri = ?",
+                    (signing_secret, topic, uri),
+                )
                 return False
             (count,) = connection.execute(
                 "SELECT COUNT(*) FROM outbox_subscriptions WHERE topic = ?", (topic,)
@@ -194,13 +208,13 @@ class Outbox:
             if count >= self.max_subscriptions:
                 raise SubscriptionLimitError(self.max_subscriptions)
             cursor = connection.execute(
-                "INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)"
-                " ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri, time.time()),
+                "INSERT INTO outbox_subscriptions (topic, uri, created, signing_secret)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (topic, uri) DO NOTHING",
+                (topic, uri, time.time(), signing_secret),
             )
             created = cursor.rowcount > 0
         if created:
-            log.info("%s: %s subscribed to %s", self.name, uri, topic)
+            log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
         return created
 
     def unsubscribe(self, topic: str, uri: str) -> bool:
@@ -208,7 +222,7 @@ class Outbox:
         with self._lock, transaction(self._connection) as connection:
             existed = _drop_subscription(connection, topic, uri)
         if existed:
-            log.info("%s: %s unsubscribed from %s", self.name, uri, topic)
+            log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
         return existed
 
     def subscribers(self, topic: str) -> list[str]:
@@ -399,7 +413,7 @@ class Outbox:
         while not self._stopping:
             row = connection.execute(
                 "SELECT e.id, e.event_id, e.topic, e.body, e.content_type, e.attempts,"
-                " e.next_attempt, e.first_failure, s.uri"
+                " e.next_attempt, e.first_failure, s.uri, s.signing_secret"
                 " FROM outbox_events e JOIN outbox_subscriptions s ON s.id = e.subscription_id"
                 " WHERE e.subscription_id = ? ORDER BY e.id LIMIT 1",
                 (subscription_id,),
@@ -422,6 +436,7 @@ class Outbox:
                 next_attempt,
                 first_failure,
                 uri,
+                signing_secret,
             ) = row
             wait = next_attempt - time.time()
             if wait > 0:
@@ -435,13 +450,15 @@ class Outbox:
                 }
                 if self.bearer_token and "@" not in urlsplit(uri).netloc:
                     headers["Authorization"] = f"Bearer {self.bearer_token}"
+                if signing_secret:  # signed as sent: each retry has its own timestamp
+                    headers.update(signed_headers(signing_secret, event_id, bytes(body)))
                 result = await poster.post(uri, bytes(body), headers, timeout=self.timeout)
             now = time.time()
             if result.ok:
                 connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))
                 self._delivered += 1
                 if attempts:
-                    log.info("%s: %s answers again (event %s)", self.name, uri, event_id)
+                    log.info("%s: %s answers again (event %s)", self.name, shown_uri(uri), event_id)
                 continue
             attempts += 1
             first_failure = first_failure or now
@@ -452,7 +469,7 @@ class Outbox:
                 log.warning(
                     "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
                     self.name,
-                    uri,
+                    shown_uri(uri),
                     topic,
                     now - first_failure,
                     result.error,
@@ -467,7 +484,7 @@ class Outbox:
             level = logging.INFO if attempts == 1 else logging.DEBUG
             log.log(
                 level, "%s: POST to %s failed (%s); retry %d in %.0f s",
-                self.name, uri, result.error, attempts, delay,
+                self.name, shown_uri(uri), result.error, attempts, delay,
             )  # fmt: skip
 
 

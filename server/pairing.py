@@ -31,6 +31,7 @@ from typing import Any
 
 from server.atomicfile import write_atomically
 from server.db import connect, migrate, transaction
+from server.validation import CONTROLLER_NAME_PATTERN
 
 __all__ = [
     "ALPHABET",
@@ -51,7 +52,7 @@ CODE_LIFE = 15 * 60.0
 CODE_FILE = "pairing-code"
 DATABASE = "pairings.db"
 #: A controller's name: what ``GET /x/pairings`` lists and ``DELETE /x/pairings/<name>`` takes.
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$")
+NAME_PATTERN = re.compile(CONTROLLER_NAME_PATTERN)
 
 MIGRATIONS = (
     (

@@ -61,6 +61,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from server.db import Migrations, SchemaTooNewError
 from server.limits import SubscriptionLimitError, limits
+from server.net import shown_uri
 from server.outbox import FIRST_RETRY, MAX_BACKOFF, TIMEOUT
 from server.pg import Connection, migrate
 from server.pgdelivery import DeliveryLoop, Tally
@@ -101,6 +102,8 @@ MIGRATIONS: Migrations = (
     )""",
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
+    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    ("ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -167,17 +170,20 @@ class PgOutbox:
 
     # Subscriptions
 
-    def subscribe(self, topic: str, uri: str) -> bool:
-        """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``."""
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool:
+        """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``.
+
+        ``signing_secret`` (``whsec_...``): its updates are signed; subscribing again sets the
+        secret given (or none)."""
         with self.pool.connection() as connection:
             # Displays renew their subscriptions every minute: one read answers those, without
             # the transaction and the topic-wide lock a new subscriber needs.
-            if self._subscribed(connection, topic, uri):
+            if self._subscribed(connection, topic, uri, signing_secret):
                 return False
         with self.pool.connection() as connection, connection.transaction():
             # One subscriber at a time per topic, across processes: the count stays exact.
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (topic,))
-            if self._subscribed(connection, topic, uri):
+            if self._subscribed(connection, topic, uri, signing_secret):
                 return False
             row = connection.execute(
                 "SELECT COUNT(*) FROM pdn_outbox_subscriptions WHERE topic = %s", (topic,)
@@ -185,31 +191,41 @@ class PgOutbox:
             if row is not None and row[0] >= self.max_subscriptions:
                 raise SubscriptionLimitError(self.max_subscriptions)
             cursor = connection.execute(
-                "INSERT INTO pdn_outbox_subscriptions (topic, uri) VALUES (%s, %s)"
-                " ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri),
+                "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
+                " VALUES (%s, %s, %s) ON CONFLICT (topic, uri) DO NOTHING",
+                (topic, uri, signing_secret),
             )
             created = cursor.rowcount > 0
         if created:
-            log.info("%s: %s subscribed to %s", self.name, uri, topic)
+            log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
         return created
 
     @staticmethod
-    def _subscribed(connection: Connection, topic: str, uri: str) -> bool:
-        return (
+    def _subscribed(
+        connection: Connection, topic: str, uri: str, signing_secret: str | None
+    ) -> bool:
+        """True when (topic, uri) exists, its signing secret then set to ``signing_secret``
+        (written only when it changes: a renewal is a read)."""
+        found = connection.execute(
+            "SELECT signing_secret FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
+            (topic, uri),
+        ).fetchone()
+        if found is None:
+            return False
+        if found[0] != signing_secret:
             connection.execute(
-                "SELECT 1 FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
-                (topic, uri),
-            ).fetchone()
-            is not None
-        )
+                "UPDATE pdn_outbox_subscriptions SET signing_secret = %s"
+                " WHERE topic = %s AND uri = %s",
+                (signing_secret, topic, uri),
+            )
+        return True
 
     def unsubscribe(self, topic: str, uri: str) -> bool:
         """Remove (topic, uri) and its pending events; False when it was not subscribed."""
         with self.pool.connection() as connection:
             existed = _drop_subscription(connection, topic, uri)
         if existed:
-            log.info("%s: %s unsubscribed from %s", self.name, uri, topic)
+            log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
         return existed
 
     def subscribers(self, topic: str) -> list[str]:

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from cds.durations import MAX_SECONDS, parse_duration
+from server.signing import SIGNING_SECRET_PATTERN, parse_secret
 
 HTTP = ("http", "https")
 
@@ -178,7 +179,12 @@ LATITUDE_PATTERN = _coordinate_pattern("NS", "0{0,2}[0-9]|0?[1-8][0-9]", "90")
 LONGITUDE_PATTERN = _coordinate_pattern("EW", "0{0,2}[0-9]|0?[1-9][0-9]|1[0-7][0-9]", "180")
 
 #: The patterns as the OpenAPI documents name them (components/schemas/<name>/pattern).
+#: A controller's name when it pairs with a display (server.pairing): it is also a path segment.
+CONTROLLER_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$"
+
 PATTERNS = {
+    "ControllerName": CONTROLLER_NAME_PATTERN,
+    "SigningSecret": SIGNING_SECRET_PATTERN,
     "HttpUri": HTTP_URI_PATTERN,
     "Uri": URI_PATTERN,
     "Duration": DURATION_PATTERN,
@@ -203,6 +209,23 @@ def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
             raise invalid_field(name, f"'{name}' must not be empty.")
         if len(value) > max_length:
             raise invalid_field(name, f"'{name}' is longer than {max_length} characters.")
+        return value
+
+    return check
+
+
+def SigningSecret() -> Validator:  # noqa: N802
+    """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>`` (``server.signing``)."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise invalid_field(name, f"'{name}' must be a string 'whsec_<base64>'.")
+        try:
+            parse_secret(value)
+        except ValueError as error:
+            raise invalid_field(
+                name, f"'{name}' is not a signing secret: {error} (whsec_<base64 of 24-64 bytes>)."
+            ) from None
         return value
 
     return check

@@ -9,28 +9,47 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
   with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
   pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings`` is never a free read;
 - ``POST /x/pair`` is open: the pairing code is the credential;
+- a signed update (Standard Webhooks headers) to ``POST /schedule`` or ``POST /sensing`` is
+  checked against the display's own signing secret, which it gives to the publishers it
+  subscribes to (its scheduler): rightly signed, it needs no token; wrongly signed, stale or
+  unsigned-but-claiming it is refused with 401 ``invalid-signature``; an id already taken is
+  answered 200 and dropped;
 - wrong tokens and wrong codes lock the client's address out (``server.lockout``).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, Response, current_app, request
 
 from server.display.api import api
 from server.display.port import DisplayPort
-from server.http import ApiError, create_base_app, too_many_attempts
+from server.http import (
+    JSON_LIMIT,
+    XML_LIMIT,
+    ApiError,
+    create_base_app,
+    json_response,
+    read_raw_body,
+    too_many_attempts,
+    webhook_headers,
+)
 from server.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
 from server.pairing import Pairing
+from server.signing import HEADERS, SignatureError, Verifier, parse_secret
 
 __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 
 #: Endpoints that are never free reads (the list of controllers is for controllers).
 _GUARDED_READS = frozenset(("display.pairings",))
+#: Endpoints publishers POST signed updates to (a schedule, a sensor's readings).
+_SIGNED_UPDATES = frozenset(("display.schedule", "display.post_sensing"))
+log = logging.getLogger("pdn.display.access")
 
 
 @dataclass
@@ -48,6 +67,9 @@ class DisplaySecurity:
     )
     #: ``sha256:<hex>`` of the certificate when the API is served over TLS.
     tls_fingerprint: str | None = None
+    #: The secret publishers sign their updates to this display with (``whsec_...``).
+    webhook_secret: str | None = None
+    verifier: Verifier = field(default_factory=Verifier)
 
     def closed(self, display: DisplayPort) -> bool:
         """True when changes need a token."""
@@ -66,18 +88,20 @@ def create_app(display: DisplayPort, security: DisplaySecurity | None = None) ->
     return app
 
 
-def _check_access() -> None:
+def _check_access() -> Response | None:
     """Refuse the request unless this client may make it (see the module's docstring)."""
     if request.method == "OPTIONS" or request.endpoint == "display.pair":
-        return
+        return None
     extensions = current_app.extensions
     display: DisplayPort = extensions["pdn.display"]
     security: DisplaySecurity = extensions["pdn.security"]
+    if request.endpoint in _SIGNED_UPDATES and any(h in request.headers for h in HEADERS):
+        return _check_signature(security)
     if not security.closed(display):
-        return
+        return None
     reading = request.method in ("GET", "HEAD") and request.endpoint not in _GUARDED_READS
     if reading and not getattr(display, "protect_reads", False):
-        return
+        return None
     address = request.remote_addr or ""
     wait = security.tokens.retry_after(address)
     if wait is not None:
@@ -90,9 +114,36 @@ def _check_access() -> None:
         if (token and hmac.compare_digest(given.encode(), token.encode())) or (
             security.pairing is not None and security.pairing.authorise(given) is not None
         ):
-            return
+            return None
         security.tokens.failed(address)
     raise _refusal(display, reading, wrong=bool(header))
+
+
+def _check_signature(security: DisplaySecurity) -> Response | None:
+    """A signed update: None to go on (rightly signed and new), 200 for an id already taken
+    (the sender stops; nothing is applied twice), else 401."""
+    address = request.remote_addr or ""
+    wait = security.tokens.retry_after(address)
+    if wait is not None:
+        raise too_many_attempts(wait, "signatures")
+    keys = [parse_secret(security.webhook_secret)] if security.webhook_secret else []
+    try:
+        # A CDS may be up to 8 MiB (XML_LIMIT); the JSON limit is checked as the body is read.
+        body = read_raw_body(XML_LIMIT if request.endpoint == "display.schedule" else JSON_LIMIT)
+        fresh = security.verifier.verify(keys, webhook_headers(), body)
+    except SignatureError as error:
+        security.tokens.failed(address)
+        log.warning("refused a signed update to %s: %s", request.path, error)
+        raise ApiError(
+            401,
+            "invalid-signature",
+            str(error),
+            headers={"WWW-Authenticate": 'Bearer realm="pdn display"'},
+        ) from None
+    if not fresh:
+        log.debug("dropped a repeated update to %s", request.path)
+        return json_response({}, 200)
+    return None
 
 
 def _refusal(display: DisplayPort, reading: bool, *, wrong: bool) -> ApiError:

@@ -24,7 +24,16 @@ from server.http import (
     too_many_attempts,
 )
 from server.pairing import NAME_PATTERN, Pairing
-from server.validation import HTTP, Anything, Duration, Field, Schema, String, Uri
+from server.validation import (
+    HTTP,
+    Anything,
+    Duration,
+    Field,
+    Schema,
+    SigningSecret,
+    String,
+    Uri,
+)
 
 log = logging.getLogger("pdn.display.api")
 
@@ -48,6 +57,11 @@ SENSING = Schema(
     Field("data-source", Uri()),
 )
 SUBSCRIPTION = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+# A subscriber that gives a signing secret gets signed updates (Standard Webhooks).
+SUBSCRIBE = Schema(
+    Field("subscriber-uri", Uri(schemes=HTTP), required=True),
+    Field("signing-secret", SigningSecret()),
+)
 PAIR = Schema(
     Field("code", String(max_length=64), required=True),
     Field("name", String(max_length=100), required=True),
@@ -141,8 +155,8 @@ def playback() -> Response:
 
 @api.post("/playback/subscribe/")
 def subscribe() -> Response:
-    fields = SUBSCRIPTION.validate(read_json_object())
-    display().subscribe(fields["subscriber-uri"])
+    fields = SUBSCRIBE.validate(read_json_object())
+    display().subscribe(fields["subscriber-uri"], fields.get("signing-secret"))
     return json_response({}, 201)
 
 

@@ -36,11 +36,15 @@ from server.validation import (
     Location,
     QueryBoolean,
     Schema,
+    SigningSecret,
     String,
     Uri,
 )
 
-SUBSCRIBE = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+SUBSCRIBE = Schema(
+    Field("subscriber-uri", Uri(schemes=HTTP), required=True),
+    Field("signing-secret", SigningSecret()),  # signed updates (Standard Webhooks)
+)
 REGISTER = Schema(
     Field("url", Uri(schemes=HTTP), required=True),
     Field("location", Location(), required=True),
@@ -54,7 +58,7 @@ LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
 class Subscriptions(Protocol):
     """The part of the durable outbox the API needs (server.outbox.Outbox has it)."""
 
-    def subscribe(self, topic: str, uri: str) -> bool: ...
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 
     def unsubscribe(self, topic: str, uri: str) -> bool: ...
 
@@ -137,7 +141,9 @@ def create_app(
         schedule_id = id
         known_schedule(schedule_id)
         fields = SUBSCRIBE.validate(read_json_object())
-        subscriptions.subscribe(schedule_topic(schedule_id), fields["subscriber-uri"])
+        subscriptions.subscribe(
+            schedule_topic(schedule_id), fields["subscriber-uri"], fields.get("signing-secret")
+        )
         return json_response({}, 201)
 
     @app.post("/schedule/<id>/unsubscribe/")

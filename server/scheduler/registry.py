@@ -81,15 +81,18 @@ class DisplayProber:
         workers: int = 4,
         on_back: Callable[[str], None] = lambda url: None,
         subscriber_for: Callable[[str], str | None] = lambda url: None,
+        signing_secret_for: Callable[[str], str | None] = lambda url: None,
         display_token: str | None = None,
         queue: ProbeQueue,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
-        (re)subscribes it there (idempotent), with ``display_token`` as bearer if given."""
+        (re)subscribes it there (idempotent), with ``display_token`` as bearer if given, and
+        ``signing_secret_for(url)`` as the updates' signing secret (Standard Webhooks)."""
         self._storage = storage
         self._on_back = on_back
         self._subscriber_for = subscriber_for
+        self._signing_secret_for = signing_secret_for
         self._display_token = display_token
         self._subscribe_failed: set[str] = set()
         # Shared with the health reads (FleetStatus), which decide when GET / is read.
@@ -149,10 +152,12 @@ class DisplayProber:
             return
         headers = {"Authorization": f"Bearer {self._display_token}"} if self._display_token else {}
         target = url.rstrip("/") + "/playback/subscribe/"
+        body = {"subscriber-uri": subscriber}
+        secret = self._signing_secret_for(url)
+        if secret is not None:
+            body["signing-secret"] = secret
         try:
-            response = self._session.post(
-                target, json={"subscriber-uri": subscriber}, headers=headers, timeout=TIMEOUT
-            )
+            response = self._session.post(target, json=body, headers=headers, timeout=TIMEOUT)
             ok = response.status_code in (200, 201)
             problem = f"{response.status_code} {response.text[:200]}"
         except requests.RequestException as error:

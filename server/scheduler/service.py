@@ -19,7 +19,12 @@ from server.scheduler.fleetstatus import (
     StatusBook,
     add_fleet_status_routes,
 )
-from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
+from server.scheduler.plays import (
+    INGEST_PREFIX,
+    add_plays_routes,
+    create_ingest_app,
+    ingest_signing_secret,
+)
 from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
@@ -91,6 +96,7 @@ class SchedulerService(SegmentService):
             refresh_interval=refresh_interval,
             on_back=self.fleet.reachable_again,
             subscriber_for=self._playback_subscriber,
+            signing_secret_for=self._playback_signing_secret,
             display_token=display_token(),
             queue=queue,
         )
@@ -115,7 +121,8 @@ class SchedulerService(SegmentService):
         add_broadcast_routes(self.app, self.broadcasts)
         add_fleet_status_routes(self.app, self.storage, self.fleet_status)
         # The displays' playback updates come in beside the API, outside its token's reach
-        # (displays send none): each display's URL carries a secret of its own instead.
+        # (displays send none): each display's URL carries a secret of its own instead, and
+        # each update is signed with a secret made from it (Standard Webhooks).
         ingest = create_ingest_app(self.storage, on_play=self._played)
         # The console (server-rendered pages, its own sign-in cookie), beside the API too.
         console = create_console_app(
@@ -143,6 +150,10 @@ class SchedulerService(SegmentService):
             return None
         base = self.public_url or _reachable(self.server.url)
         return f"{base}{INGEST_PREFIX}/{secret}"
+
+    def _playback_signing_secret(self, url: str) -> str | None:
+        secret = self.storage.ingest_secret(url)
+        return None if secret is None else ingest_signing_secret(secret)
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)

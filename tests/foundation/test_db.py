@@ -14,6 +14,7 @@ from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.store import DisplayStore, SensorReading
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
+from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
 from server.outbox import Outbox
 from server.scheduler.storage import SqliteStorage
 
@@ -242,7 +243,7 @@ def test_an_old_display_file_keeps_its_state_and_events(tmp_path: Path) -> None:
             store.close()
             outbox.stop()
     assert read(path, "PRAGMA user_version") == [(1,)]
-    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
 
 
 def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) 
     Outbox(path, name="test").stop()
     assert read(path, "PRAGMA user_version") == [(1,)]
     # The old outbox read this one row: it must be there, once.
-    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
 
 
 def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) -> None:
