@@ -247,6 +247,8 @@ class ScheduleFollower:
             body["name"] = self._name
         if self._groups is not None:
             body["groups"] = self._groups
+        if self._signing_secret:  # the scheduler signs what it pushes to the display with it
+            body["signing-secret"] = self._signing_secret
         url = f"{self.register_url}/displays"
         try:
             response = self._session.post(url, json=body, timeout=TIMEOUT)

@@ -50,6 +50,8 @@ REGISTER = Schema(
     Field("location", Location(), required=True),
     Field("name", String(max_length=200)),
     Field("groups", group_list),  # extension: the groups the display declares itself in
+    # Extension: what the scheduler signs its pushes to this display with (Standard Webhooks).
+    Field("signing-secret", SigningSecret()),
 )
 LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
 LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
@@ -120,6 +122,8 @@ def create_app(
     def register_display() -> Response:
         fields = REGISTER.validate(read_json_object())
         storage.upsert_display(fields["url"], fields["location"], fields.get("name"))
+        if "signing-secret" in fields:  # kept until the display gives another
+            storage.set_push_secret(fields["url"], fields["signing-secret"])
         on_register(fields["url"], fields.get("groups"))
         return json_response({}, 201)
 

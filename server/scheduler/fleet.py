@@ -121,7 +121,9 @@ class Fleet:
                 # drops their retry back-off, so delivery starts at once.
                 self._outbox.unsubscribe(topic, endpoint)
             if sending or removals:
-                self._outbox.subscribe(topic, endpoint)
+                # Signed with the secret the display gave when it registered (if it did): a
+                # display closed beyond loopback takes a rightly signed push without a token.
+                self._outbox.subscribe(topic, endpoint, self._storage.push_secret(url))
             for document in sending:
                 self._outbox.publish(topic, document.body, "text/xml")
                 self._storage.set_pushed(url, document.name, document.digest)

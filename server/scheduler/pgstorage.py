@@ -149,6 +149,10 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
     ),
+    (
+        # The secret a display gave when it registered: pushes to it are signed with it.
+        "ALTER TABLE displays ADD COLUMN push_secret TEXT",
+    ),
 )
 
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
@@ -456,6 +460,15 @@ class PgStorage:
     def display_for_secret(self, secret: str) -> str | None:
         rows = self._rows("SELECT url FROM displays WHERE ingest = %s", (secret,))
         return None if not rows else str(rows[0][0])
+
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        self._write(
+            "UPDATE displays SET push_secret = %s WHERE key = %s", (secret, display_key(url))
+        )
+
+    def push_secret(self, url: str) -> str | None:
+        rows = self._rows("SELECT push_secret FROM displays WHERE key = %s", (display_key(url),))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def record_play(self, play: PlayRecord) -> bool:
         key = display_key(play.display)

@@ -190,6 +190,12 @@ class SchedulerStorage(Protocol):
 
     def display_for_secret(self, secret: str) -> str | None: ...
 
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        """The ``whsec_`` secret the display gave at registration (None: it gave none)."""
+
+    def push_secret(self, url: str) -> str | None:
+        """What pushes to the display are signed with, if it gave a secret."""
+
     def record_play(self, play: PlayRecord) -> bool:
         """Store a playback update; False when this very update was stored before."""
 
@@ -279,6 +285,10 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX displays_by_seq ON displays (seq)",
         "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
+    ),
+    (
+        # The secret a display gave when it registered: pushes to it are signed with it.
+        "ALTER TABLE displays ADD COLUMN push_secret TEXT",
     ),
 )
 
@@ -571,6 +581,16 @@ class SqliteStorage:
                 "SELECT ingest FROM displays WHERE key = ?", (display_key(url),)
             ).fetchone()
         return None if row is None else row[0]
+
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        self._write("UPDATE displays SET push_secret = ? WHERE key = ?", (secret, display_key(url)))
+
+    def push_secret(self, url: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT push_secret FROM displays WHERE key = ?", (display_key(url),)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def display_for_secret(self, secret: str) -> str | None:
         with self._lock:

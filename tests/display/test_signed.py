@@ -157,3 +157,40 @@ def test_the_signing_secret_is_kept_private(tmp_path: Path) -> None:
     path.write_text("nonsense\n")
     with pytest.raises(ValueError):
         load_or_make_secret(path)
+
+
+def test_a_closed_display_registered_with_its_scheduler_takes_its_assignments(
+    closed: tuple[Display, DisplaySecurity, str], tmp_path: Path
+) -> None:
+    """register = URL: the display gives its secret in the registration; the scheduler signs
+    the schedules it assigns, and the display, closed and unpaired, takes them."""
+    display, security, url = closed
+    schedules = tmp_path / "schedules"
+    schedules.mkdir()
+    (schedules / "lobby.xml").write_bytes(cds("lobby", "http://127.0.0.1:9/one"))
+    scheduler = SchedulerService(data_dir=tmp_path / "scheduler", schedules_dir=schedules)
+    scheduler.start()
+    scheduler.server.start()
+    follower = ScheduleFollower(
+        apply_cds=display.service.apply_cds,
+        display_url=lambda: url,
+        state_dir=tmp_path / "follower",
+        register_url=scheduler.url,
+        location={"latitude": "N54.0104", "longitude": "W2.7883"},
+        first_retry=0.1,
+        poll_interval=60.0,
+        signing_secret=security.webhook_secret,
+    )
+    try:
+        follower.start()
+        wait_for(lambda: scheduler.storage.push_secret(url) == security.webhook_secret)
+        assigned = requests.post(
+            f"{scheduler.url}/x/assignments",
+            json={"schedule": "lobby", "display": url},
+            timeout=5,
+        )
+        assert assigned.status_code in (200, 201), assigned.text
+        wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
+    finally:
+        follower.stop()
+        scheduler.stop()

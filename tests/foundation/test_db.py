@@ -283,8 +283,9 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
             assert storage.ingest_secret("http://d1:8080")  # migration 3
         finally:
             storage.close()
-    # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14)
-    assert read(path, "PRAGMA user_version") == [(5,)]
+    # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14);
+    # 6: the secret each display signs its pushes with (issue 22)
+    assert read(path, "PRAGMA user_version") == [(6,)]
 
 
 def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:
