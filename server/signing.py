@@ -103,6 +103,13 @@ def derived_secret(seed: str, purpose: str) -> str:
     return PREFIX + base64.b64encode(key).decode()
 
 
+def bearer_from_secret(secret: str) -> str:
+    """The bearer token that goes with a display's signing secret: a display that gives its
+    scheduler its secret at registration gives it this token too (both sides compute it), so
+    the scheduler may also subscribe to the display's playback without being paired."""
+    return "pdn_" + hmac.new(secret.encode(), b"pdn display token", hashlib.sha256).hexdigest()
+
+
 def sign(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` value for one attempt."""
     message = f"{event_id}.{timestamp}.".encode() + body

@@ -13,7 +13,8 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
   checked against the display's own signing secret, which it gives to the publishers it
   subscribes to (its scheduler): rightly signed, it needs no token; wrongly signed, stale or
   unsigned-but-claiming it is refused with 401 ``invalid-signature``; an id already taken is
-  answered 200 and dropped;
+  answered 200 and dropped; the bearer token that goes with that secret
+  (``server.signing.bearer_from_secret``) is the scheduler's token, as a paired one;
 - wrong tokens and wrong codes lock the client's address out (``server.lockout``).
 """
 
@@ -41,7 +42,7 @@ from server.http import (
 )
 from server.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
 from server.pairing import Pairing
-from server.signing import HEADERS, SignatureError, Verifier, parse_secret
+from server.signing import HEADERS, SignatureError, Verifier, bearer_from_secret, parse_secret
 
 __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 
@@ -111,8 +112,15 @@ def _check_access() -> Response | None:
     given = given.strip()
     if scheme.lower() == "bearer" and given:
         token = display.api_token
-        if (token and hmac.compare_digest(given.encode(), token.encode())) or (
-            security.pairing is not None and security.pairing.authorise(given) is not None
+        if (
+            (token and hmac.compare_digest(given.encode(), token.encode()))
+            or (security.pairing is not None and security.pairing.authorise(given) is not None)
+            or (
+                security.webhook_secret is not None
+                and hmac.compare_digest(
+                    given.encode(), bearer_from_secret(security.webhook_secret).encode()
+                )
+            )
         ):
             return None
         security.tokens.failed(address)

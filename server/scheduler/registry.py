@@ -26,6 +26,7 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import SchedulerStorage
+from server.signing import bearer_from_secret
 
 log = logging.getLogger("pdn.scheduler.registry")
 
@@ -150,7 +151,11 @@ class DisplayProber:
         subscriber = self._subscriber_for(url)
         if subscriber is None:
             return
-        headers = {"Authorization": f"Bearer {self._display_token}"} if self._display_token else {}
+        # A display that gave a signing secret at registration takes the token that goes with
+        # it (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN.
+        push_secret = self._storage.push_secret(url)
+        token = bearer_from_secret(push_secret) if push_secret else self._display_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         target = url.rstrip("/") + "/playback/subscribe/"
         body = {"subscriber-uri": subscriber}
         secret = self._signing_secret_for(url)

@@ -191,6 +191,15 @@ def test_a_closed_display_registered_with_its_scheduler_takes_its_assignments(
         )
         assert assigned.status_code in (200, 201), assigned.text
         wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
+        # The scheduler subscribed to the display's playback with the token that goes with
+        # that secret, and the display's signed updates reach its proof of play.
+        wait_for(lambda: display.outbox.subscribers("playback") != [], timeout=10)
+
+        def played() -> list[Any]:
+            answer = requests.get(f"{scheduler.url}/x/plays", timeout=5).json()
+            return [p for p in answer["plays"] if p["set"] == "lobby"]
+
+        wait_for(lambda: bool(played()), timeout=15)
     finally:
         follower.stop()
         scheduler.stop()
