@@ -430,6 +430,20 @@ EOF
     fi
 }
 
+# Secrets at rest (ETSI EN 303 645 5.4): the config files may hold tokens, so no one but root
+# and the pdn group may read them; a file someone loosened is tightened again, and said so.
+check_private_files() {
+    local file mode
+    for file in "$ROOT$CONFIG_DIR"/pdn.toml "$ROOT$CONFIG_DIR"/*.env; do
+        [ -e "$file" ] || continue
+        mode=$(stat -c %a "$file")
+        if [ $((8#$mode & 8#007)) -ne 0 ] || [ $((8#$mode & 8#020)) -ne 0 ]; then
+            chmod o-rwx,g-w "$file"
+            warn "$file was mode $mode, readable by others: now $(stat -c %a "$file")"
+        fi
+    done
+}
+
 create_state_dirs() {
     local dir
     for dir in "$STATE_DIR" "$STATE_DIR/display" "$STATE_DIR/scheduler" "$STATE_DIR/schedules" \
@@ -531,6 +545,9 @@ summary() {
     for line in "${DONE[@]}"; do printf '  - %s\n' "$line"; done
     echo
     say "display API: $(api_url)  (try: curl $(api_url)playback/)"
+    say "to schedule it from another machine, pair with the code on its screen (or from"
+    say "  sudo -u $PDN_USER $PREFIX/venv/bin/pdn display --pairing-code --data-dir $STATE_DIR/display):"
+    say "  pdn ctl pair $(api_url) CODE"
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
 }
 
@@ -542,7 +559,7 @@ main() {
     skipped user || create_user
     skipped venv || install_venv
     skipped files || install_files
-    skipped config || write_config
+    skipped config || { write_config; check_private_files; }
     skipped dirs || create_state_dirs
     skipped enable || enable_units
     skipped start || start_units

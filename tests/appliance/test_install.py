@@ -114,6 +114,18 @@ def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
     assert "display API: http://10.1.2.3:9000/" in again.stdout
 
 
+def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
+    """Secrets at rest (issue 22): /etc/pdn's files may hold tokens."""
+    assert install_into(tmp_path).returncode == 0
+    services = tmp_path / "etc/pdn/services.env"
+    services.chmod(0o644)
+    again = install_into(tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert oct(services.stat().st_mode & 0o777) == "0o640"
+    assert "was mode 644, readable by others" in again.stderr
+    assert "pdn ctl pair http://" in again.stdout and "--pairing-code" in again.stdout
+
+
 def test_bad_options_are_refused(tmp_path: Path) -> None:
     assert "unknown option" in install_into(tmp_path, "--frobnicate").stderr
     assert "--platform must be" in install_into(tmp_path, "--platform", "vnc").stderr
