@@ -28,10 +28,12 @@ import contextlib
 import logging
 import os
 import sqlite3
+import ssl
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 
@@ -69,6 +71,7 @@ from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
 from server.pairing import Pairing
 from server.signing import load_or_make_secret
+from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
@@ -89,7 +92,19 @@ def display_url(config: DisplayConfig, host: str, port: int) -> str:
         return config.public_url
     if host in ("0.0.0.0", "::", ""):
         host = local_address()
-    return f"http://{url_host(host)}:{port}"
+    return f"{'https' if config.tls else 'http'}://{url_host(host)}:{port}"
+
+
+def tls_setup(config: DisplayConfig, data_dir: Path) -> tuple[ssl.SSLContext, str] | None:
+    """The TLS context and certificate fingerprint ([listen] tls), or None for plain HTTP.
+    The operator's files when given, else a self-signed certificate kept in ``data_dir``."""
+    if not config.tls:
+        return None
+    if config.tls_cert is not None and config.tls_key is not None:
+        cert, key = config.tls_cert, config.tls_key
+    else:
+        cert, key = ensure_certificate(data_dir)
+    return server_context(cert, key), fingerprint(cert)
 
 
 def run(
@@ -142,9 +157,19 @@ def run(
             return EXIT_START_FAILED
         host, port = listener.getsockname()[:2]
         url = display_url(config, host, port)
+        try:
+            tls = tls_setup(config, data_dir)
+        except (OSError, ValueError, RuntimeError) as error:  # ssl.SSLError is an OSError
+            log.error("cannot serve HTTPS: %s", error)
+            return EXIT_START_FAILED
         security = DisplaySecurity(
-            pairing=pairing, beyond_loopback=not is_loopback(host), webhook_secret=webhook_secret
+            pairing=pairing,
+            beyond_loopback=not is_loopback(host),
+            webhook_secret=webhook_secret,
+            tls_fingerprint=tls[1] if tls else None,
         )
+        if tls:
+            log.info("serving HTTPS; certificate fingerprint %s", tls[1])
         if security.beyond_loopback or config.api_token:
             log.info(
                 "closed: changes need %s",
@@ -168,8 +193,11 @@ def run(
         memory = MemoryWatch(
             plan, on_restart=lambda reason: bridge.post(lambda: screen_lost(reason))
         )
+        # The idle page shows the API's URL, and with TLS the fingerprint to pin.
+        shown_url = f"{url}  ·  TLS {tls[1]}" if tls else url
         renderer = KioskRenderer(
-            RendererOptions.from_config(config, url, low_memory=plan.low_memory), memory=memory
+            RendererOptions.from_config(config, shown_url, low_memory=plan.low_memory),
+            memory=memory,
         )
         stopping.callback(renderer.close)
 
@@ -208,7 +236,9 @@ def run(
         renderer.set_context(display.context())
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
-        server = WsgiServer(create_app(display, security), sock=listener, name="api")
+        server = WsgiServer(
+            create_app(display, security), sock=listener, name="api", tls=tls[0] if tls else None
+        )
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,
             deliver=lambda key, data: display.set_remote(key, parse(data).root),

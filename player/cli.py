@@ -173,6 +173,7 @@ def print_config(config: DisplayConfig) -> None:
     print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
     print(f"  API token:       {'set' if config.api_token else 'none'}")
     print(f"  changes need:    {describe_access(config)}")
+    print(f"  TLS:             {describe_tls(config)}")
     print(f"  schedule:        {config.schedule_url or '(none: only what is sent to it)'}")
     print(f"  register with:   {config.register_url or '(no scheduler)'}")
     print(f"  groups:          {', '.join(config.groups) or '(none)'}")
@@ -193,6 +194,21 @@ def print_config(config: DisplayConfig) -> None:
         "  [clock]:         "
         + ("only NTP sets the clock" if clock.require_ntp else "NTP or a plausible date")
     )
+
+
+def describe_tls(config: DisplayConfig) -> str:
+    """``--check-config``: plain HTTP, or HTTPS and the fingerprint clients pin."""
+    if not config.tls:
+        return "off (plain HTTP)"
+    from server.tls import CERT_FILE, fingerprint  # waitress: only when TLS is on
+
+    cert = config.tls_cert or config.data_dir.resolve() / CERT_FILE
+    try:
+        return f"on, certificate {cert}, fingerprint {fingerprint(cert)}"
+    except FileNotFoundError:
+        return f"on, a self-signed certificate is made at first start ({cert})"
+    except (OSError, ValueError) as error:
+        return f"on, but the certificate {cert} cannot be read: {error}"
 
 
 def describe_access(config: DisplayConfig) -> str:

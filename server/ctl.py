@@ -203,16 +203,31 @@ def _call(
     body: bytes | None = None,
     content_type: str | None = None,
     accept: str = "application/json",
+    pin: str | None = None,
 ) -> requests.Response:
+    """One request; to a display paired over HTTPS, pinned to its certificate (``pin``, or the
+    one ``pdn ctl pair`` kept)."""
+    from server.ctlpair import pinned_fingerprint, session_for
+
     try:
-        return requests.request(
-            method,
-            url,
-            data=body,
-            headers=_headers(url, content_type=content_type, accept=accept),
-            timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-            allow_redirects=False,
-        )
+        with session_for(url, pin) as session:
+            return session.request(
+                method,
+                url,
+                data=body,
+                headers=_headers(url, content_type=content_type, accept=accept),
+                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                allow_redirects=False,
+            )
+    except requests.exceptions.SSLError as error:
+        expected = pin or pinned_fingerprint(url)
+        if expected and "ingerprint" in str(error):
+            raise CtlError(
+                EXIT_REFUSED,
+                f"{url}: the display's certificate is not the one pinned when it was paired"
+                f" ({expected}); if it was replaced on purpose, pair again (pdn ctl pair)",
+            ) from None
+        raise CtlError(EXIT_UNREACHABLE, f"cannot reach {url} over TLS: {_reason(error)}") from None
     except requests.ConnectionError as error:
         raise CtlError(
             EXIT_UNREACHABLE,
@@ -436,6 +451,8 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise _StopError
 
+    from server.ctlpair import session_for  # pinned when paired over HTTPS
+
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     last_id: str | None = None
     last_sequence: int | None = None
@@ -447,7 +464,7 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                with requests.get(
+                with session_for(url).get(
                     url,
                     headers=headers,
                     stream=True,

@@ -14,16 +14,25 @@ What pairing gives is kept in the user's config, ``$XDG_CONFIG_HOME/pdn/ctl.toml
 
 Every ``pdn ctl`` request to that display then carries its token (``PDN_API_TOKEN``, when set,
 still wins). The file is rewritten whole and renamed into place, so it is never half written.
+
+HTTPS: a display's certificate is usually self-signed, so it is pinned instead of checked
+against certificate authorities. ``pdn ctl pair https://...`` takes the certificate the display
+presents (trust on first use, or the one ``--pin sha256:...`` names), checks that the pairing
+answer names the same fingerprint, and keeps it as ``tls-fingerprint``; every later request to
+that display is refused, with a clear error, if its certificate is another one (pair again
+after replacing it on purpose).
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import hashlib
 import json
 import os
 import re
 import socket
+import ssl
 import sys
 import tomllib
 from datetime import UTC, datetime
@@ -31,9 +40,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import requests
+from requests.adapters import HTTPAdapter
+
 from server.atomicfile import write_atomically
 from server.ctl import (
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     CtlError,
@@ -98,6 +111,52 @@ def token_for(url: str) -> str | None:
     return token if isinstance(token, str) else None
 
 
+def pinned_fingerprint(url: str) -> str | None:
+    """The ``sha256:...`` pinned for the display at ``url``, or None."""
+    try:
+        entry = load().get(origin(url))
+    except ValueError:
+        return None
+    found = entry.get("tls-fingerprint") if entry else None
+    return found if isinstance(found, str) else None
+
+
+class PinnedAdapter(HTTPAdapter):
+    """Connections whose certificate must have this SHA-256 (urllib3's assert_fingerprint),
+    whoever signed it; nothing else about it is checked."""
+
+    def __init__(self, pin: str) -> None:
+        self.pin = pin.removeprefix("sha256:")
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["assert_fingerprint"] = self.pin
+        super().init_poolmanager(*args, **kwargs)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        super().cert_verify(conn, url, False, cert)  # type: ignore[no-untyped-call]  # the pin replaces the CA check
+
+
+def session_for(url: str, pin: str | None = None) -> requests.Session:
+    """A session for requests to ``url``: pinned to ``pin`` or to what pairing kept."""
+    session = requests.Session()
+    pin = pin or pinned_fingerprint(url)
+    if pin and urlsplit(url).scheme == "https":
+        session.mount("https://", PinnedAdapter(pin))  # the session serves this display only
+    return session
+
+
+def presented_fingerprint(url: str) -> str:
+    """``sha256:...`` of the certificate the server at ``url`` presents now (not verified:
+    trust on first use); CtlError when it cannot be had."""
+    parts = urlsplit(url)
+    try:
+        pem = ssl.get_server_certificate((parts.hostname or "", parts.port or 443), timeout=5)
+    except (OSError, ssl.SSLError) as error:
+        raise CtlError(3, f"cannot reach {url} over TLS: {error}") from None
+    return "sha256:" + hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
+
+
 def default_name() -> str:
     """``user@host``, cut to what a display takes as a controller's name."""
     try:
@@ -121,6 +180,12 @@ def add_pair_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     pair.add_argument("display", metavar="DISPLAY_URL")
     pair.add_argument("code", metavar="CODE", help="the pairing code, e.g. ABCD-EFGH")
     pair.add_argument("--name", help="this controller's name on the display (user@host)")
+    pair.add_argument(
+        "--pin",
+        metavar="sha256:HEX",
+        help="the display's certificate fingerprint (on its idle page and in its --check-config);"
+        " without it, the certificate it presents now is trusted and pinned",
+    )
     pair.set_defaults(ctl_func=cmd_pair)
 
     pairings = commands.add_parser("pairings", help="the controllers paired with a display")
@@ -143,12 +208,31 @@ def cmd_pair(args: argparse.Namespace) -> int:
         displays = load()
     except ValueError as error:
         raise CtlError(EXIT_USAGE, str(error)) from None
+    pin: str | None = None
+    if urlsplit(display).scheme == "https":
+        pin = presented_fingerprint(display)
+        if args.pin and args.pin.lower() != pin:
+            raise CtlError(
+                EXIT_REFUSED,
+                f"{display} presents the certificate {pin}, not {args.pin}: refusing to pair"
+                " (someone may be in between)",
+            )
     body = json.dumps({"code": args.code, "name": name}).encode()
-    answer = _check(_call("POST", f"{display}/x/pair", body=body, content_type="application/json"))
+    answer = _check(
+        _call("POST", f"{display}/x/pair", body=body, content_type="application/json", pin=pin)
+    )
     token = answer.get("token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
         raise CtlError(EXIT_UNEXPECTED, f"{display} answered the pairing without a token")
+    if pin is not None and answer.get("tls-fingerprint") != pin:
+        raise CtlError(
+            EXIT_UNEXPECTED,
+            f"{display} says its certificate is {answer.get('tls-fingerprint')}, but it presented"
+            f" {pin}: not kept (someone may be in between)",
+        )
     entry = {"name": name, "token": token, "paired": datetime.now(UTC).isoformat()}
+    if pin is not None:
+        entry["tls-fingerprint"] = pin
     displays[origin(display)] = entry
     path = save(displays)
     print(f"paired with {display} as {name!r}; its token is kept in {path}")

@@ -178,6 +178,8 @@ def unsubscribe() -> Response:
 @api.get("/x/health")
 def health() -> Response:
     body = display().health()
+    tls = current_app.extensions["pdn.security"].tls_fingerprint
+    body["tls"] = {"fingerprint": tls} if tls else None
     return json_response(body, 200 if body["status"] == "ok" else 503)
 
 

@@ -316,3 +316,49 @@ def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> No
         if display.process.poll() is None:
             display.process.kill()
             display.process.wait(10)
+
+
+def test_a_display_serving_https_pairs_and_is_pinned(tmp_path: Path) -> None:
+    """Issue 22: [listen] tls on a fresh data directory: a self-signed certificate is made,
+    its fingerprint is in --check-config, health and the pairing answer, and pdn ctl pairs on
+    first use and schedules over HTTPS."""
+    port = free_port()
+    data = tmp_path / "data"
+    config = tmp_path / "display.toml"
+    config.write_text(f'[listen]\nhost = "0.0.0.0"\nport = {port}\ntls = true\n')
+    display = DisplayProcess(
+        ["--config", str(config), "--data-dir", str(data)], tmp_path / "display.log"
+    )
+    url = f"https://127.0.0.1:{port}"
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "ctl"), "PDN_API_TOKEN": ""}
+    try:
+        deadline = time.monotonic() + 60
+        while not (data / "tls-cert.pem").exists() or "Display Segment API" not in display.text():
+            if display.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
+            time.sleep(0.1)
+        checked = run_pdn("--check-config", "--config", str(config), "--data-dir", str(data))
+        pin = checked.stdout.split("fingerprint ")[1].split()[0]
+        assert pin.startswith("sha256:") and len(pin) == 71
+        code = run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip()
+        paired = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "pair", url, code, "--name", "ops"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert paired.returncode == 0, paired.stderr
+        assert pin in (tmp_path / "ctl" / "pdn" / "ctl.toml").read_text()
+        health = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "health", url, "--json"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert json.loads(health.stdout)["tls"] == {"fingerprint": pin}
+        scheduled = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "schedule", url, "http://127.0.0.1:9/"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert scheduled.returncode == 0, scheduled.stderr
+        assert f"serving HTTPS; certificate fingerprint {pin}" in display.text()
+    finally:
+        if display.process.poll() is None:
+            display.process.kill()
+            display.process.wait(10)

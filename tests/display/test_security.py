@@ -24,6 +24,7 @@ from server.display import DisplaySecurity, create_app
 from server.lockout import Lockout
 from server.net import is_loopback
 from server.pairing import CODE_FILE, Pairing, read_code_file
+from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer
 from tests.display.conftest import Display, build_display, close_display
 
@@ -34,11 +35,14 @@ ITEM = {"content-item": "http://example.org/page"}
 class Screen:
     """One display under test, closed or open, and clients from chosen source addresses."""
 
-    def __init__(self, display: Display, security: DisplaySecurity, port: int) -> None:
+    def __init__(
+        self, display: Display, security: DisplaySecurity, port: int, scheme: str = "http"
+    ) -> None:
         self.display = display
         self.security = security
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{scheme}://127.0.0.1:{port}"
         self._clients: dict[str, httpx.Client] = {}
+        self.extra: dict[str, Any] = {}
 
     def client(self, source: str = "127.0.0.2") -> httpx.Client:
         if source not in self._clients:
@@ -68,24 +72,31 @@ class Screen:
 def make_screen(tmp_path: Path) -> Iterator[Callable[..., Screen]]:
     made: list[tuple[Screen, WsgiServer]] = []
 
-    def make(host: str = "0.0.0.0", **settings: Any) -> Screen:
+    def make(host: str = "0.0.0.0", tls: bool = False, **settings: Any) -> Screen:
         data_dir = tmp_path / f"data{len(made)}"
         data_dir.mkdir()
         security = DisplaySecurity(pairing=Pairing(data_dir))
         placeholder: Any = type("Placeholder", (), {"api_token": None})()
         app = create_app(placeholder, security)
-        server = WsgiServer(app, host, 0, name="secure-display").start()
+        context = None
+        if tls:  # as player.app does it: a self-signed certificate in the data directory
+            cert, key = ensure_certificate(data_dir)
+            context = server_context(cert, key)
+            security.tls_fingerprint = fingerprint(cert)
+        server = WsgiServer(app, host, 0, name="secure-display", tls=context).start()
         # As player.app decides it: from the address the socket is bound to.
         security.beyond_loopback = not is_loopback(server.host)
         config = DisplayConfig(timezone="UTC", **settings)
         display = build_display(app, server, data_dir, config)
-        screen = Screen(display, security, server.port)
+        screen = Screen(display, security, server.port, "https" if tls else "http")
+        screen.extra = {"app": app, "server": server}
         made.append((screen, server))
         return screen
 
     yield make
     for screen, server in made:
         screen.close()
+        screen.extra["server"].stop()
         server.stop()
         close_display(screen.display)
         assert screen.security.pairing is not None
@@ -353,3 +364,41 @@ def test_ctl_pair_keeps_the_token_and_uses_it(
     assert listed.returncode == 0 and "ops desk" in listed.stdout
     assert ctl("unpair", screen.url, "ops desk").returncode == 0
     assert ctl("schedule", screen.url, "http://example.org/").returncode == 1
+
+
+def test_https_pairing_pins_the_certificate_and_a_swapped_one_is_refused(
+    make_screen: Callable[..., Screen], tmp_path: Path
+) -> None:
+    screen = make_screen(tls=True)
+    pin = screen.security.tls_fingerprint
+    assert pin is not None and pin.startswith("sha256:")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env.pop("PDN_API_TOKEN", None)
+
+    def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PDN, "ctl", *args], capture_output=True, text=True, timeout=60, check=False, env=env
+        )
+
+    wrong_pin = "sha256:" + "0" * 64
+    refused = ctl("pair", screen.url, screen.code(), "--pin", wrong_pin)
+    assert refused.returncode == 1 and "refusing to pair" in refused.stderr
+    paired = ctl("pair", screen.url, screen.code(), "--pin", pin, "--name", "ops")
+    assert paired.returncode == 0, paired.stderr
+    kept = (tmp_path / "config" / "pdn" / "ctl.toml").read_text()
+    assert f'tls-fingerprint = "{pin}"' in kept
+    scheduled = ctl("schedule", screen.url, "http://example.org/")
+    assert scheduled.returncode == 0, scheduled.stderr
+    health = ctl("health", screen.url, "--json")
+    assert f'"fingerprint": "{pin}"' in health.stdout
+    # The display's certificate is replaced (another server, same address): refused.
+    port = int(screen.url.rsplit(":", 1)[1])
+    screen.extra["server"].stop()
+    other, key = ensure_certificate(tmp_path / "other", "127.0.0.1")
+    impostor = WsgiServer(
+        screen.extra["app"], "0.0.0.0", port, name="impostor", tls=server_context(other, key)
+    ).start()
+    screen.extra["server"] = impostor
+    swapped = ctl("schedule", screen.url, "http://example.org/")
+    assert swapped.returncode == 1
+    assert "not the one pinned when it was paired" in swapped.stderr
