@@ -21,7 +21,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["CODE_GUESSES", "TOKEN_GUESSES", "Lockout"]
+__all__ = ["CODE_GUESSES", "TOKEN_GUESSES", "Lockout", "RateLimit"]
 
 #: Pairing codes: 5 wrong ones (within an hour) lock an address out.
 CODE_GUESSES = (5, 3600.0)
@@ -91,3 +91,40 @@ class Lockout:
         """A right guess: forget the address's wrong ones and its lock-outs."""
         with self._lock:
             self._records.pop(address, None)
+
+
+class RateLimit:
+    """At most ``limit`` requests per ``window`` seconds from one client address (a sliding
+    window); memory bounded like :class:`Lockout`. For endpoints open to anyone by design, such
+    as a content application's ``POST /<app>/schedule`` (a visitor's phone)."""
+
+    def __init__(
+        self,
+        *,
+        limit: int,
+        window: float,
+        max_addresses: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_addresses = max_addresses
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def take(self, address: str) -> int | None:
+        """None when ``address`` may make one more request now (counted), else the whole
+        seconds until it may."""
+        now = self._clock()
+        with self._lock:
+            times = self._seen.pop(address, None) or deque()
+            self._seen[address] = times
+            while len(self._seen) > self.max_addresses:
+                self._seen.popitem(last=False)
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            if len(times) >= self.limit:
+                return max(1, math.ceil(times[0] + self.window - now))
+            times.append(now)
+        return None

@@ -35,6 +35,7 @@ from flask import Flask, Response, redirect, request, send_from_directory
 from cds.durations import format_duration
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
+from server.lockout import RateLimit
 from server.net import local_address, url_host
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
@@ -184,6 +185,10 @@ def advertised_base(
     return base
 
 
+#: Requests per client address to POST /<app>/schedule: 30 a minute (issue 22).
+SCHEDULE_RATE = (30, 60.0)
+
+
 def create_app(
     catalog: AppCatalog,
     forwarder: DisplayForwarder,
@@ -193,6 +198,9 @@ def create_app(
 ) -> Flask:
     app = create_base_app("pdn.content", openapi="content")
     install_token_check(app, lambda: token, service="content server")
+    # POST /<app>/schedule is open to anyone by design (a visitor's phone asks an app onto a
+    # screen): so it is rate-limited per address instead (tests may swap the limiter).
+    app.extensions["pdn.schedule-rate"] = RateLimit(limit=SCHEDULE_RATE[0], window=SCHEDULE_RATE[1])
 
     def app_folder(name: str) -> Path:
         folder = catalog.find(name)
@@ -217,6 +225,16 @@ def create_app(
 
     @app.post("/<name>/schedule")
     def schedule(name: str) -> Response:
+        rate: RateLimit = app.extensions["pdn.schedule-rate"]
+        wait = rate.take(request.remote_addr or "")
+        if wait is not None:
+            raise ApiError(
+                429,
+                "too-many-requests",
+                f"This address asked for {rate.limit} screens within {rate.window:g} s, the"
+                f" most it may; try again in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
         app_folder(name)
         body = read_json_object()
         fields = SCHEDULE_REQUEST.validate(body)

@@ -11,6 +11,7 @@ import pytest
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
 from server.content.app import create_app as create_content_app
+from server.lockout import RateLimit
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
@@ -67,6 +68,8 @@ class AcceptingForwarder(DisplayForwarder):
 def content() -> Iterator[tuple[str, AcceptingForwarder]]:
     forwarder = AcceptingForwarder()
     app = create_content_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example")
+    # The fuzzer asks far more often than a visitor may (the per-address rate limit, issue 22).
+    app.extensions["pdn.schedule-rate"] = RateLimit(limit=1_000_000, window=60)
     server = WsgiServer(app, "127.0.0.1", 0).start()
     yield server.url, forwarder
     server.stop()
