@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,3 +133,101 @@ def test_stalled_handshakes_are_closed_and_never_lock_clients_out(
     finally:
         for sock in stalled:
             sock.close()
+
+
+def tls_probe(port: int, cert: Path) -> float:
+    """Seconds for one GET on a new TLS connection from another client address (127.0.0.2)."""
+    began = time.monotonic()
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0), context=pinned(cert)
+    )
+    try:
+        conn.request("GET", "/big?n=1")
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200
+    finally:
+        conn.close()
+    return time.monotonic() - began
+
+
+def connect_from(source: str, port: int) -> socket.socket:
+    conn = socket.socket()
+    conn.bind((source, 0))
+    conn.connect(("127.0.0.1", port))
+    return conn
+
+
+def test_idle_and_drip_fed_floods_leave_the_https_api_answering(
+    certificate: tuple[Path, Path],
+) -> None:
+    """tests/segments/test_endurance.py's flood, over TLS: 300 connections that never start
+    their handshake and 100 that handshake and then drip header bytes, against a bound of 128."""
+    cert = certificate[0]
+    bounds = Limits(max_connections=128, header_timeout=2.0)
+    server = WsgiServer(
+        make_app(), "127.0.0.1", 0, bounds=bounds, tls=server_context(*certificate)
+    ).start()
+    idle = [connect_from(f"127.0.1.{i % 20 + 1}", server.port) for i in range(300)]
+    drip = [
+        pinned(cert).wrap_socket(connect_from(f"127.0.2.{i % 10 + 1}", server.port))
+        for i in range(100)
+    ]
+    for conn in drip:
+        conn.sendall(b"GET /big HTTP/1.1\r\n")
+    stop = threading.Event()
+
+    def drip_feed() -> None:
+        while not stop.wait(0.5):
+            for conn in drip:
+                with contextlib.suppress(OSError):
+                    conn.send(b"X")
+
+    feeder = threading.Thread(target=drip_feed, daemon=True)
+    feeder.start()
+    try:
+        latencies = [tls_probe(server.port, cert) for _ in range(20)]
+        assert max(latencies) < 2.0, latencies
+        # Drip-fed connections are answered 408 (over TLS) and closed after the deadline.
+        closed = 0
+        for conn in drip:
+            conn.settimeout(bounds.header_timeout + 5)
+            data = b""
+            try:
+                while chunk := conn.recv(4096):
+                    data += chunk
+            except (ConnectionResetError, TimeoutError, ssl.SSLError):
+                pass
+            closed += data.startswith(b"HTTP/1.1 408") or data == b""
+        assert closed == len(drip)
+        stats = server.stats()
+        assert stats["timed-out"] >= 1 and stats["evicted"] >= 1
+        assert tls_probe(server.port, cert) < 2.0
+    finally:
+        stop.set()
+        feeder.join()
+        for sock in idle:
+            sock.close()
+        for tls in drip:
+            tls.close()
+        server.stop()
+
+
+def test_one_client_gets_at_most_its_share_over_tls(certificate: tuple[Path, Path]) -> None:
+    """The per-client bound holds over TLS; the refusal comes before any handshake, so a TLS
+    client sees its connection closed (not the JSON 429 a plain client reads)."""
+    bounds = Limits(max_connections_per_client=8)
+    server = WsgiServer(
+        make_app(), "127.0.0.1", 0, bounds=bounds, tls=server_context(*certificate)
+    ).start()
+    held = [connect_from("127.0.3.1", server.port) for _ in range(8)]
+    try:
+        extra = connect_from("127.0.3.1", server.port)
+        with pytest.raises((ssl.SSLError, OSError)):
+            pinned(certificate[0]).wrap_socket(extra).sendall(b"GET / HTTP/1.1\r\n\r\n")
+        extra.close()
+        assert tls_probe(server.port, certificate[0]) < 2.0  # another client is not affected
+    finally:
+        for conn in held:
+            conn.close()
+        server.stop()
