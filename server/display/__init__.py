@@ -111,20 +111,23 @@ def _check_access() -> Response | None:
     scheme, _, given = header.partition(" ")
     given = given.strip()
     if scheme.lower() == "bearer" and given:
-        token = display.api_token
-        if (
-            (token and hmac.compare_digest(given.encode(), token.encode()))
-            or (security.pairing is not None and security.pairing.authorise(given) is not None)
-            or (
-                security.webhook_secret is not None
-                and hmac.compare_digest(
-                    given.encode(), bearer_from_secret(security.webhook_secret).encode()
-                )
-            )
-        ):
+        if _known_token(given, display, security):
             return None
         security.tokens.failed(address)
     raise _refusal(display, reading, wrong=bool(header))
+
+
+def _known_token(given: str, display: DisplayPort, security: DisplaySecurity) -> bool:
+    """The configured api_token, a paired controller's token, or the scheduler's (the one that
+    goes with the signing secret the display gave it); compared in constant time."""
+    candidates = [display.api_token]
+    if security.webhook_secret is not None:
+        candidates.append(bearer_from_secret(security.webhook_secret))
+    known = False
+    for token in candidates:
+        if token:
+            known |= hmac.compare_digest(given.encode(), token.encode())
+    return known or (security.pairing is not None and security.pairing.authorise(given) is not None)
 
 
 def _check_signature(security: DisplaySecurity) -> Response | None:
