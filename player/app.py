@@ -257,6 +257,7 @@ def run(
                 groups=list(config.groups),
                 token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
                 signing_secret=webhook_secret,
+                tls_fingerprint=tls[1] if tls else None,
             )
         driver = EngineDriver(engine, waker)
         signals = SignalWatcher(application.quit)

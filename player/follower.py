@@ -66,6 +66,7 @@ class ScheduleFollower:
         first_retry: float = FIRST_RETRY,
         token: str | None = None,
         signing_secret: str | None = None,
+        tls_fingerprint: str | None = None,
     ) -> None:
         self._apply = apply_cds
         self._display_url = display_url
@@ -85,6 +86,8 @@ class ScheduleFollower:
         # Given when subscribing: the scheduler signs its updates with it, and the display
         # takes a rightly signed update without a token (server.display).
         self._signing_secret = signing_secret
+        # The display's certificate, when it serves HTTPS: the scheduler pins it.
+        self._tls_fingerprint = tls_fingerprint
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: bytes | None = None
@@ -249,6 +252,8 @@ class ScheduleFollower:
             body["groups"] = self._groups
         if self._signing_secret:  # the scheduler signs what it pushes to the display with it
             body["signing-secret"] = self._signing_secret
+        if self._tls_fingerprint:
+            body["tls-fingerprint"] = self._tls_fingerprint
         url = f"{self.register_url}/displays"
         try:
             response = self._session.post(url, json=body, timeout=TIMEOUT)

@@ -41,7 +41,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
 
 from server.atomicfile import write_atomically
 from server.ctl import (
@@ -55,6 +54,7 @@ from server.ctl import (
     _check,
 )
 from server.pairing import NAME_PATTERN
+from server.pins import PinningAdapter
 
 __all__ = ["add_pair_commands", "config_path", "origin", "token_for"]
 
@@ -121,28 +121,12 @@ def pinned_fingerprint(url: str) -> str | None:
     return found if isinstance(found, str) else None
 
 
-class PinnedAdapter(HTTPAdapter):
-    """Connections whose certificate must have this SHA-256 (urllib3's assert_fingerprint),
-    whoever signed it; nothing else about it is checked."""
-
-    def __init__(self, pin: str) -> None:
-        self.pin = pin.removeprefix("sha256:")
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["assert_fingerprint"] = self.pin
-        super().init_poolmanager(*args, **kwargs)
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        super().cert_verify(conn, url, False, cert)  # type: ignore[no-untyped-call]  # the pin replaces the CA check
-
-
 def session_for(url: str, pin: str | None = None) -> requests.Session:
     """A session for requests to ``url``: pinned to ``pin`` or to what pairing kept."""
     session = requests.Session()
     pin = pin or pinned_fingerprint(url)
     if pin and urlsplit(url).scheme == "https":
-        session.mount("https://", PinnedAdapter(pin))  # the session serves this display only
+        session.mount("https://", PinningAdapter(lambda _url: pin))  # this display's session
     return session
 
 

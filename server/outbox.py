@@ -77,6 +77,7 @@ from urllib.parse import urlsplit
 from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 from server.limits import SubscriptionLimitError, limits
 from server.net import shown_uri
+from server.pins import Pins
 from server.signing import signed_headers
 from server.webhookpost import Poster
 
@@ -152,9 +153,12 @@ class Outbox:
         bearer_token: str | None = None,
         max_subscriptions: int | None = None,
         max_backlog: int | None = None,
+        pins: Pins | None = None,
     ) -> None:
         """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
-        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...)."""
+        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
+        certificates of HTTPS subscribers, pinned (``server.pins``)."""
+        self.pins = pins
         bounds = limits()
         self.db_path = db_path
         # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
@@ -374,7 +378,7 @@ class Outbox:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         connection = connect(self.db_path, synchronous="NORMAL")
-        poster = Poster(fallback_connections=self.max_connections)
+        poster = Poster(fallback_connections=self.max_connections, pins=self.pins)
         semaphore = asyncio.Semaphore(self.max_connections)
         lanes: dict[int, asyncio.Task[None]] = {}
         ready.set()

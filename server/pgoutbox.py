@@ -65,6 +65,7 @@ from server.net import shown_uri
 from server.outbox import FIRST_RETRY, MAX_BACKOFF, TIMEOUT
 from server.pg import Connection, migrate
 from server.pgdelivery import DeliveryLoop, Tally
+from server.pins import Pins
 from server.webhookpost import Poster
 
 __all__ = ["CHANNEL", "MIGRATIONS", "PgOutbox"]
@@ -137,6 +138,7 @@ class PgOutbox:
         lease: float = LEASE,
         delivery_pool_size: int = 6,
         slow_after: float = SLOW_AFTER,
+        pins: Pins | None = None,
     ) -> None:
         """``max_connections``: POSTs in flight at once (a quarter of them for subscribers
         that are failing, see ``server.pgdelivery.Slots``); ``slow_after``: seconds a POST may
@@ -156,6 +158,7 @@ class PgOutbox:
         self.max_backlog = bounds.max_backlog if max_backlog is None else max_backlog
         self.max_connections = max_connections
         self.bearer_token = bearer_token
+        self.pins = pins  # the certificates of HTTPS subscribers, pinned (server.pins)
         # A lease must outlast a POST (timeout) by a margin: a live owner keeps renewing it.
         self.lease = max(lease, timeout + 1.0)
         self.delivery_pool_size = delivery_pool_size
@@ -372,6 +375,7 @@ class PgOutbox:
             idle_per_origin=self.max_connections,
             max_idle=self.max_connections,
             fallback_connections=self.max_connections,
+            pins=self.pins,
         )
         delivery = DeliveryLoop(self, pool, poster, wake)
         listener = asyncio.create_task(delivery.listen(CHANNEL))

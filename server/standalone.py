@@ -32,6 +32,7 @@ from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
+    from server.pins import Pins
     from server.wsgi import WsgiServer
 
 log = logging.getLogger("pdn.service")
@@ -105,8 +106,9 @@ class SegmentService:
         self.name = name
         self._parts: tuple[Part, ...] = ()
 
-    def _outbox(self, data_dir: Path) -> Outbox:
-        """The segment's durable outbox, in ``data_dir`` (created if need be)."""
+    def _outbox(self, data_dir: Path, pins: Pins | None = None) -> Outbox:
+        """The segment's durable outbox, in ``data_dir`` (created if need be); ``pins``: the
+        certificates of HTTPS subscribers, pinned (``server.pins``)."""
         from server.outbox import Outbox
 
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -115,6 +117,7 @@ class SegmentService:
             name=self.name,
             # Displays with an API token refuse unauthenticated updates.
             bearer_token=display_token(),
+            pins=pins,
         )
 
     def _listen(self, app: Any, host: str, port: int, *parts: Part) -> None:

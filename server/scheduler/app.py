@@ -12,6 +12,7 @@ and the fleet's extensions (assignment, groups, API-written schedules): server.s
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -33,6 +34,7 @@ from server.validation import (
     HTTP,
     Boolean,
     Field,
+    Fingerprint,
     Location,
     QueryBoolean,
     Schema,
@@ -52,6 +54,8 @@ REGISTER = Schema(
     Field("groups", group_list),  # extension: the groups the display declares itself in
     # Extension: what the scheduler signs its pushes to this display with (Standard Webhooks).
     Field("signing-secret", SigningSecret()),
+    # Extension: the display's TLS certificate, pinned on first registration.
+    Field("tls-fingerprint", Fingerprint()),
 )
 LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
 LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
@@ -63,6 +67,26 @@ class Subscriptions(Protocol):
     def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 
     def unsubscribe(self, topic: str, uri: str) -> bool: ...
+
+
+def check_repin(storage: SchedulerStorage, url: str, pin: str, signing_secret: str | None) -> None:
+    """A display may give another certificate only with the signing secret it registered with
+    (it is the same display, whose certificate was replaced); else 409, nothing changed: the
+    first certificate stays pinned (trust on first use)."""
+    known = storage.tls_pin(url)
+    if known is None or known == pin:
+        return
+    secret = storage.push_secret(url)
+    if secret and signing_secret and hmac.compare_digest(secret.encode(), signing_secret.encode()):
+        return
+    raise ApiError(
+        409,
+        "certificate-changed",
+        f"{url} registered before with another TLS certificate ({known}); this one is not"
+        " taken without the display's signing secret. If the display was reinstalled, remove"
+        " it from the scheduler first.",
+        field="tls-fingerprint",
+    )
 
 
 def document_etag(xml: bytes) -> str:
@@ -80,6 +104,7 @@ def create_app(
     subscriptions: Subscriptions,
     *,
     on_register: Callable[[str, list[str] | None], None] = lambda url, groups: None,
+    on_pin: Callable[[str, str], None] = lambda url, pin: None,
     token: str | None = None,
     fleet: Fleet | None = None,
 ) -> Flask:
@@ -121,7 +146,13 @@ def create_app(
     @app.post("/displays")
     def register_display() -> Response:
         fields = REGISTER.validate(read_json_object())
+        pin = fields.get("tls-fingerprint")
+        if pin is not None:
+            check_repin(storage, fields["url"], pin, fields.get("signing-secret"))
         storage.upsert_display(fields["url"], fields["location"], fields.get("name"))
+        if pin is not None:
+            storage.set_tls_pin(fields["url"], pin)
+            on_pin(fields["url"], pin)
         if "signing-secret" in fields:  # kept until the display gives another
             storage.set_push_secret(fields["url"], fields["signing-secret"])
         on_register(fields["url"], fields.get("groups"))

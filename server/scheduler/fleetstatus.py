@@ -35,6 +35,7 @@ from flask import Flask, Response, request
 from werkzeug.http import http_date
 
 from server.http import ApiError, json_response
+from server.pins import PinningAdapter, Pins
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -269,6 +270,7 @@ class FleetStatus:
         queue: ProbeQueue | None = None,
         book: StatusBook | None = None,
         max_backoff: float = 300.0,
+        pins: Pins | None = None,
     ) -> None:
         self._storage = storage
         self._interval = interval
@@ -289,6 +291,8 @@ class FleetStatus:
         self._thumbnails = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-thumbnail")
         self._session = requests.Session()
         self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
+        if pins is not None:  # HTTPS displays: their certificates, pinned at registration
+            self._session.mount("https://", PinningAdapter(pins))
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
 

@@ -34,8 +34,8 @@ log = logging.getLogger("pdn.scheduler.migrate")
 #: SQLite table -> (its columns to read, the PostgreSQL columns they go to).
 _TABLES: dict[str, tuple[str, str]] = {
     "displays": (
-        "key, url, location, name, sensors, registered, checked, ingest, push_secret",
-        "key, url, location, name, sensors, registered, checked, ingest, push_secret",
+        "key, url, location, name, sensors, registered, checked, ingest, push_secret, tls_pin",
+        "key, url, location, name, sensors, registered, checked, ingest, push_secret, tls_pin",
     ),
     "schedules": (
         "id, xml, digest, root_name, updated, source",

@@ -150,8 +150,10 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
     ),
     (
-        # The secret a display gave when it registered: pushes to it are signed with it.
+        # What a display gave when it registered (issue 22): the secret pushes to it are
+        # signed with, and the fingerprint of its TLS certificate, pinned.
         "ALTER TABLE displays ADD COLUMN push_secret TEXT",
+        "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
     ),
 )
 
@@ -469,6 +471,17 @@ class PgStorage:
     def push_secret(self, url: str) -> str | None:
         rows = self._rows("SELECT push_secret FROM displays WHERE key = %s", (display_key(url),))
         return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        self._write("UPDATE displays SET tls_pin = %s WHERE key = %s", (pin, display_key(url)))
+
+    def tls_pin(self, url: str) -> str | None:
+        rows = self._rows("SELECT tls_pin FROM displays WHERE key = %s", (display_key(url),))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def tls_pins(self) -> dict[str, str]:
+        rows = self._rows("SELECT url, tls_pin FROM displays WHERE tls_pin IS NOT NULL")
+        return {str(url): str(pin) for url, pin in rows}
 
     def record_play(self, play: PlayRecord) -> bool:
         key = display_key(play.display)

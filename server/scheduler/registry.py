@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 
 import requests
 
+from server.pins import PinningAdapter, Pins
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -85,6 +86,7 @@ class DisplayProber:
         signing_secret_for: Callable[[str], str | None] = lambda url: None,
         display_token: str | None = None,
         queue: ProbeQueue,
+        pins: Pins | None = None,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
@@ -108,6 +110,8 @@ class DisplayProber:
         )
         self._session = requests.Session()
         self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
+        if pins is not None:  # HTTPS displays: their certificates, pinned at registration
+            self._session.mount("https://", PinningAdapter(pins))
 
     def start(self) -> None:
         self._loop.start()

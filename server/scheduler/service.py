@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
+from server.pins import PinBook
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.console import create_console_app
@@ -63,16 +64,21 @@ class SchedulerService(SegmentService):
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
         self.outbox: Outbox | PgOutbox
+        # The certificates of displays serving HTTPS, pinned when they registered (read from
+        # the storage made below, when first needed).
+        self.pins = PinBook(self._tls_pins)
         if database:
             from server.pg import open_pool
             from server.pgoutbox import PgOutbox
             from server.scheduler.pgstorage import PgStorage
 
             self._pool = open_pool(database, name="scheduler", max_size=10)
-            self.outbox = PgOutbox(self._pool, name="scheduler", bearer_token=display_token())
+            self.outbox = PgOutbox(
+                self._pool, name="scheduler", bearer_token=display_token(), pins=self.pins.pin
+            )
             self.storage = storage or PgStorage(self._pool)
         else:
-            self.outbox = self._outbox(data_dir)
+            self.outbox = self._outbox(data_dir, pins=self.pins.pin)
             self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.broadcasts = Broadcasts()
@@ -99,6 +105,7 @@ class SchedulerService(SegmentService):
             signing_secret_for=self._playback_signing_secret,
             display_token=display_token(),
             queue=queue,
+            pins=self.pins.pin,
         )
         # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
@@ -107,6 +114,7 @@ class SchedulerService(SegmentService):
             display_token=display_token(),
             queue=queue,
             book=book,
+            pins=self.pins.pin,
         )
         self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(
@@ -114,6 +122,7 @@ class SchedulerService(SegmentService):
             self.library,
             self.outbox,
             on_register=self._registered,
+            on_pin=self.pins.set,
             token=token,
             fleet=self.fleet,
         )
@@ -150,6 +159,9 @@ class SchedulerService(SegmentService):
             return None
         base = self.public_url or _reachable(self.server.url)
         return f"{base}{INGEST_PREFIX}/{secret}"
+
+    def _tls_pins(self) -> dict[str, str]:
+        return self.storage.tls_pins()
 
     def _playback_signing_secret(self, url: str) -> str | None:
         secret = self.storage.ingest_secret(url)

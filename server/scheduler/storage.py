@@ -196,6 +196,15 @@ class SchedulerStorage(Protocol):
     def push_secret(self, url: str) -> str | None:
         """What pushes to the display are signed with, if it gave a secret."""
 
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        """The ``sha256:...`` fingerprint of the display's certificate (HTTPS to it is pinned)."""
+
+    def tls_pin(self, url: str) -> str | None:
+        """The pinned fingerprint of the display at ``url``, if any."""
+
+    def tls_pins(self) -> dict[str, str]:
+        """Every pinned display: ``{url: "sha256:..."}``."""
+
     def record_play(self, play: PlayRecord) -> bool:
         """Store a playback update; False when this very update was stored before."""
 
@@ -287,8 +296,10 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
     ),
     (
-        # The secret a display gave when it registered: pushes to it are signed with it.
+        # What a display gave when it registered (issue 22): the secret pushes to it are
+        # signed with, and the fingerprint of its TLS certificate, pinned.
         "ALTER TABLE displays ADD COLUMN push_secret TEXT",
+        "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
     ),
 )
 
@@ -591,6 +602,23 @@ class SqliteStorage:
                 "SELECT push_secret FROM displays WHERE key = ?", (display_key(url),)
             ).fetchone()
         return None if row is None or row[0] is None else str(row[0])
+
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        self._write("UPDATE displays SET tls_pin = ? WHERE key = ?", (pin, display_key(url)))
+
+    def tls_pin(self, url: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT tls_pin FROM displays WHERE key = ?", (display_key(url),)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def tls_pins(self) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT url, tls_pin FROM displays WHERE tls_pin IS NOT NULL"
+            ).fetchall()
+        return {str(url): str(pin) for url, pin in rows}
 
     def display_for_secret(self, secret: str) -> str | None:
         with self._lock:

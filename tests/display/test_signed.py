@@ -5,6 +5,7 @@ with the ``standardwebhooks`` package, not with the project's own code."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from server.display import DisplaySecurity, create_app
 from server.pairing import Pairing
 from server.scheduler.service import SchedulerService
 from server.signing import load_or_make_secret, new_secret
+from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer
 from tests.display.conftest import Display, build_display, cds, close_display
 from tests.display.test_webhooks import wait_for
@@ -55,25 +57,41 @@ def test_playback_updates_are_signed_and_a_retry_keeps_its_id(display: Display) 
         peer.close()
 
 
-@pytest.fixture
-def closed(tmp_path: Path) -> Iterator[tuple[Display, DisplaySecurity, str]]:
-    """A display on 0.0.0.0 with its own signing secret, unpaired."""
-    data_dir = tmp_path / "closed"
+@contextlib.contextmanager
+def closed_display(
+    data_dir: Path, *, tls: bool = False
+) -> Iterator[tuple[Display, DisplaySecurity, str]]:
+    """A display on 0.0.0.0 with its own signing secret, unpaired (over HTTPS with ``tls``, a
+    self-signed certificate as player.app makes it)."""
     data_dir.mkdir()
     security = DisplaySecurity(
         pairing=Pairing(data_dir),
         beyond_loopback=True,
         webhook_secret=load_or_make_secret(data_dir / "webhook-secret"),
     )
+    context = None
+    if tls:
+        cert, key = ensure_certificate(data_dir)
+        context = server_context(cert, key)
+        security.tls_fingerprint = fingerprint(cert)
     placeholder: Any = type("Placeholder", (), {"api_token": None})()
     app = create_app(placeholder, security)
-    server = WsgiServer(app, "0.0.0.0", 0, name="closed-display").start()
+    server = WsgiServer(app, "0.0.0.0", 0, name="closed-display", tls=context).start()
+    scheme = "https" if tls else "http"
     display = build_display(app, server, data_dir, DisplayConfig(timezone="UTC"))
-    yield display, security, f"http://127.0.0.1:{server.port}"
-    server.stop()
-    close_display(display)
-    assert security.pairing is not None
-    security.pairing.close()
+    try:
+        yield display, security, f"{scheme}://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+        close_display(display)
+        assert security.pairing is not None
+        security.pairing.close()
+
+
+@pytest.fixture
+def closed(tmp_path: Path) -> Iterator[tuple[Display, DisplaySecurity, str]]:
+    with closed_display(tmp_path / "closed") as made:
+        yield made
 
 
 def test_a_signed_schedule_needs_no_token_and_forgeries_are_refused(
@@ -202,4 +220,66 @@ def test_a_closed_display_registered_with_its_scheduler_takes_its_assignments(
         wait_for(lambda: bool(played()), timeout=15)
     finally:
         follower.stop()
+        scheduler.stop()
+
+
+def test_a_display_serving_https_is_pinned_by_its_scheduler(tmp_path: Path) -> None:
+    """register = URL over HTTPS: the display gives its certificate's fingerprint; the
+    scheduler pins it for its pushes and its reads, and refuses another certificate."""
+    schedules = tmp_path / "schedules"
+    schedules.mkdir()
+    (schedules / "lobby.xml").write_bytes(cds("lobby", "http://127.0.0.1:9/one"))
+    scheduler = SchedulerService(data_dir=tmp_path / "scheduler", schedules_dir=schedules)
+    scheduler.start()
+    scheduler.server.start()
+    try:
+        with closed_display(tmp_path / "tls-display", tls=True) as (display, security, url):
+            follower = ScheduleFollower(
+                apply_cds=display.service.apply_cds,
+                display_url=lambda: url,
+                state_dir=tmp_path / "follower",
+                register_url=scheduler.url,
+                location={"latitude": "N54.0104", "longitude": "W2.7883"},
+                first_retry=0.1,
+                poll_interval=60.0,
+                signing_secret=security.webhook_secret,
+                tls_fingerprint=security.tls_fingerprint,
+            )
+            follower.start()
+            try:
+                wait_for(lambda: scheduler.storage.tls_pin(url) == security.tls_fingerprint)
+                assigned = requests.post(
+                    f"{scheduler.url}/x/assignments",
+                    json={"schedule": "lobby", "display": url},
+                    timeout=5,
+                )
+                assert assigned.status_code in (200, 201), assigned.text
+                # Pushed over HTTPS, pinned, signed; and the proof-of-play subscription too.
+                wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
+                wait_for(lambda: display.outbox.subscribers("playback") != [], timeout=10)
+            finally:
+                follower.stop()
+        # Another certificate for the same URL is not taken without the display's secret.
+        location = {"latitude": "N54.0104", "longitude": "W2.7883"}
+        other = "sha256:" + "ab" * 32
+        refused = requests.post(
+            f"{scheduler.url}/displays",
+            json={"url": url, "location": location, "tls-fingerprint": other},
+            timeout=5,
+        )
+        assert refused.status_code == 409 and refused.json()["error"] == "certificate-changed"
+        assert scheduler.storage.tls_pin(url) == security.tls_fingerprint
+        moved = requests.post(
+            f"{scheduler.url}/displays",
+            json={
+                "url": url,
+                "location": location,
+                "tls-fingerprint": other,
+                "signing-secret": security.webhook_secret,
+            },
+            timeout=5,
+        )
+        assert moved.status_code == 201
+        assert scheduler.storage.tls_pin(url) == other
+    finally:
         scheduler.stop()

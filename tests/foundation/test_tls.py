@@ -3,6 +3,7 @@ clients, the certificate pinned by fingerprint, and the flood guards kept over T
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import http.client
@@ -20,6 +21,7 @@ from flask import Flask, Response, request
 from server.http import create_base_app, json_response, read_raw_body
 from server.limits import Limits
 from server.tls import ensure_certificate, fingerprint, server_context
+from server.webhookpost import Delivery, Poster
 from server.wsgi import WsgiServer
 
 
@@ -231,3 +233,26 @@ def test_one_client_gets_at_most_its_share_over_tls(certificate: tuple[Path, Pat
         for conn in held:
             conn.close()
         server.stop()
+
+
+def test_the_webhook_poster_takes_only_the_pinned_certificate(
+    server: WsgiServer, certificate: tuple[Path, Path]
+) -> None:
+    """server.webhookpost.Poster with pins (the scheduler's pushes to HTTPS displays)."""
+    right = fingerprint(certificate[0])
+    wrong = "sha256:" + "0" * 64
+
+    async def post(pin: str | None) -> Delivery:
+        poster = Poster(pins=lambda url: pin)
+        try:
+            return await poster.post(
+                f"{server.url}/echo", b"{}", {"Content-Type": "application/json"}, timeout=5
+            )
+        finally:
+            await poster.aclose()
+
+    assert asyncio.run(post(right)).ok
+    refused = asyncio.run(post(wrong))
+    assert not refused.ok and "not the one pinned" in (refused.error or "")
+    # Without a pin, the certificate authorities decide: a self-signed certificate fails.
+    assert not asyncio.run(post(None)).ok
