@@ -395,6 +395,16 @@ install_private_file() {
     if [ -z "$ROOT" ]; then chgrp "$PDN_USER" "$target"; fi
 }
 
+# A new display serves HTTPS (issue 22). Not when this machine also runs a sensor or the content
+# server: they reach the display as http://127.0.0.1:8080 and cannot pin its certificate yet.
+tls_line() {
+    if wants_service sensor || wants_service content; then
+        echo "tls = false"
+    else
+        echo "tls = true"
+    fi
+}
+
 write_config() {
     local config="$ROOT$CONFIG_DIR/pdn.toml" services="$ROOT$CONFIG_DIR/services.env" platform tmp
     install -d -m 0755 "$ROOT$CONFIG_DIR"
@@ -406,10 +416,11 @@ write_config() {
     else
         platform=$(chosen_platform)
         tmp=$(mktemp)
-        sed "s/^platform = \"auto\"/platform = \"$platform\"/" "$script_dir/pdn.toml.example" >"$tmp"
+        sed -e "s/^platform = \"auto\"/platform = \"$platform\"/" \
+            -e "s/^#tls = false$/$(tls_line)/" "$script_dir/pdn.toml.example" >"$tmp"
         install_private_file "$tmp" "$config"
         rm -f "$tmp"
-        did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\")"
+        did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\", $(tls_line))"
     fi
     if [ ! -e "$services" ]; then
         tmp=$(mktemp)
@@ -526,16 +537,20 @@ start_units() {
 
 # The display's API URL from the config ([listen]), with this machine's address.
 api_url() {
-    local config="$ROOT$CONFIG_DIR/pdn.toml" host port address
+    local config="$ROOT$CONFIG_DIR/pdn.toml" host port address scheme
     host=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*host[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$config" 2>/dev/null | head -n1)
     port=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$config" 2>/dev/null | head -n1)
     host=${host:-127.0.0.1}
     port=${port:-8080}
+    scheme=http
+    if sed -n '/^\[listen\]/,/^\[/p' "$config" 2>/dev/null | grep -q '^[[:space:]]*tls[[:space:]]*=[[:space:]]*true'; then
+        scheme=https
+    fi
     if [ "$host" = 0.0.0.0 ] || [ "$host" = "::" ]; then
         address=$(hostname -I 2>/dev/null | awk '{print $1}')
         host=${address:-$(hostname)}
     fi
-    echo "http://$host:$port/"
+    echo "$scheme://$host:$port/"
 }
 
 summary() {
@@ -548,6 +563,10 @@ summary() {
     say "to schedule it from another machine, pair with the code on its screen (or from"
     say "  sudo -u $PDN_USER $PREFIX/venv/bin/pdn display --pairing-code --data-dir $STATE_DIR/display):"
     say "  pdn ctl pair $(api_url) CODE"
+    if [[ $(api_url) == https:* ]]; then
+        say "(pdn ctl pins the display's certificate; its fingerprint is on the idle page and in"
+        say "  $PREFIX/venv/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
+    fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
 }
 

@@ -99,7 +99,10 @@ def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
     assert not (wants / "pdn-scheduler.service").is_symlink()
     out = result.stdout
     assert "would create the system user pdn" in out
-    assert "display API: http://" in out and ":8080/" in out
+    # A new display serves HTTPS (issue 22) and says how to pair and pin.
+    assert "\ntls = true\n" in config.read_text()
+    assert "display API: https://" in out and ":8080/" in out
+    assert "pdn ctl pins the display's certificate" in out
 
 
 def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
@@ -123,7 +126,15 @@ def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert oct(services.stat().st_mode & 0o777) == "0o640"
     assert "was mode 644, readable by others" in again.stderr
-    assert "pdn ctl pair http://" in again.stdout and "--pairing-code" in again.stdout
+    assert "pdn ctl pair https://" in again.stdout and "--pairing-code" in again.stdout
+
+
+def test_a_display_with_a_local_sensor_or_content_server_stays_on_http(tmp_path: Path) -> None:
+    """They reach the display over http://127.0.0.1 and cannot pin its certificate yet."""
+    result = install_into(tmp_path, "--services", "display,sensor")
+    assert result.returncode == 0, result.stderr
+    assert "\ntls = false\n" in (tmp_path / "etc/pdn/pdn.toml").read_text()
+    assert "display API: http://" in result.stdout
 
 
 def test_bad_options_are_refused(tmp_path: Path) -> None:
