@@ -34,6 +34,17 @@ def schedule_is_not_json_schema(finding: Finding, answer: dict[str, Any]) -> boo
     )
 
 
+def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
+    """What a schema-valid request may still get: a generated CDS refused (above), and a
+    display URL registered before with another TLS certificate (409 certificate-changed, issue
+    22: the first certificate stays pinned, whatever the request looks like)."""
+    return schedule_is_not_json_schema(finding, answer) or (
+        finding.operation == "POST /displays"
+        and finding.check == "positive_data_acceptance"
+        and answer.get("error") == "certificate-changed"
+    )
+
+
 def test_scheduler(tmp_path: Path) -> None:
     schedules = tmp_path / "schedules"
     schedules.mkdir()
@@ -42,9 +53,7 @@ def test_scheduler(tmp_path: Path) -> None:
     service.start()
     service.server.start()
     try:
-        result = run(
-            "scheduler", service.url, max_examples=MAX_EXAMPLES, allow=schedule_is_not_json_schema
-        )
+        result = run("scheduler", service.url, max_examples=MAX_EXAMPLES, allow=allowed_refusals)
     finally:
         service.stop()
     print(f"scheduler: {result.cases} cases {result.by_phase} {result.statuses}")
