@@ -490,16 +490,14 @@ class KioskRenderer(VisualWatchdog, QObject):
             self._schedule_clear(old)
         elif old is self.image_layer:
             if layer is self.image_layer:
-                self._later(delay, self._clear_back_picture)
+                presents = self.image_layer.presents
+                self._later(delay, lambda: self.image_layer.clear_back(presents))
             else:
                 self._later(delay, self._clear_pictures)
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
             self._later(delay, self._release_still)
-
-    def _clear_back_picture(self) -> None:
-        self.image_layer.clear_back()
 
     def _clear_pictures(self) -> None:
         if self._front is not self.image_layer:
