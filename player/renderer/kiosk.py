@@ -497,7 +497,8 @@ class KioskRenderer(VisualWatchdog, QObject):
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
-            self._later(delay, self._release_still)
+            holds = self.still.holds
+            self._later(delay, lambda: self._release_still(holds))
 
     def _clear_pictures(self) -> None:
         if self._front is not self.image_layer:
@@ -507,8 +508,10 @@ class KioskRenderer(VisualWatchdog, QObject):
         if self._front is not self.cover:
             self.cover.clear()
 
-    def _release_still(self) -> None:
-        if self._front is not self.still:
+    def _release_still(self, holds: int) -> None:
+        """Let the still go once covered, unless it holds again since (a newer item with one
+        web view: the release of the older one would hide it under the newer fade)."""
+        if self._front is not self.still and self.still.holds == holds:
             self.still.release()
             self._still_source = None
 
@@ -682,7 +685,8 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._last_frame = time.monotonic()
         self.stage.request_frame()
         if old is self.still:
-            self._later(CLEAR_DELAY_MS, self._release_still)
+            holds = self.still.holds
+            self._later(CLEAR_DELAY_MS, lambda: self._release_still(holds))
         elif old is self.image_layer:
             self._later(CLEAR_DELAY_MS, self._clear_pictures)
 
