@@ -497,8 +497,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
-            holds = self.still.holds
-            self._later(delay, lambda: self._release_still(holds))
+            self._release_still_after(delay)
 
     def _clear_pictures(self) -> None:
         if self._front is not self.image_layer:
@@ -507,6 +506,10 @@ class KioskRenderer(VisualWatchdog, QObject):
     def _clear_cover(self) -> None:
         if self._front is not self.cover:
             self.cover.clear()
+
+    def _release_still_after(self, delay_ms: int) -> None:
+        holds = self.still.holds
+        self._later(delay_ms, lambda: self._release_still(holds))
 
     def _release_still(self, holds: int) -> None:
         """Let the still go once covered, unless it holds again since (a newer item with one
@@ -685,8 +688,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._last_frame = time.monotonic()
         self.stage.request_frame()
         if old is self.still:
-            holds = self.still.holds
-            self._later(CLEAR_DELAY_MS, lambda: self._release_still(holds))
+            self._release_still_after(CLEAR_DELAY_MS)
         elif old is self.image_layer:
             self._later(CLEAR_DELAY_MS, self._clear_pictures)
 
