@@ -99,6 +99,7 @@ class ImageLayer(QObject):
         self._wanted: tuple[str, int] | None = None  # (url, serial) to show once decoded
         self._confirming: tuple[int, int] | None = None  # (serial, frames still to swap)
         self._keys = 0
+        self.presents = 0  # pictures brought in front so far
         self._decoded.connect(self._on_decoded, Qt.ConnectionType.QueuedConnection)
 
     # -- decoding -------------------------------------------------------------------------
@@ -179,6 +180,7 @@ class ImageLayer(QObject):
         item.setOpacity(0.0)  # shown by the kiosk's swap (raised, faded in or not)
         item.setVisible(True)
         self._front = back
+        self.presents += 1
         self._confirming = (serial, CONFIRM_FRAMES)
         self._trim()
         self.presenting.emit(serial)
@@ -198,9 +200,12 @@ class ImageLayer(QObject):
         self._confirming = None
         self.painted.emit(serial)
 
-    def clear_back(self) -> None:
-        """Hide the picture that is not in front (it has been covered)."""
-        self._clear(1 - self._front)
+    def clear_back(self, presents: int) -> None:
+        """Hide the picture that is not in front (it has been covered), unless another
+        picture has come in front since ``presents``: the back item is then the outgoing one
+        of that newer fade, still on screen (the newer swap clears it in its turn)."""
+        if presents == self.presents:
+            self._clear(1 - self._front)
 
     def clear(self) -> None:
         """Hide both pictures (another layer is in front)."""

@@ -507,16 +507,14 @@ class KioskRenderer(VisualWatchdog, QObject):
             self._schedule_clear(old)
         elif old is self.image_layer:
             if layer is self.image_layer:
-                self._later(delay, self._clear_back_picture)
+                presents = self.image_layer.presents
+                self._later(delay, lambda: self.image_layer.clear_back(presents))
             else:
                 self._later(delay, self._clear_pictures)
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
-            self._later(delay, self._release_still)
-
-    def _clear_back_picture(self) -> None:
-        self.image_layer.clear_back()
+            self._release_still_after(delay)
 
     def _clear_pictures(self) -> None:
         if self._front is not self.image_layer:
@@ -526,8 +524,14 @@ class KioskRenderer(VisualWatchdog, QObject):
         if self._front is not self.cover:
             self.cover.clear()
 
-    def _release_still(self) -> None:
-        if self._front is not self.still:
+    def _release_still_after(self, delay_ms: int) -> None:
+        holds = self.still.holds
+        self._later(delay_ms, lambda: self._release_still(holds))
+
+    def _release_still(self, holds: int) -> None:
+        """Let the still go once covered, unless it holds again since (a newer item with one
+        web view: the release of the older one would hide it under the newer fade)."""
+        if self._front is not self.still and self.still.holds == holds:
             self.still.release()
             self._still_source = None
 
@@ -701,7 +705,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._last_frame = time.monotonic()
         self.stage.request_frame()
         if old is self.still:
-            self._later(CLEAR_DELAY_MS, self._release_still)
+            self._release_still_after(CLEAR_DELAY_MS)
         elif old is self.image_layer:
             self._later(CLEAR_DELAY_MS, self._clear_pictures)
 

@@ -26,6 +26,7 @@ from tests.renderer.pixels import (
     wait_for_colour,
     wait_until,
 )
+from tests.renderer.videoscreen import blend_of
 
 pytestmark = pytest.mark.qt
 
@@ -110,6 +111,14 @@ def test_pages_and_cached_images_reach_the_screen(
     show_and_wait(renderer, reports, item(picture.as_uri(), "image/png"))
     assert renderer._front is renderer.image_layer  # the native path, no browser round-trip
     assert uniform_colour(renderer.grab_image()) == COLOURS["yellow"]
+    # A wider picture is fitted with black bars above and below it.
+    wide = write_png(tmp_path / "wide.png", COLOURS["cyan"], size=(SIZE[0], SIZE[1] // 2))
+    show_and_wait(renderer, reports, item(wide.as_uri(), "image/png"))
+    middle = (SIZE[0] // 2, SIZE[1] // 2)
+    assert wait_until(lambda: near(rgb(renderer.grab_image(), *middle), COLOURS["cyan"]), 5)
+    shown = renderer.grab_image()
+    for y in (2, SIZE[1] - 3):
+        assert near(rgb(shown, SIZE[0] // 2, y), (0, 0, 0)), y
     # A remote image goes through a page and is fitted on black.
     http_server.served.files["/m.png"] = (
         (write_png(tmp_path / "m.png", COLOURS["magenta"], size=(32, 24))).read_bytes(),
@@ -187,14 +196,25 @@ def test_prepared_item_swaps_without_a_blank_frame(
     assert sampler.bad == [], f"{len(sampler.bad)} blank or foreign frames: {sampler.bad[:3]}"
 
 
-@pytest.mark.parametrize("views", [2, 1])
+@pytest.mark.parametrize(("kind", "views"), [("page", 2), ("page", 1), ("picture", 2)])
 def test_crossfade_never_passes_through_black_or_white(
-    make_renderer: object, http_server: LoopbackServer, views: int
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path, kind: str, views: int
 ) -> None:
+    """Every frame of a cross-fade is the outgoing item, the incoming one, or the two mixed
+    in one proportion: never black, white or darker than the mix (a layer whose parts fade
+    each on its own dims what is under it twice)."""
     renderer, reports = make_renderer(crossfade_ms=200, views=views)  # type: ignore[operator]
-    show_and_wait(renderer, reports, item(http_server.colour("red")))
+
+    def colour_item(name: str) -> PlayItem:
+        if kind == "page":
+            return item(http_server.colour(name))
+        picture = write_png(tmp_path / f"{name}.png", COLOURS[name], size=SIZE)
+        return item(picture.as_uri(), "image/png")
+
+    show_and_wait(renderer, reports, colour_item("red"))
     sampler = FrameSampler(renderer, [])
     blank: list[tuple[int, int, int]] = []
+    off_the_mix: list[tuple[int, int, int]] = []
     mixed = 0
 
     def sample() -> None:
@@ -205,6 +225,8 @@ def test_crossfade_never_passes_through_black_or_white(
         sampler.samples += 1
         if near(point, (0, 0, 0), 30) or near(point, (255, 255, 255), 30):
             blank.append(point)
+        elif not blend_of([point], COLOURS["red"], COLOURS["green"]):
+            off_the_mix.append(point)
         elif 40 < point[0] < 215 and 40 < point[1] < 215:
             mixed += 1
 
@@ -214,10 +236,11 @@ def test_crossfade_never_passes_through_black_or_white(
     timer.timeout.connect(sample)
     timer.start(5)
     for name in ("green", "red", "green"):
-        show_and_wait(renderer, reports, item(http_server.colour(name)))
+        show_and_wait(renderer, reports, colour_item(name))
         process_for(0.3)  # the fade (200 ms) plays out before the next show
     timer.stop()
     assert blank == []
+    assert off_the_mix == []
     assert mixed > 0, "a crossfade shows both items blended for a moment"
     assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
 

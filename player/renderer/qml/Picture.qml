@@ -2,16 +2,20 @@
 // stage's size from the renderer's image provider (image://pdn/...), decoded off the GUI thread.
 import QtQuick
 
-Rectangle {
+Item {
     id: picture
 
     property alias source: image.source
     readonly property bool ready: image.status === Image.Ready
 
     anchors.fill: parent
-    color: "black"
     visible: false
 
+    Bars {
+        inner: Qt.rect((picture.width - image.paintedWidth) / 2,
+                       (picture.height - image.paintedHeight) / 2,
+                       image.paintedWidth, image.paintedHeight)
+    }
     Image {
         id: image
         anchors.fill: parent
