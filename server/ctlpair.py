@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,7 @@ from server.ctl import (
 )
 from server.pairing import NAME_PATTERN
 from server.pins import PinningAdapter
+from server.pins import presented_fingerprint as fetch_fingerprint
 
 __all__ = ["add_pair_commands", "config_path", "origin", "token_for"]
 
@@ -133,12 +133,10 @@ def session_for(url: str, pin: str | None = None) -> requests.Session:
 def presented_fingerprint(url: str) -> str:
     """``sha256:...`` of the certificate the server at ``url`` presents now (not verified:
     trust on first use); CtlError when it cannot be had."""
-    parts = urlsplit(url)
     try:
-        pem = ssl.get_server_certificate((parts.hostname or "", parts.port or 443), timeout=5)
+        return fetch_fingerprint(url)
     except (OSError, ssl.SSLError) as error:
         raise CtlError(3, f"cannot reach {url} over TLS: {error}") from None
-    return "sha256:" + hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
 
 
 def default_name() -> str:

@@ -22,8 +22,10 @@ after your commit so delivery starts at once (a poll every 2 s catches a forgott
         outbox.publish("playback", body, "application/json", connection=connection)
     outbox.notify()
 
-A segment that pushes to token-protected displays passes ``bearer_token`` (the scheduler and
-a sensor take it from ``PDN_DISPLAY_TOKEN``, as the content server does).
+A segment that pushes to token-protected displays passes ``tokens``, the token of each
+display by its URL (got by pairing or configured: ``server.displaycreds``, the scheduler's
+``PinBook`` of its paired displays), and may pass ``bearer_token`` for every other subscriber
+(``PDN_DISPLAY_TOKEN``).
 
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
@@ -122,6 +124,14 @@ GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
 POLL_INTERVAL = 2.0
 
 
+def bearer_for(uri: str, tokens: Pins | None, fallback: str | None) -> str | None:
+    """The bearer token sent with an update to ``uri``: its own (``tokens``), else
+    ``fallback``; none to a subscriber-uri with ``user:password@`` (Basic is sent instead)."""
+    if "@" in urlsplit(uri).netloc:
+        return None
+    return (tokens(uri) if tokens is not None else None) or fallback
+
+
 def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
     """Seconds before retry number ``attempts`` (1 for the first retry)."""
     return float(min(cap, first * 2 ** max(0, attempts - 1)))
@@ -154,11 +164,14 @@ class Outbox:
         max_subscriptions: int | None = None,
         max_backlog: int | None = None,
         pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
         """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
         ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
-        certificates of HTTPS subscribers, pinned (``server.pins``)."""
+        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens(uri)``: the
+        bearer token of that subscriber (a display's), before ``bearer_token``."""
         self.pins = pins
+        self.tokens = tokens
         bounds = limits()
         self.db_path = db_path
         # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
@@ -452,8 +465,9 @@ class Outbox:
                     "X-PDN-Event-Id": event_id,
                     "X-PDN-Topic": topic,
                 }
-                if self.bearer_token and "@" not in urlsplit(uri).netloc:
-                    headers["Authorization"] = f"Bearer {self.bearer_token}"
+                token = bearer_for(uri, self.tokens, self.bearer_token)
+                if token:
+                    headers["Authorization"] = f"Bearer {token}"
                 if signing_secret:  # signed as sent: each retry has its own timestamp
                     headers.update(signed_headers(signing_secret, event_id, bytes(body)))
                 result = await poster.post(uri, bytes(body), headers, timeout=self.timeout)

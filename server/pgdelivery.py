@@ -43,13 +43,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from server.net import shown_uri
-from server.outbox import backoff
+from server.outbox import backoff, bearer_for
 from server.signing import signed_headers
 from server.webhookpost import Delivery, Poster
 
@@ -426,8 +425,8 @@ class DeliveryLoop:
             "X-PDN-Event-Id": head.event_id,
             "X-PDN-Topic": head.topic,
         }
-        token = self.outbox.bearer_token
-        if token and "@" not in urlsplit(head.uri).netloc:
+        token = bearer_for(head.uri, self.outbox.tokens, self.outbox.bearer_token)
+        if token:
             headers["Authorization"] = f"Bearer {token}"
         if head.signing_secret:  # signed as sent: each retry has its own timestamp
             headers.update(signed_headers(head.signing_secret, head.event_id, head.body))

@@ -139,11 +139,14 @@ class PgOutbox:
         delivery_pool_size: int = 6,
         slow_after: float = SLOW_AFTER,
         pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
-        """``max_connections``: POSTs in flight at once (a quarter of them for subscribers
-        that are failing, see ``server.pgdelivery.Slots``); ``slow_after``: seconds a POST may
-        go unanswered before it leaves the live subscribers' share. ``delivery_pool_size``:
-        the delivery loop's database connections (claims, and one per kind of batch)."""
+        """``tokens(uri)``: a subscriber's own bearer token (a display's), before
+        ``bearer_token``. ``max_connections``: POSTs in flight at once (a quarter of them for
+        subscribers that are failing, see ``server.pgdelivery.Slots``); ``slow_after``:
+        seconds a POST may go unanswered before it leaves the live subscribers' share.
+        ``delivery_pool_size``: the delivery loop's database connections (claims, and one per
+        kind of batch)."""
         bounds = limits()
         self.pool = pool
         self.url = str(pool.conninfo)
@@ -159,6 +162,7 @@ class PgOutbox:
         self.max_connections = max_connections
         self.bearer_token = bearer_token
         self.pins = pins  # the certificates of HTTPS subscribers, pinned (server.pins)
+        self.tokens = tokens
         # A lease must outlast a POST (timeout) by a margin: a live owner keeps renewing it.
         self.lease = max(lease, timeout + 1.0)
         self.delivery_pool_size = delivery_pool_size

@@ -11,7 +11,8 @@ then on accepts that certificate and no other, whoever signed it.
 - :func:`check_peer`: the same check for the webhook poster's own connections.
 - :class:`PinBook`: the scheduler's pins by origin, in memory, read again from its storage when
   an HTTPS origin has none (at most every few seconds: another scheduler process on the same
-  database may have taken the registration).
+  database may have taken the registration). :class:`OriginBook`, the same for any value by
+  origin (the tokens the scheduler got by pairing with its displays).
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from urllib.parse import urlsplit
 from requests import PreparedRequest
 from requests.adapters import HTTPAdapter
 
-__all__ = ["PinBook", "PinningAdapter", "Pins", "check_peer", "origin_of", "unverified_context"]
+__all__ = [
+    "OriginBook",
+    "PinBook",
+    "PinningAdapter",
+    "Pins",
+    "check_peer",
+    "origin_of",
+    "presented_fingerprint",
+    "unverified_context",
+]
 
 #: ``pins(url)``: the fingerprint pinned for ``url``'s origin, or None.
 Pins = Callable[[str], str | None]
@@ -44,6 +54,14 @@ def origin_of(url: str) -> str:
 
 def fingerprint_of(der: bytes) -> str:
     return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def presented_fingerprint(url: str, timeout: float = 5.0) -> str:
+    """``sha256:...`` of the certificate the HTTPS server at ``url`` presents now, not verified
+    (trust on first use, for pairing); OSError or ssl.SSLError when it cannot be had."""
+    parts = urlsplit(url)
+    pem = ssl.get_server_certificate((parts.hostname or "", parts.port or 443), timeout=timeout)
+    return fingerprint_of(ssl.PEM_cert_to_DER_cert(pem))
 
 
 def check_peer(ssl_object: Any, pin: str) -> None:
@@ -91,8 +109,10 @@ class PinningAdapter(HTTPAdapter):
         super().cert_verify(conn, url, False if pinned else verify, cert)  # type: ignore[no-untyped-call]
 
 
-class PinBook:
-    """The pinned fingerprints of the displays, by origin; thread-safe."""
+class OriginBook:
+    """A value per display origin (a pin, a token), in memory; thread-safe."""
+
+    https_only = False
 
     def __init__(
         self,
@@ -101,7 +121,7 @@ class PinBook:
         reload_after: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``load()``: every pinned display, ``{display URL: "sha256:..."}``."""
+        """``load()``: every display that has one, ``{display URL: value}``."""
         self._load = load
         self._reload_after = reload_after
         self._clock = clock
@@ -109,9 +129,9 @@ class PinBook:
         self._pins: dict[str, str] = {}
         self._loaded = -reload_after
 
-    def pin(self, url: str) -> str | None:
-        """The pin of ``url``'s origin (None for plain HTTP or an origin never pinned)."""
-        if urlsplit(url).scheme.lower() != "https":
+    def get(self, url: str) -> str | None:
+        """The value of ``url``'s origin (None when it has none)."""
+        if self.https_only and urlsplit(url).scheme.lower() != "https":
             return None
         origin = origin_of(url)
         with self._lock:
@@ -124,6 +144,16 @@ class PinBook:
             self._pins.update(loaded)
             return self._pins.get(origin)
 
-    def set(self, url: str, pin: str) -> None:
+    def set(self, url: str, value: str) -> None:
         with self._lock:
-            self._pins[origin_of(url)] = pin
+            self._pins[origin_of(url)] = value
+
+
+class PinBook(OriginBook):
+    """The pinned fingerprints of the displays, by origin (plain HTTP has none)."""
+
+    https_only = True
+
+    def pin(self, url: str) -> str | None:
+        """The pin of ``url``'s origin (None for plain HTTP or an origin never pinned)."""
+        return self.get(url)

@@ -44,6 +44,13 @@ def api_token() -> str | None:
     return token or None
 
 
+def enrolment_token() -> str | None:
+    """The scheduler's enrolment token (PDN_ENROLMENT_TOKEN): a display registering with it
+    as bearer is approved at once (``server.scheduler.enrol``)."""
+    token = os.environ.get("PDN_ENROLMENT_TOKEN", "").strip()
+    return token or None
+
+
 def display_token() -> str | None:
     """The token to send to displays that need one (PDN_DISPLAY_TOKEN), with pushed updates."""
     return os.environ.get("PDN_DISPLAY_TOKEN") or None
@@ -106,9 +113,12 @@ class SegmentService:
         self.name = name
         self._parts: tuple[Part, ...] = ()
 
-    def _outbox(self, data_dir: Path, pins: Pins | None = None) -> Outbox:
+    def _outbox(
+        self, data_dir: Path, pins: Pins | None = None, tokens: Pins | None = None
+    ) -> Outbox:
         """The segment's durable outbox, in ``data_dir`` (created if need be); ``pins``: the
-        certificates of HTTPS subscribers, pinned (``server.pins``)."""
+        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens``: each
+        display's own token, by its URL."""
         from server.outbox import Outbox
 
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +128,7 @@ class SegmentService:
             # Displays with an API token refuse unauthenticated updates.
             bearer_token=display_token(),
             pins=pins,
+            tokens=tokens,
         )
 
     def _listen(self, app: Any, host: str, port: int, *parts: Part) -> None:

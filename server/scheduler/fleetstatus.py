@@ -271,11 +271,15 @@ class FleetStatus:
         book: StatusBook | None = None,
         max_backoff: float = 300.0,
         pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
+        """``tokens(url)``: the display's own token (got by pairing), before
+        ``display_token``."""
         self._storage = storage
         self._interval = interval
         self._thumbnail_interval = thumbnail_interval
         self._token = display_token
+        self._tokens = tokens
         self._downscale = downscale
         self._queue = queue if queue is not None else MemoryProbeQueue(storage)
         self._book: StatusBook = book if book is not None else MemoryStatusBook()
@@ -331,6 +335,8 @@ class FleetStatus:
             body = status.to_json()
             body["display"] = display.url
             body["name"] = display.name
+            if display.pending:  # registered without the enrolment token: awaits approval
+                body["pending"] = True
             records.append(body)
         return records
 
@@ -394,8 +400,9 @@ class FleetStatus:
             with self._lock:
                 self._in_flight.discard(url)
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+    def _headers(self, url: str) -> dict[str, str]:
+        token = (self._tokens(url) if self._tokens is not None else None) or self._token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _check(self, claim: Claim) -> Outcome:
         """One read of the display's health (and thumbnail, when due)."""
@@ -420,7 +427,7 @@ class FleetStatus:
             response = self._session.get(
                 url.rstrip("/") + "/x/health",
                 timeout=TIMEOUT,
-                headers={"Accept": "application/json", **self._headers()},
+                headers={"Accept": "application/json", **self._headers(url)},
             )
             if response.status_code not in (200, 503):
                 raise ValueError(f"/x/health answered {response.status_code}")
@@ -472,7 +479,7 @@ class FleetStatus:
             response = self._session.get(
                 url.rstrip("/") + "/x/screenshot",
                 timeout=TIMEOUT + 5,
-                headers={"Accept": "image/png", **self._headers()},
+                headers={"Accept": "image/png", **self._headers(url)},
             )
             if response.status_code != 200:
                 problem = f"/x/screenshot answered {response.status_code}"

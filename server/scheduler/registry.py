@@ -87,12 +87,16 @@ class DisplayProber:
         display_token: str | None = None,
         queue: ProbeQueue,
         pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
         (re)subscribes it there (idempotent), with ``display_token`` as bearer if given, and
-        ``signing_secret_for(url)`` as the updates' signing secret (Standard Webhooks)."""
+        ``signing_secret_for(url)`` as the updates' signing secret (Standard Webhooks);
+        ``tokens(url)``: the display's own token (got by pairing). A pending display (not
+        approved yet) is read, but not subscribed to."""
         self._storage = storage
+        self._tokens = tokens
         self._on_back = on_back
         self._subscriber_for = subscriber_for
         self._signing_secret_for = signing_secret_for
@@ -141,7 +145,9 @@ class DisplayProber:
             return failed_read(url, error, TIMEOUT)
         self._storage.record_display_info(url, name, sensors)
         log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
-        self._subscribe_playback(url)
+        display = self._storage.display(url)
+        if display is not None and not display.pending:
+            self._subscribe_playback(url)
         if claim.failures:
             log.info("display %s answers again", url)
             try:
@@ -155,10 +161,13 @@ class DisplayProber:
         subscriber = self._subscriber_for(url)
         if subscriber is None:
             return
-        # A display that gave a signing secret at registration takes the token that goes with
-        # it (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN.
-        push_secret = self._storage.push_secret(url)
-        token = bearer_from_secret(push_secret) if push_secret else self._display_token
+        # The token got by pairing with the display; else, for a display that gave a signing
+        # secret at registration, the token that goes with it
+        # (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN.
+        token = self._tokens(url) if self._tokens is not None else None
+        if token is None:
+            push_secret = self._storage.push_secret(url)
+            token = bearer_from_secret(push_secret) if push_secret else self._display_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         target = url.rstrip("/") + "/playback/subscribe/"
         body = {"subscriber-uri": subscriber}

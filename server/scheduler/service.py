@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,10 +10,12 @@ from urllib.parse import urlsplit
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from server.pins import PinBook
+from server.net import is_loopback
+from server.pins import OriginBook, PinBook
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.console import create_console_app
+from server.scheduler.enrol import SchedulerAccess, add_display, approve
 from server.scheduler.fleet import Fleet
 from server.scheduler.fleetstatus import (
     FleetStatus,
@@ -30,11 +33,13 @@ from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import PlayRecord, SchedulerStorage, SqliteStorage
-from server.standalone import SegmentService, display_token
+from server.standalone import SegmentService, display_token, enrolment_token
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
     from server.pgoutbox import PgOutbox
+
+log = logging.getLogger("pdn.scheduler")
 
 
 class SchedulerService(SegmentService):
@@ -67,6 +72,20 @@ class SchedulerService(SegmentService):
         # The certificates of displays serving HTTPS, pinned when they registered (read from
         # the storage made below, when first needed).
         self.pins = PinBook(self._tls_pins)
+        # The tokens the scheduler got by pairing with displays (the console's "Add a display").
+        self.tokens = OriginBook(self._push_tokens)
+        # Who may change what (server.scheduler.enrol): the operator token guards the fleet.
+        self.access = SchedulerAccess(
+            operator_token=token,
+            enrolment_token=enrolment_token(),
+            beyond_loopback=not is_loopback(host),
+        )
+        if self.access.beyond_loopback and token is None:
+            log.warning(
+                "listening on %s with no operator token: schedules, assignments, groups,"
+                " broadcasts and the console refuse every change; set PDN_API_TOKEN",
+                host,
+            )
         if database:
             from server.pg import open_pool
             from server.pgoutbox import PgOutbox
@@ -74,11 +93,15 @@ class SchedulerService(SegmentService):
 
             self._pool = open_pool(database, name="scheduler", max_size=10)
             self.outbox = PgOutbox(
-                self._pool, name="scheduler", bearer_token=display_token(), pins=self.pins.pin
+                self._pool,
+                name="scheduler",
+                bearer_token=display_token(),
+                pins=self.pins.pin,
+                tokens=self.tokens.get,
             )
             self.storage = storage or PgStorage(self._pool)
         else:
-            self.outbox = self._outbox(data_dir, pins=self.pins.pin)
+            self.outbox = self._outbox(data_dir, pins=self.pins.pin, tokens=self.tokens.get)
             self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.broadcasts = Broadcasts()
@@ -106,6 +129,7 @@ class SchedulerService(SegmentService):
             display_token=display_token(),
             queue=queue,
             pins=self.pins.pin,
+            tokens=self.tokens.get,
         )
         # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
@@ -115,6 +139,7 @@ class SchedulerService(SegmentService):
             queue=queue,
             book=book,
             pins=self.pins.pin,
+            tokens=self.tokens.get,
         )
         self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(
@@ -123,7 +148,8 @@ class SchedulerService(SegmentService):
             self.outbox,
             on_register=self._registered,
             on_pin=self.pins.set,
-            token=token,
+            on_paired=self._paired,
+            access=self.access,
             fleet=self.fleet,
         )
         add_plays_routes(self.app, self.storage)
@@ -141,6 +167,9 @@ class SchedulerService(SegmentService):
             status=self.fleet_status,
             broadcasts=self.broadcasts,
             token=token,
+            closed=self.access.closed,
+            approve=lambda url: approve(self.storage, url, self._approved),
+            add_display=self._add_display,
         )
         self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}
@@ -162,6 +191,25 @@ class SchedulerService(SegmentService):
 
     def _tls_pins(self) -> dict[str, str]:
         return self.storage.tls_pins()
+
+    def _push_tokens(self) -> dict[str, str]:
+        return self.storage.push_tokens()
+
+    def _paired(self, url: str, token: str, pin: str | None) -> None:
+        self.tokens.set(url, token)
+        if pin is not None:
+            self.pins.set(url, pin)
+
+    def _approved(self, url: str) -> None:
+        self._registered(url, None)
+
+    def _add_display(self, url: str, code: str) -> str | None:
+        """The console's "Add a display" (``server.scheduler.enrol.add_display``)."""
+        return add_display(self.storage, url, code, on_paired=self._paired_and_pushed)
+
+    def _paired_and_pushed(self, url: str, token: str, pin: str | None) -> None:
+        self._paired(url, token, pin)
+        self._registered(url, None)
 
     def _playback_signing_secret(self, url: str) -> str | None:
         secret = self.storage.ingest_secret(url)
