@@ -13,7 +13,9 @@
 #             for a display with its 'display' extra and a PySide6 this machine can run; the
 #             scheduler, content and sensor roles need no Qt and get none
 #   files     the start wrapper, the README and the systemd units
-#   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet
+#   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet; for a
+#             scheduler, its operator and enrolment tokens in /etc/pdn/scheduler.env when it
+#             has none (printed once)
 #   dirs      /var/lib/pdn and its sub-directories, owned by pdn
 #   enable    enables the units (display by default; see --services)
 #   start     (re)starts them, unless --no-start
@@ -395,14 +397,40 @@ install_private_file() {
     if [ -z "$ROOT" ]; then chgrp "$PDN_USER" "$target"; fi
 }
 
-# A new display serves HTTPS (issue 22). Not when this machine also runs a sensor or the content
-# server: they reach the display as http://127.0.0.1:8080 and cannot pin its certificate yet.
-tls_line() {
-    if wants_service sensor || wants_service content; then
-        echo "tls = false"
-    else
-        echo "tls = true"
+# A new display serves HTTPS (issue 22). A sensor or content server on this machine pairs with it
+# like any controller (pdn ctl pair, as the pdn user) and pins its certificate.
+tls_line() { echo "tls = true"; }
+
+# A random token: 32 bytes, URL-safe base64 (43 characters).
+new_token() { head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
+
+# The scheduler's operator token (PDN_API_TOKEN) and enrolment token (PDN_ENROLMENT_TOKEN), in
+# /etc/pdn/scheduler.env (0640), made when none is set and printed this once (issue 22).
+OPERATOR_TOKEN_MADE=""
+ENROLMENT_TOKEN_MADE=""
+write_scheduler_tokens() {
+    local env="$ROOT$CONFIG_DIR/scheduler.env" tmp operator enrolment
+    wants_service scheduler || return 0
+    if [ -e "$env" ] && grep -q '^PDN_API_TOKEN=.' "$env"; then
+        say "kept the scheduler's operator token in $CONFIG_DIR/scheduler.env"
+        return 0
     fi
+    operator=$(new_token)
+    enrolment=$(new_token)
+    tmp=$(mktemp)
+    {
+        if [ -e "$env" ]; then grep -v '^PDN_API_TOKEN=\|^PDN_ENROLMENT_TOKEN=' "$env" || true; fi
+        echo "# The scheduler's secrets (pdn-scheduler.service). Keep this file 0640."
+        echo "# Operator token: schedules, assignments, groups, broadcasts, the console."
+        echo "PDN_API_TOKEN=$operator"
+        echo "# Enrolment token: a display with scheduler_token = this is approved at once."
+        echo "PDN_ENROLMENT_TOKEN=$enrolment"
+    } >"$tmp"
+    install_private_file "$tmp" "$env"
+    rm -f "$tmp"
+    did "made the scheduler's operator and enrolment tokens in $CONFIG_DIR/scheduler.env"
+    OPERATOR_TOKEN_MADE=$operator
+    ENROLMENT_TOKEN_MADE=$enrolment
 }
 
 write_config() {
@@ -568,6 +596,13 @@ summary() {
         say "  $PREFIX/venv/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
     fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
+    if [ -n "$OPERATOR_TOKEN_MADE" ]; then
+        say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
+        say "  $OPERATOR_TOKEN_MADE"
+        say "  (the console's sign-in, and PDN_API_TOKEN for pdn ctl assign/approve/add-display)"
+        say "its enrolment token, for displays' scheduler_token (others wait for approval):"
+        say "  $ENROLMENT_TOKEN_MADE"
+    fi
 }
 
 main() {
@@ -578,7 +613,7 @@ main() {
     skipped user || create_user
     skipped venv || install_venv
     skipped files || install_files
-    skipped config || { write_config; check_private_files; }
+    skipped config || { write_config; write_scheduler_tokens; check_private_files; }
     skipped dirs || create_state_dirs
     skipped enable || enable_units
     skipped start || start_units

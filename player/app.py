@@ -255,7 +255,7 @@ def run(
                 location=config.location,
                 name=config.name,
                 groups=list(config.groups),
-                token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
+                token=config.scheduler_token,
                 signing_secret=webhook_secret,
                 tls_fingerprint=tls[1] if tls else None,
             )

@@ -16,6 +16,8 @@ then command-line flags. Example (every key is optional)::
     register = "http://10.0.0.9:8090"   # register with this scheduler (needs [location]);
                                         # 'scheduler' is another name for it
     groups = ["lobby", "floor-2"]       # groups it declares at the scheduler (assignment)
+    scheduler_token = "..."             # the scheduler's enrolment token: approved at once
+                                        # (else it waits for an operator); PDN_SCHEDULER_TOKEN
 
     [location]
     latitude = "N54.0104"               # or "N 54 00.624"
@@ -93,6 +95,8 @@ class DisplayConfig:
     location: dict[str, str] | None = None
     timezone: str = "UTC"
     api_token: str | None = None
+    #: The scheduler's enrolment token, sent when registering and following (issue 22).
+    scheduler_token: str | None = None
     protect_reads: bool = False
     allowed_origins: tuple[str, ...] = ()
     accept_cds: bool = True
@@ -376,6 +380,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "accept_cds": _bool,
     "allowed_origins": _origins,
     "api_token": _string,
+    "scheduler_token": _string,
     "protect_reads": _bool,
     "public_url": _url,
     "data_dir": _string,
@@ -421,6 +426,9 @@ def load_config(
     token = env.get("PDN_API_TOKEN")
     if token:
         config.api_token = token
+    enrolment = env.get("PDN_SCHEDULER_TOKEN")
+    if enrolment:
+        config.scheduler_token = enrolment
     checks: dict[str, Callable[[str, Any], Any]] = {
         "port": _port,
         "timezone": _timezone,

@@ -267,5 +267,21 @@ class ScheduleFollower:
             return False
         self._registered_at = time.monotonic()
         self._warned.discard("register")
-        log.info("registered %s with %s", body["url"], self.register_url)
+        pending = _answer(response).get("state") == "pending"
+        log.info(
+            "registered %s with %s%s",
+            body["url"],
+            self.register_url,
+            " (waiting for an operator's approval: set scheduler_token to be taken at once)"
+            if pending
+            else "",
+        )
         return True
+
+
+def _answer(response: requests.Response) -> dict[str, Any]:
+    try:
+        value = response.json()
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

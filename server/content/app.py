@@ -33,10 +33,12 @@ import requests
 from flask import Flask, Response, redirect, request, send_from_directory
 
 from cds.durations import format_duration
+from server.displaycreds import DisplayCredentials
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
 from server.lockout import RateLimit
 from server.net import local_address, url_host
+from server.pins import PinningAdapter
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
 log = logging.getLogger("pdn.content")
@@ -95,9 +97,18 @@ class ForwardResult:
 class DisplayForwarder:
     """POSTs a scheduling request to a display, with a hard deadline on the whole exchange."""
 
-    def __init__(self, *, timeout: float = FORWARD_TIMEOUT, token: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float = FORWARD_TIMEOUT,
+        token: str | None = None,
+        credentials: DisplayCredentials | None = None,
+    ) -> None:
+        """``token``: sent to every display (``PDN_DISPLAY_TOKEN``); ``credentials``: each
+        display's own token and pinned certificate, sent and checked for that display only."""
         self._timeout = timeout
         self._token = token
+        self._credentials = credentials
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="forward")
 
     def close(self) -> None:
@@ -114,16 +125,21 @@ class DisplayForwarder:
 
     def _post(self, target: str, body: dict[str, Any]) -> ForwardResult:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        own = self._credentials.token(target) if self._credentials is not None else None
+        token = own or self._token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         try:
-            response = requests.post(
-                target,
-                data=json.dumps(body),
-                headers=headers,
-                timeout=(self._timeout, self._timeout),
-                allow_redirects=False,
-            )
+            with requests.Session() as session:
+                if self._credentials is not None:  # HTTPS displays paired: pinned
+                    session.mount("https://", PinningAdapter(self._credentials.pin))
+                response = session.post(
+                    target,
+                    data=json.dumps(body),
+                    headers=headers,
+                    timeout=(self._timeout, self._timeout),
+                    allow_redirects=False,
+                )
         except requests.RequestException as error:
             return ForwardResult("unreachable", f"cannot reach {target}: {_short(error)}")
         try:

@@ -129,12 +129,36 @@ def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
     assert "pdn ctl pair https://" in again.stdout and "--pairing-code" in again.stdout
 
 
-def test_a_display_with_a_local_sensor_or_content_server_stays_on_http(tmp_path: Path) -> None:
-    """They reach the display over http://127.0.0.1 and cannot pin its certificate yet."""
-    result = install_into(tmp_path, "--services", "display,sensor")
+def test_a_display_with_a_local_sensor_or_content_server_serves_https_too(tmp_path: Path) -> None:
+    """They pair with it like any controller and pin its certificate (server.displaycreds)."""
+    result = install_into(tmp_path, "--services", "display,sensor,content")
     assert result.returncode == 0, result.stderr
-    assert "\ntls = false\n" in (tmp_path / "etc/pdn/pdn.toml").read_text()
-    assert "display API: http://" in result.stdout
+    assert "\ntls = true\n" in (tmp_path / "etc/pdn/pdn.toml").read_text()
+    assert "display API: https://" in result.stdout
+
+
+def test_a_scheduler_gets_an_operator_token_printed_once(tmp_path: Path) -> None:
+    result = install_into(tmp_path, "--services", "scheduler")
+    assert result.returncode == 0, result.stderr
+    env = tmp_path / "etc/pdn/scheduler.env"
+    assert oct(env.stat().st_mode & 0o777) == "0o640"
+    values = dict(
+        line.split("=", 1) for line in env.read_text().splitlines() if line.startswith("PDN_")
+    )
+    operator, enrolment = values["PDN_API_TOKEN"], values["PDN_ENROLMENT_TOKEN"]
+    assert len(operator) == 43 and len(enrolment) == 43 and operator != enrolment
+    assert result.stdout.count(operator) == 1 and result.stdout.count(enrolment) == 1
+    unit = (tmp_path / "etc/systemd/system/pdn-scheduler.service").read_text()
+    assert "EnvironmentFile=-/etc/pdn/scheduler.env" in unit
+    # Installed again: the token is kept, and not shown again.
+    again = install_into(tmp_path, "--services", "scheduler")
+    assert again.returncode == 0, again.stderr
+    assert operator not in again.stdout and enrolment not in again.stdout
+    assert f"PDN_API_TOKEN={operator}" in env.read_text()
+    # One the owner set is kept.
+    env.write_text("PDN_API_TOKEN=mine\n")
+    third = install_into(tmp_path, "--services", "scheduler")
+    assert "mine" not in third.stdout and env.read_text() == "PDN_API_TOKEN=mine\n"
 
 
 def test_bad_options_are_refused(tmp_path: Path) -> None:
