@@ -173,7 +173,7 @@ def pair_with_display(
             if response.status_code != 201 or not isinstance(answer.get("token"), str):
                 message = answer.get("message") or f"it answered {response.status_code}"
                 raise ApiError(
-                    409 if response.status_code in (400, 401, 404, 429) else 502,
+                    409 if response.status_code in (400, 401, 403, 404, 429) else 502,
                     "pairing-refused",
                     f"{url} refused the pairing: {message}",
                     field="code",

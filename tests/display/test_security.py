@@ -12,95 +12,20 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from player.config import DisplayConfig
-from server.display import DisplaySecurity, create_app
 from server.lockout import Lockout
-from server.net import is_loopback
 from server.pairing import CODE_FILE, Pairing, read_code_file
-from server.tls import ensure_certificate, fingerprint, server_context
+from server.tls import ensure_certificate, server_context
 from server.wsgi import WsgiServer
-from tests.display.conftest import Display, build_display, close_display
+from tests.display.conftest import Screen
 
 PDN = str(Path(sys.executable).parent / "pdn")
 ITEM = {"content-item": "http://example.org/page"}
-
-
-class Screen:
-    """One display under test, closed or open, and clients from chosen source addresses."""
-
-    def __init__(
-        self, display: Display, security: DisplaySecurity, port: int, scheme: str = "http"
-    ) -> None:
-        self.display = display
-        self.security = security
-        self.url = f"{scheme}://127.0.0.1:{port}"
-        self._clients: dict[str, httpx.Client] = {}
-        self.extra: dict[str, Any] = {}
-
-    def client(self, source: str = "127.0.0.2") -> httpx.Client:
-        if source not in self._clients:
-            self._clients[source] = httpx.Client(
-                base_url=self.url,
-                transport=httpx.HTTPTransport(local_address=source),
-                timeout=10,
-            )
-        return self._clients[source]
-
-    def code(self) -> str:
-        assert self.security.pairing is not None
-        return self.security.pairing.current_code()[0]
-
-    def pair(self, name: str, source: str = "127.0.0.9") -> str:
-        answer = self.client(source).post("/x/pair", json={"code": self.code(), "name": name})
-        assert answer.status_code == 201, answer.text
-        token: str = answer.json()["token"]
-        return token
-
-    def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-
-
-@pytest.fixture
-def make_screen(tmp_path: Path) -> Iterator[Callable[..., Screen]]:
-    made: list[tuple[Screen, WsgiServer]] = []
-
-    def make(host: str = "0.0.0.0", tls: bool = False, **settings: Any) -> Screen:
-        data_dir = tmp_path / f"data{len(made)}"
-        data_dir.mkdir()
-        security = DisplaySecurity(pairing=Pairing(data_dir))
-        placeholder: Any = type("Placeholder", (), {"api_token": None})()
-        app = create_app(placeholder, security)
-        context = None
-        if tls:  # as player.app does it: a self-signed certificate in the data directory
-            cert, key = ensure_certificate(data_dir)
-            context = server_context(cert, key)
-            security.tls_fingerprint = fingerprint(cert)
-        server = WsgiServer(app, host, 0, name="secure-display", tls=context).start()
-        # As player.app decides it: from the address the socket is bound to.
-        security.beyond_loopback = not is_loopback(server.host)
-        config = DisplayConfig(timezone="UTC", **settings)
-        display = build_display(app, server, data_dir, config)
-        screen = Screen(display, security, server.port, "https" if tls else "http")
-        screen.extra = {"app": app, "server": server}
-        made.append((screen, server))
-        return screen
-
-    yield make
-    for screen, server in made:
-        screen.close()
-        screen.extra["server"].stop()
-        server.stop()
-        close_display(screen.display)
-        assert screen.security.pairing is not None
-        screen.security.pairing.close()
 
 
 def bearer(token: str) -> dict[str, str]:
