@@ -37,7 +37,7 @@ from server.displaycreds import DisplayCredentials
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
 from server.lockout import RateLimit
-from server.net import local_address, url_host
+from server.net import local_address, shown_uri, url_host
 from server.pins import PinningAdapter
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
@@ -278,7 +278,7 @@ def create_app(
         log.info(
             "%s for %s (requestor %s): %s%s",
             name,
-            display_uri,
+            shown_uri(display_uri),  # a display-uri may carry a credential: masked
             json.dumps(requestor)[:200],
             result.status,
             f" ({result.reason})" if result.reason else "",

@@ -8,6 +8,7 @@ server, and the real ``pdn ctl pair``. Clients use loopback source addresses of 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -72,10 +73,15 @@ def swap_certificate(screen: Screen, tmp_path: Path) -> None:
 
 
 def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
-    make_screen: Callable[..., Screen], scheduler: SchedulerService, tmp_path: Path
+    make_screen: Callable[..., Screen],
+    scheduler: SchedulerService,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     screen = make_screen(tls=True, name="Lobby")
     pin = screen.security.tls_fingerprint
+    code = screen.code()
     with operator_client(scheduler) as api:
         # A wrong code: refused, nothing stored; a wrong pin: refused before pairing.
         wrong = "ABCD-EFGH" if screen.code() != "ABCD-EFGH" else "HGFE-DCBA"
@@ -85,7 +91,7 @@ def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
         mismatch = api.post("/x/displays/pair", json=bad_pin)
         assert mismatch.status_code == 409 and mismatch.json()["error"] == "certificate-changed"
         assert scheduler.storage.displays() == []
-        added = api.post("/x/displays/pair", json={"url": screen.url, "code": screen.code()})
+        added = api.post("/x/displays/pair", json={"url": screen.url, "code": code})
         assert added.status_code == 201, added.text
         assert added.json() == {"display": screen.url, "state": "approved", "tls-fingerprint": pin}
         assert screen.security.pairing is not None
@@ -100,6 +106,17 @@ def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
         assign = api.post("/x/assignments", json={"schedule": "lobby", "display": screen.url})
         assert assign.status_code == 201
         wait_for(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
+        # No secret in a log line or a health answer (the code is one once used).
+        (token,) = scheduler.storage.push_tokens().values()
+        answers = [
+            api.get("/x/health").text,
+            api.get("/x/fleet").text,
+            api.get("/displays").text,
+            httpx.get(f"{screen.url}/x/health", verify=False).text,
+        ]
+        for secret in (token, OPERATOR, code, code.replace("-", "")):
+            assert not [r.getMessage() for r in caplog.records if secret in r.getMessage()]
+            assert not [answer for answer in answers if secret in answer]
         # The certificate is swapped: the scheduler refuses it, nothing more arrives.
         swap_certificate(screen, tmp_path)
         api.request("DELETE", "/x/assignments", json={"schedule": "lobby", "display": screen.url})
