@@ -37,11 +37,21 @@ def schedule_is_not_json_schema(finding: Finding, answer: dict[str, Any]) -> boo
 def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
     """What a schema-valid request may still get: a generated CDS refused (above), and a
     display URL registered before with another TLS certificate (409 certificate-changed, issue
-    22: the first certificate stays pinned, whatever the request looks like)."""
-    return schedule_is_not_json_schema(finding, answer) or (
-        finding.operation == "POST /displays"
-        and finding.check == "positive_data_acceptance"
-        and answer.get("error") == "certificate-changed"
+    22: the first certificate stays pinned, whatever the request looks like), and a display to
+    pair with that is not there (502 display-unreachable) or refuses the code."""
+    return (
+        schedule_is_not_json_schema(finding, answer)
+        or (
+            finding.operation == "POST /displays"
+            and finding.check == "positive_data_acceptance"
+            and answer.get("error") == "certificate-changed"
+        )
+        or (
+            # A generated display URL has no display behind it to pair with (502, documented).
+            finding.operation == "POST /x/displays/pair"
+            and finding.check in ("positive_data_acceptance", "not_a_server_error")
+            and answer.get("error") in ("display-unreachable", "pairing-refused")
+        )
     )
 
 
