@@ -341,6 +341,7 @@ def require_token(
     *,
     service: str,
     protect_reads: Callable[[], bool] | None = None,
+    open_endpoints: frozenset[str] = frozenset(),
 ) -> None:
     """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set,
     and on reads too when ``protect_reads()`` says so (default: ``PDN_PROTECT_READS``).
@@ -348,6 +349,8 @@ def require_token(
     ``service`` names the segment in the refusal: "This <service> needs ...". Every 401
     carries ``WWW-Authenticate: Bearer`` (RFC 6750). 10 wrong tokens from one address within
     a minute lock that address out (429, ``server.lockout``), as on the display.
+    ``open_endpoints``: endpoints open to anyone by design (the content segment's
+    ``POST /<app>/schedule``).
     """
     reads_protected = protect_reads or protect_reads_from_env
     guard = Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
@@ -356,7 +359,7 @@ def require_token(
     @app.before_request
     def _check_token() -> None:
         token = token_getter()
-        if not token or request.method == "OPTIONS":
+        if not token or request.method == "OPTIONS" or request.endpoint in open_endpoints:
             return
         reading = request.method in ("GET", "HEAD")
         if reading and not reads_protected():

@@ -213,7 +213,13 @@ def create_app(
     token: str | None = None,
 ) -> Flask:
     app = create_base_app("pdn.content", openapi="content")
-    install_token_check(app, lambda: token, service="content server")
+    # POST /<app>/schedule stays open with a token set too (INTERFACE.md): rate-limited below.
+    install_token_check(
+        app,
+        lambda: token,
+        service="content server",
+        open_endpoints=frozenset(("schedule", "schedule_default")),
+    )
     # POST /<app>/schedule is open to anyone by design (a visitor's phone asks an app onto a
     # screen): so it is rate-limited per address instead (tests may swap the limiter).
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=SCHEDULE_RATE[0], window=SCHEDULE_RATE[1])

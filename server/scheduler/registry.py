@@ -1,6 +1,7 @@
 """Learning about registered displays from the displays themselves.
 
-After ``POST /displays`` (and every ``refresh_interval`` afterwards) the scheduler reads the
+After ``POST /displays`` of an approved display, or its approval (and every ``refresh_interval``
+afterwards) the scheduler reads the
 display's ``GET /`` for its name (extension field) and the URL of its sensors, then that URL for
 the sensor list, and subscribes to its playback updates. A display that does not answer is
 tried again with a growing pause, never holding up the API: the reads run on a small pool of
@@ -94,7 +95,7 @@ class DisplayProber:
         (re)subscribes it there (idempotent), with ``display_token`` as bearer if given, and
         ``signing_secret_for(url)`` as the updates' signing secret (Standard Webhooks);
         ``tokens(url)``: the display's own token (got by pairing). A pending display (not
-        approved yet) is read, but not subscribed to."""
+        approved yet) is not in the queue, and never subscribed to."""
         self._storage = storage
         self._tokens = tokens
         self._on_back = on_back

@@ -206,10 +206,13 @@ class socket_closed_port:  # noqa: N801 (used as a context manager)
 
 
 def test_schedule_requests_are_rate_limited_per_address(peer: HttpPeer) -> None:
-    """POST /<app>/schedule stays open (a visitor's phone), limited per address (issue 22)."""
+    """POST /<app>/schedule stays open (a visitor's phone), also with the content server's own
+    token set, and is limited per address (issue 22)."""
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     forwarder = DisplayForwarder()
-    app = create_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example")
+    app = create_app(
+        AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example", token="content-token"
+    )
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=3, window=60)
     server = WsgiServer(app, "0.0.0.0", 0, name="content").start()
     clients = {
