@@ -274,7 +274,9 @@ def _check(response: requests.Response) -> Any:
         message = answer.get("message") if isinstance(answer, dict) else None
         detail = message or response.reason
         code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
-        if response.status_code == 401:
+        if response.status_code == 401 and "scheduler" in detail:
+            detail += " (set PDN_API_TOKEN to the scheduler's operator token)"
+        elif response.status_code == 401:
             detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
         raise CtlError(code, f"{response.status_code}: {detail}")
     return _json(response)
