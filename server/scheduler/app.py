@@ -78,8 +78,8 @@ def check_repin(storage: SchedulerStorage, url: str, pin: str, signing_secret: s
         409,
         "certificate-changed",
         f"{url} registered before with another TLS certificate ({known}); this one is not"
-        " taken without the display's signing secret. If the display was reinstalled, remove"
-        " it from the scheduler first.",
+        " taken without the display's signing secret. If the display was reinstalled, add it"
+        " again by the code on its screen (the console's 'Add a display').",
         field="tls-fingerprint",
     )
 
@@ -87,7 +87,8 @@ def check_repin(storage: SchedulerStorage, url: str, pin: str, signing_secret: s
 def check_secret_change(storage: SchedulerStorage, url: str, secret: str | None) -> None:
     """Without a token, a registration may not replace the signing secret an approved display
     gave before (409): pushes would be signed with a stranger's secret. A display that was
-    reinstalled registers with the enrolment token, or is removed and approved again."""
+    reinstalled registers with the enrolment token, or an operator adds it again by its
+    pairing code (``POST /x/displays/pair``), which clears the old secret."""
     if secret is None:
         return
     known = storage.push_secret(url)
@@ -99,7 +100,8 @@ def check_secret_change(storage: SchedulerStorage, url: str, secret: str | None)
             409,
             "secret-changed",
             f"{url} registered before with another signing secret; a new one is taken only"
-            " with the scheduler's enrolment token ('Authorization: Bearer <token>').",
+            " with the scheduler's enrolment token ('Authorization: Bearer <token>'). If the"
+            " display was reinstalled, add it again by the code on its screen.",
             field="signing-secret",
         )
 

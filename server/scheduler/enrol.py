@@ -252,13 +252,20 @@ def add_display(
     certificate pinned (``POST /x/displays/pair``, the console's "Add a display"); returns the
     pin (None over plain HTTP). Its location and name default to what its ``GET /`` says."""
     token, pin, info = pair_with_display(url, code, name=scheduler_name(), pin=pin)
-    if location is None:
+    if location is None:  # what the display says, else what it registered with
         given = info.get("location")
-        location = given if isinstance(given, dict) else {}
+        known = storage.display(url)
+        if isinstance(given, dict) and given:
+            location = given
+        else:
+            location = known.location if known is not None else {}
     if name is None and isinstance(info.get("name"), str):
         name = info["name"]
     storage.upsert_display(url, location, name)
     storage.set_push_token(url, token)
+    # Pushes go with this token now, unsigned: a signing secret the display gave before may be
+    # one it no longer has (it was reinstalled), and a signed push is checked by its signature.
+    storage.set_push_secret(url, None)
     if pin is not None:
         storage.set_tls_pin(url, pin)
     log.info("paired with display %s%s", url, f" (certificate {pin})" if pin else "")

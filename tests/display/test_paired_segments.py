@@ -91,14 +91,24 @@ def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
         mismatch = api.post("/x/displays/pair", json=bad_pin)
         assert mismatch.status_code == 409 and mismatch.json()["error"] == "certificate-changed"
         assert scheduler.storage.displays() == []
+        # It registered before with a signing secret it no longer has (it was reinstalled):
+        # pairing again replaces it, or the pushes below would be refused as wrongly signed.
+        stale = {
+            "url": screen.url,
+            "location": {"latitude": "N1", "longitude": "E1"},
+            "signing-secret": "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY",
+        }
+        assert api.post("/displays", json=stale).status_code == 201
         added = api.post("/x/displays/pair", json={"url": screen.url, "code": code})
         assert added.status_code == 201, added.text
         assert added.json() == {"display": screen.url, "state": "approved", "tls-fingerprint": pin}
+        assert scheduler.storage.push_secret(screen.url) is None
         assert screen.security.pairing is not None
         names = [c["name"] for c in screen.security.pairing.controllers()]
         assert len(names) == 1 and names[0].startswith("scheduler@")
         listed = api.get("/displays").json()
         assert [(d["url"], d["name"]) for d in listed] == [(screen.url, "Lobby")]
+        assert listed[0]["location"] == {"latitude": "N1", "longitude": "E1"}  # as registered
         # Its schedules are pushed with its token, over the pinned HTTPS.
         lobby = cds("lobby", "http://127.0.0.1:9/a")
         put = api.put("/x/schedules/lobby", content=lobby, headers={"Content-Type": "text/xml"})
