@@ -7,7 +7,8 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
 - otherwise every state-changing request needs ``Authorization: Bearer`` with the configured
   ``api_token`` or a paired controller's token (``server.pairing``); without one it is refused
   with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
-  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings`` is never a free read;
+  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings`` and ``GET
+  /x/screenshot`` (it may show the pairing code) are never free reads;
 - ``POST /x/pair`` is open: the pairing code is the credential;
 - a signed update (Standard Webhooks headers) to ``POST /schedule`` or ``POST /sensing`` is
   checked against the display's own signing secret, which it gives to the publishers it
@@ -46,8 +47,10 @@ from server.signing import HEADERS, SignatureError, Verifier, bearer_from_secret
 
 __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 
-#: Endpoints that are never free reads (the list of controllers is for controllers).
-_GUARDED_READS = frozenset(("display.pairings",))
+#: Endpoints that are never free reads on a closed display: the list of controllers is for
+#: controllers, and a screenshot of the idle page shows the pairing code, meant to be read off
+#: the screen by someone in front of it, not over the network.
+_GUARDED_READS = frozenset(("display.pairings", "display.screenshot"))
 #: Endpoints publishers POST signed updates to (a schedule, a sensor's readings).
 _SIGNED_UPDATES = frozenset(("display.schedule", "display.post_sensing"))
 log = logging.getLogger("pdn.display.access")

@@ -12,7 +12,9 @@
 - **Schedule subscriptions** (``POST /schedule/<id>/subscribe/``, ``/unsubscribe/``): the
   operator or the enrolment token (a display following a schedule sends its
   ``scheduler_token``).
-- **Reads** are open unless ``protect_reads`` (then either token).
+- **Reads** are open unless ``protect_reads`` (then either token), but for a display's
+  thumbnail (``GET /x/displays/thumbnail``: the idle page shows the pairing code), which is
+  the operator's.
 - **Adding a display by its pairing code** (``POST /x/displays/pair``, the console's "Add a
   display"): the scheduler pairs with the display (``POST /x/pair``), pinning the certificate
   it presents when it serves HTTPS, keeps the token and pushes with it from then on.
@@ -49,6 +51,8 @@ log = logging.getLogger("pdn.scheduler.enrol")
 _ENROLLED = frozenset(("subscribe", "unsubscribe"))
 #: Answered by the route itself (open, pending without the enrolment token).
 _OPEN = frozenset(("register_display",))
+#: Reads for the operator only: a display's picture may show its pairing code.
+_OPERATOR_READS = frozenset(("get_thumbnail",))
 TIMEOUT = 5.0
 
 APPROVE = Schema(Field("display", Uri(schemes=HTTP), required=True))
@@ -109,12 +113,15 @@ class SchedulerAccess:
         if request.method == "OPTIONS" or request.endpoint in _OPEN:
             return
         reading = request.method in ("GET", "HEAD")
-        if reading and not self.protect_reads():
+        if reading and not self.protect_reads() and request.endpoint not in _OPERATOR_READS:
             return
         if not self.closed:
             return
         who = self.bearer()
-        if who == "operator" or (who == "enrolment" and (reading or request.endpoint in _ENROLLED)):
+        enrolled = reading and request.endpoint not in _OPERATOR_READS
+        if who == "operator" or (
+            who == "enrolment" and (enrolled or request.endpoint in _ENROLLED)
+        ):
             return
         raise self.refusal(wrong=who is not None, reading=reading)
 

@@ -47,6 +47,7 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
+from server.signing import bearer_from_secret
 from server.validation import HTTP, Uri
 
 log = logging.getLogger("pdn.scheduler.fleetstatus")
@@ -400,6 +401,17 @@ class FleetStatus:
             with self._lock:
                 self._in_flight.discard(url)
 
+    def _screenshot_headers(self, url: str) -> dict[str, str]:
+        """A closed display's screenshot is never a free read (it may show its pairing code):
+        the token got by pairing, else the one that goes with the signing secret it gave."""
+        headers = self._headers(url)
+        if self._tokens is not None and self._tokens(url):
+            return headers
+        secret = self._storage.push_secret(url)
+        if secret:
+            headers["Authorization"] = f"Bearer {bearer_from_secret(secret)}"
+        return headers
+
     def _headers(self, url: str) -> dict[str, str]:
         token = (self._tokens(url) if self._tokens is not None else None) or self._token
         return {"Authorization": f"Bearer {token}"} if token else {}
@@ -479,7 +491,7 @@ class FleetStatus:
             response = self._session.get(
                 url.rstrip("/") + "/x/screenshot",
                 timeout=TIMEOUT + 5,
-                headers={"Accept": "image/png", **self._headers(url)},
+                headers={"Accept": "image/png", **self._screenshot_headers(url)},
             )
             if response.status_code != 200:
                 problem = f"/x/screenshot answered {response.status_code}"

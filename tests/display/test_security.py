@@ -327,3 +327,19 @@ def test_https_pairing_pins_the_certificate_and_a_swapped_one_is_refused(
     swapped = ctl("schedule", screen.url, "http://example.org/")
     assert swapped.returncode == 1
     assert "not the one pinned when it was paired" in swapped.stderr
+
+
+def test_a_screenshot_is_not_a_free_read_beyond_loopback(
+    make_screen: Callable[..., Screen],
+) -> None:
+    """The idle page shows the pairing code: read off the screen by someone in front of it, not
+    fetched over the network by anyone (issue 22: no secret in a screenshot)."""
+    screen = make_screen()
+    anonymous = screen.client("127.0.0.2").get("/x/screenshot")
+    assert_error(anonymous, 401, "not-paired")
+    token = screen.pair("ops")
+    paired = screen.client("127.0.0.3").get("/x/screenshot", headers=bearer(token))
+    assert paired.status_code != 401  # 503 no-screen here: the test display has no window
+    assert screen.client("127.0.0.2").get("/x/health").status_code in (200, 503)  # still free
+    local = make_screen(host="127.0.0.1")
+    assert local.client("127.0.0.2").get("/x/screenshot").status_code != 401
