@@ -239,3 +239,29 @@ def test_pdn_ctl_add_display_pairs_the_scheduler_with_a_display(
         wait_for(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
         used = {"url": screen.url, "code": result.args[-1]}
         assert api.post("/x/displays/pair", json=used).status_code == 409
+
+
+def test_the_consoles_add_a_display_pairs_with_it(
+    make_screen: Callable[..., Screen], scheduler: SchedulerService
+) -> None:
+    screen = make_screen(tls=True)
+    base = f"http://127.0.0.1:{scheduler.server.port}"
+    transport = httpx.HTTPTransport(local_address="127.0.0.7")
+    with httpx.Client(base_url=base, transport=transport, timeout=15) as browser:
+        signed = browser.post("/console/signin", data={"token": OPERATOR, "next": "/console/"})
+        assert signed.status_code == 302
+        wrong = "ABCD-EFGH" if screen.code() != "ABCD-EFGH" else "HGFE-DCBA"
+        refused = browser.post("/console/displays/add", data={"url": screen.url, "code": wrong})
+        assert refused.status_code == 302 and "error=" in refused.headers["Location"]
+        page = browser.get(refused.headers["Location"])
+        assert "refused the pairing" in page.text
+        assert scheduler.storage.displays() == []
+        added = browser.post(
+            "/console/displays/add", data={"url": screen.url, "code": screen.code()}
+        )
+        assert added.status_code == 302 and "added=" in added.headers["Location"]
+        assert f"Paired with {screen.url}" in browser.get(added.headers["Location"]).text
+    assert scheduler.storage.push_tokens().keys() == {screen.url}
+    assert scheduler.storage.tls_pin(screen.url) == screen.security.tls_fingerprint
+    display = scheduler.storage.display(screen.url)
+    assert display is not None and not display.pending
