@@ -363,6 +363,8 @@ def describe_fleet_entry(display: dict[str, Any]) -> str:
     name = f"{display['name']}  " if display.get("name") else ""
     if display.get("pending"):
         state = "WAITING FOR APPROVAL (pdn ctl approve)"
+        if display.get("tls-fingerprint"):
+            state += f", certificate {display['tls-fingerprint']}"
     elif display.get("online"):
         state = f"online (seen {display.get('last-seen')})"
     elif display.get("online") is None:

@@ -338,6 +338,8 @@ class FleetStatus:
             body["name"] = display.name
             if display.pending:  # registered without the enrolment token: awaits approval
                 body["pending"] = True
+                # What the operator compares with the display's idle page before approving.
+                body["tls-fingerprint"] = self._storage.tls_pin(display.url)
             records.append(body)
         return records
 

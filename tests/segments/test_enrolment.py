@@ -155,6 +155,7 @@ def test_a_display_without_the_enrolment_token_waits_for_approval(
     assert scheduler.client("127.0.0.2").get("/displays").json() == []
     fleet = scheduler.client("127.0.0.2").get("/x/fleet").json()
     assert [(d["display"], d.get("pending")) for d in fleet] == [(peer.url, True)]
+    assert fleet[0]["tls-fingerprint"] is None  # plain HTTP: no certificate to compare
     # Assigned, it still gets nothing, and is not subscribed to.
     assign = {"schedule": "lobby", "group": "hall"}
     assert scheduler.operator("POST", "/x/assignments", json=assign).status_code == 201
@@ -269,9 +270,14 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
             [PDN, "ctl", *args], capture_output=True, text=True, timeout=60, check=False, env=env
         )
 
+    # One serving HTTPS says which certificate it has: the operator compares it with its screen.
+    pin = "sha256:" + "ab" * 32
+    https = {"url": "https://192.0.2.50:8080", "location": LOCATION, "tls-fingerprint": pin}
+    assert scheduler.client("127.0.0.5").post("/displays", json=https).status_code == 201
     listed = ctl("fleet", scheduler.url)
     assert listed.returncode == 0, listed.stderr
-    assert "WAITING FOR APPROVAL" in listed.stdout
+    assert listed.stdout.count("WAITING FOR APPROVAL") == 2
+    assert f"WAITING FOR APPROVAL (pdn ctl approve), certificate {pin}" in listed.stdout
     approved = ctl("approve", scheduler.url, peer.url)
     assert approved.returncode == 0, approved.stderr
     assert scheduler.service.storage.display(peer.url).pending is False  # type: ignore[union-attr]
