@@ -29,6 +29,7 @@ then command-line flags. Example (every key is optional)::
     index = 0                           # which screen, when several are attached
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
+    audio = "on"                        # videos' sound: on (where a sound server runs), off
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
 
@@ -80,6 +81,7 @@ class ScreenConfig:
     index: int = 0
     rotation: int = 0
     crossfade: float = 0.3
+    audio: bool = True  # videos' sound
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
 
@@ -270,6 +272,10 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         or not 0 <= crossfade <= 10
     ):
         problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
+    audio = table.get("audio", "on")
+    audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
+    if not isinstance(audio, bool):
+        problems.append(f'\'{key}.audio\' must be "on" or "off"')
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -286,6 +292,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         index=index,
         rotation=rotation,
         crossfade=float(crossfade),
+        audio=audio is not False,
         memory_budget_mb=budget,
         low_memory=low_memory,
     )
@@ -352,7 +359,15 @@ def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any
     return check
 
 
-_SCREEN_KEYS = {"index", "rotation", "crossfade", "memory_budget", "low_memory", *_PLATFORM_KEYS}
+_SCREEN_KEYS = {
+    "index",
+    "rotation",
+    "crossfade",
+    "audio",
+    "memory_budget",
+    "low_memory",
+    *_PLATFORM_KEYS,
+}
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
     "screen": _SCREEN_KEYS,

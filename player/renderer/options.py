@@ -85,6 +85,9 @@ class RendererOptions:
     fullscreen: bool = True
     window_size: tuple[int, int] = (1280, 720)
     crossfade_ms: int = 0
+    # Videos' sound ([screen] audio): to PulseAudio or PipeWire where one runs, dropped
+    # where none does; off: no audio output, the track is not even decoded.
+    audio: bool = True
     page_load_timeout: float = 15.0
     display_name: str = ""
     api_url: str = ""
@@ -129,6 +132,7 @@ class RendererOptions:
             screen=int(getattr(screen, "index", 0)),
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
+            audio=bool(getattr(screen, "audio", True)),
             display_name=str(getattr(config, "name", None) or ""),
             api_url=api_url,
             data_dir=getattr(config, "data_dir", None),

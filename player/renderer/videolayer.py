@@ -1,0 +1,373 @@
+"""Videos played natively: QtMultimedia's player in the scene, not the web engine.
+
+Two players take turns (``qml/Video.qml``), as the two pictures do. The next video loads on
+the player that is not in front and waits paused on its first decoded frame, so when it is
+due it is raised at once and starts on that frame; the outgoing video plays on under the
+cross-fade and then keeps its last frame until it is released. A player is released (its
+decoder and frame buffers freed) as soon as it is covered, and a prepared one that is not shown
+within ``STALE_AFTER_MS``.
+
+What the decoder is: QtMultimedia's backend (``QT_MEDIA_BACKEND``: FFmpeg from the wheel, or
+the system's GStreamer), and whether the frames come in GPU memory (a hardware decoder handing
+textures over) or in CPU memory (decoded in software).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+from enum import Enum
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from PySide6.QtCore import QObject, QTimer, QUrl, Signal
+from PySide6.QtMultimedia import QMediaMetaData, QMediaPlayer, QVideoFrame
+from PySide6.QtQuick import QQuickItem
+
+from player.renderer.stage import Stage
+
+log = logging.getLogger("pdn.renderer")
+
+# A local file that shows no frame by then cannot be played here (corrupt, no video track, a
+# codec the platform lacks); a remote one gets the page load timeout.
+LOCAL_FIRST_FRAME_MS = 3000
+STALE_AFTER_MS = 120_000  # a prepared video not shown by then gives its decoder back
+DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is a warning
+AV_LOG_ERROR = 16  # FFmpeg's log level for errors (libavutil/log.h)
+
+
+def quiet_ffmpeg() -> None:
+    """FFmpeg (the wheel's backend) prints every file's streams to stderr, the journal, at
+    its default level: errors only. Its library is found among those this process has loaded
+    (the backend loads it with the first player)."""
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return
+    loaded = {line.split()[-1] for line in maps if "/libavutil" in line}
+    for path in loaded:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(path).av_log_set_level(AV_LOG_ERROR)
+
+
+def media_backend() -> str:
+    """QtMultimedia's backend in this process: the one asked for, else the wheel's FFmpeg."""
+    return os.environ.get("QT_MEDIA_BACKEND", "").strip() or "ffmpeg"
+
+
+class PlayerState(Enum):
+    EMPTY = "empty"  # no source: nothing decoded, nothing held
+    LOADING = "loading"  # waiting for the first frame
+    READY = "ready"  # paused on the first frame
+    PLAYING = "playing"
+    ENDED = "ended"  # holding its last frame
+
+
+class VideoPlayer(QObject):
+    """One ``Video.qml`` item, its ``MediaPlayer`` and the frames its sink was handed."""
+
+    #: Paused on the first frame: (self).
+    ready = Signal(object)
+    #: Cannot be played (and released): (self, url, reason).
+    failed = Signal(object, str, str)
+    #: Reached its end (holding its last frame): (self).
+    ended = Signal(object)
+
+    def __init__(self, stage: Stage, name: str, audio: bool, parent: QObject) -> None:
+        super().__init__(parent)
+        self.name = name
+        self.item = stage.create("Video", {"audio": audio})
+        player = self.item.findChild(QMediaPlayer, "player")
+        if player is None:
+            raise RuntimeError("Video.qml has no 'player'")
+        self.player = player
+        self.state = PlayerState.EMPTY
+        self.url: str | None = None
+        self.serial = 0
+        self.shown = False  # presented in front since it was loaded
+        self.hardware: bool | None = None  # frames in GPU memory (None: no frame yet)
+        self.frames = 0  # distinct frames handed to the sink since it was loaded
+        self._last_frame_us = -1
+        self._deadline = self._single_shot(self._too_slow)
+        self._stale = self._single_shot(self._went_stale)
+        player.errorOccurred.connect(self._error)
+        player.mediaStatusChanged.connect(self._status)
+        player.videoSink().videoFrameChanged.connect(self._frame)
+
+    def _single_shot(self, callback: object) -> QTimer:
+        timer = QTimer(self)  # the player's own: it dies with it
+        timer.setSingleShot(True)
+        timer.timeout.connect(callback)
+        return timer
+
+    def load(self, url: str, serial: int, first_frame_ms: int) -> None:
+        """Open ``url`` and wait paused on its first frame (``ready``), or ``failed``."""
+        self.release()
+        self.url, self.serial = url, serial
+        self.state = PlayerState.LOADING
+        self.item.setOpacity(0.0)
+        self._deadline.start(first_frame_ms)
+        self.player.setSource(QUrl(url))
+        self.player.pause()
+
+    def play(self) -> None:
+        self._stale.stop()
+        self.shown = True
+        self.state = PlayerState.PLAYING
+        self.player.play()
+
+    def release(self) -> None:
+        """Stop and give the decoder and its frames back; hide the item."""
+        self._deadline.stop()
+        self._stale.stop()
+        self.item.setVisible(False)
+        if self.state is not PlayerState.EMPTY:
+            self.player.stop()
+            self.player.setSource(QUrl())
+        self.state = PlayerState.EMPTY
+        self.url = None
+        self.shown = False
+        self.hardware = None
+        self.frames = 0
+        self._last_frame_us = -1
+
+    def duration(self) -> float | None:
+        """The container's length in seconds (None when it does not say)."""
+        ms = self.player.duration()
+        return ms / 1000 if ms > 0 else None
+
+    def source_frames(self) -> int | None:
+        """How many frames the file has, from its length and frame rate."""
+        rate = self.player.metaData().value(QMediaMetaData.Key.VideoFrameRate)
+        length = self.duration()
+        if not isinstance(rate, int | float) or rate <= 0 or length is None:
+            return None
+        return round(length * rate)
+
+    def codec(self) -> str:
+        return self.player.metaData().stringValue(QMediaMetaData.Key.VideoCodec) or "unknown"
+
+    def close(self) -> None:
+        self.release()
+        self.player.errorOccurred.disconnect(self._error)
+        self.player.mediaStatusChanged.disconnect(self._status)
+        self.player.videoSink().videoFrameChanged.disconnect(self._frame)
+
+    # -- the player's signals -------------------------------------------------------------
+
+    def _frame(self, frame: QVideoFrame) -> None:
+        if self.state is PlayerState.EMPTY or not frame.isValid():
+            return
+        start = frame.startTime()
+        if start > self._last_frame_us:  # a frame handed over again is not a new one
+            self._last_frame_us = start
+            self.frames += 1
+        if self.hardware is None:
+            self.hardware = frame.handleType() is not QVideoFrame.HandleType.NoHandle
+        if self.state is PlayerState.LOADING:
+            self._deadline.stop()
+            self.state = PlayerState.READY
+            self._stale.start(STALE_AFTER_MS)
+            self.ready.emit(self)
+
+    def _status(self, status: QMediaPlayer.MediaStatus) -> None:
+        statuses = QMediaPlayer.MediaStatus
+        if self.state is PlayerState.EMPTY:
+            return
+        if status is statuses.InvalidMedia:
+            self._fail(f"cannot play the video: {self.player.errorString() or 'invalid media'}")
+        elif status is statuses.LoadedMedia and not self.player.hasVideo():
+            self._fail("no video track")
+        elif status is statuses.EndOfMedia and self.state is PlayerState.PLAYING:
+            self.state = PlayerState.ENDED
+            self.ended.emit(self)
+
+    def _error(self, error: QMediaPlayer.Error, text: str) -> None:
+        if error is not QMediaPlayer.Error.NoError and self.state is not PlayerState.EMPTY:
+            self._fail(f"cannot play the video: {text or error.name}")
+
+    def _too_slow(self) -> None:
+        if self.state is PlayerState.LOADING:
+            seconds = self._deadline.interval() / 1000
+            self._fail(f"no frame decoded within {seconds:g} s (corrupt, or a codec not here)")
+
+    def _went_stale(self) -> None:
+        if self.state is PlayerState.READY and not self.shown:
+            log.debug("releasing the prepared video %s: not shown", self.url)
+            self.release()
+
+    def _fail(self, reason: str) -> None:
+        url = self.url or "?"
+        self.release()
+        self.failed.emit(self, url, reason)
+
+
+class VideoLayer(QObject):
+    """Videos on the stage: two players, one in front and one loading the next."""
+
+    #: The video of this serial (given to :meth:`show`) is paused on its first frame in the
+    #: back item and now starts: the kiosk raises it.
+    presenting = Signal(int)
+    #: The serial given to :meth:`show`, raised with its first frame decoded: that frame is
+    #: on screen from the next swap, as a web view's is when it is raised having painted.
+    painted = Signal(int)
+    #: The video in front reached its end (its last frame stays): (serial).
+    ended = Signal(int)
+    #: A video could not be played: (url, reason).
+    failed = Signal(str, str)
+
+    def __init__(self, stage: Stage, audio: bool, remote_first_frame_s: float) -> None:
+        super().__init__()  # no Qt parent: Python owns it, as the kiosk's other layers
+        self._stage = stage
+        self._remote_first_frame_ms = round(remote_first_frame_s * 1000)
+        self._players = [VideoPlayer(stage, name, audio, self) for name in ("a", "b")]
+        quiet_ffmpeg()
+        for player in self._players:
+            player.ready.connect(self._ready)
+            player.failed.connect(self._failed)
+            player.ended.connect(self._ended)
+        self._front = 0  # the player in front when this layer is
+        self._wanted: tuple[str, int] | None = None  # (url, serial) to present when ready
+        self._hint: str | None = None  # to prepare once the back player is free
+        self.presents = 0  # videos brought in front so far
+        self._serials = 0
+
+    # -- what the kiosk asks --------------------------------------------------------------
+
+    def prepare(self, url: str) -> None:
+        """Load ``url`` paused on the back player, unless it is there already or the back
+        player is still on screen (fading out): then once it is released."""
+        if self._holding(url) is not None:
+            return
+        back = self._back()
+        if back.shown:
+            self._hint = url
+            return
+        self._serials += 1
+        back.load(url, -self._serials, self._first_frame_ms(url))
+
+    def show(self, url: str, serial: int) -> None:
+        """Bring ``url`` in front: at once if it is prepared, else once its first frame is
+        decoded; ``painted(serial)`` follows, or ``failed(url, reason)``."""
+        self._hint = None
+        player = self._holding(url)
+        if player is None:
+            player = self._back()
+            player.load(url, serial, self._first_frame_ms(url))
+        player.serial = serial
+        self._wanted = (url, serial)
+        if player.state is PlayerState.READY:
+            self._present(player)
+
+    def cancel(self) -> None:
+        """The video on its way is no longer wanted (it stays prepared)."""
+        self._wanted = None
+
+    def front_item(self) -> QQuickItem:
+        return self._players[self._front].item
+
+    def front_player(self) -> VideoPlayer:
+        return self._players[self._front]
+
+    def clear_back(self, presents: int) -> None:
+        """Release the player that is not in front once it has been covered (a prepared one
+        stays), and prepare a hint that waited for it; not if another video has come in front
+        since ``presents`` (the back player is then the outgoing one of that newer fade)."""
+        if presents != self.presents:
+            return
+        back = self._back()
+        if back.shown:
+            back.release()
+        if self._hint is not None:
+            hint, self._hint = self._hint, None
+            self.prepare(hint)
+
+    def clear(self) -> None:
+        """Another layer is in front: release every player that has been shown."""
+        for player in self._players:
+            if player.shown:
+                player.release()
+        if self._hint is not None:
+            hint, self._hint = self._hint, None
+            self.prepare(hint)
+
+    def describe(self) -> dict[str, object] | None:
+        """The video in front, for health: which backend decodes it, and how."""
+        player = self.front_player()
+        if not player.shown:
+            return None
+        decoding = {None: "unknown", True: "hardware", False: "software"}[player.hardware]
+        return {
+            "url": player.url,
+            "backend": media_backend(),
+            "codec": player.codec(),
+            "decoding": decoding,
+            "frames": player.frames,
+        }
+
+    def close(self) -> None:
+        self._wanted = None
+        for player in self._players:
+            player.ready.disconnect(self._ready)
+            player.failed.disconnect(self._failed)
+            player.ended.disconnect(self._ended)
+            player.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _back(self) -> VideoPlayer:
+        return self._players[1 - self._front]
+
+    def _holding(self, url: str) -> VideoPlayer | None:
+        """The player with ``url`` loaded and not yet shown (never the one in front)."""
+        for player in self._players:
+            if player.url == url and not player.shown and player.state is not PlayerState.EMPTY:
+                return player
+        return None
+
+    def _first_frame_ms(self, url: str) -> int:
+        local = urlsplit(url).scheme in ("file", "")
+        return LOCAL_FIRST_FRAME_MS if local else max(self._remote_first_frame_ms, 3000)
+
+    def _present(self, player: VideoPlayer) -> None:
+        assert self._wanted is not None
+        _, serial = self._wanted
+        self._wanted = None
+        self._front = self._players.index(player)
+        self.presents += 1
+        player.item.setOpacity(0.0)  # shown by the kiosk's swap (raised, faded in or not)
+        player.item.setVisible(True)
+        player.play()
+        self.presenting.emit(serial)
+        self._stage.request_frame()
+        self.painted.emit(serial)
+
+    def _ready(self, player: VideoPlayer) -> None:
+        if self._wanted is not None and player.url == self._wanted[0] and not player.shown:
+            self._present(player)
+
+    def _failed(self, player: VideoPlayer, url: str, reason: str) -> None:
+        log.warning("video %s (player %s): %s", url, player.name, reason)
+        if self._wanted is not None and self._wanted[0] == url:
+            self._wanted = None
+        self.failed.emit(url, reason)
+
+    def _ended(self, player: VideoPlayer) -> None:
+        frames, expected = player.frames, player.source_frames()
+        if expected:
+            dropped = max(0, expected - frames)
+            share = dropped / expected
+            log.log(
+                logging.WARNING if share > DROPPED_WARNING else logging.INFO,
+                "video ended: %d of %d frames dropped (%.1f %%, %s, decoded in %s): %.200s",
+                dropped,
+                expected,
+                share * 100,
+                player.codec(),
+                {None: "?", True: "hardware", False: "software"}[player.hardware],
+                player.url,
+            )
+        if player is self.front_player():
+            self.ended.emit(player.serial)
