@@ -30,6 +30,7 @@ then command-line flags. Example (every key is optional)::
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
     audio = "on"                        # videos' sound: on (where a sound server runs), off
+    video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
 
@@ -60,6 +61,7 @@ from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
 from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
+from player.videodecode import BACKENDS
 from server.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
@@ -82,6 +84,7 @@ class ScreenConfig:
     rotation: int = 0
     crossfade: float = 0.3
     audio: bool = True  # videos' sound
+    video_backend: str = "auto"  # player.videodecode.BACKENDS
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
 
@@ -276,6 +279,9 @@ def _screen(key: str, value: Any) -> ScreenConfig:
     audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
     if not isinstance(audio, bool):
         problems.append(f'\'{key}.audio\' must be "on" or "off"')
+    video_backend = table.get("video_backend", "auto")
+    if video_backend not in BACKENDS:
+        problems.append(f"'{key}.video-backend' must be one of {', '.join(BACKENDS)}")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -293,6 +299,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         rotation=rotation,
         crossfade=float(crossfade),
         audio=audio is not False,
+        video_backend=str(video_backend),
         memory_budget_mb=budget,
         low_memory=low_memory,
     )
@@ -364,6 +371,7 @@ _SCREEN_KEYS = {
     "rotation",
     "crossfade",
     "audio",
+    "video_backend",
     "memory_budget",
     "low_memory",
     *_PLATFORM_KEYS,
