@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl, Signal
-from PySide6.QtMultimedia import QMediaMetaData, QMediaPlayer, QVideoFrame
+from PySide6.QtMultimedia import QMediaDevices, QMediaMetaData, QMediaPlayer, QVideoFrame
 from PySide6.QtQuick import QQuickItem
 
 from player.renderer.stage import Stage
@@ -78,7 +78,8 @@ class VideoPlayer(QObject):
     def __init__(self, stage: Stage, name: str, audio: bool, parent: QObject) -> None:
         super().__init__(parent)
         self.name = name
-        self.item = stage.create("Video", {"audio": audio})
+        self._audio = audio
+        self.item = stage.create("Video", {"audio": False})
         player = self.item.findChild(QMediaPlayer, "player")
         if player is None:
             raise RuntimeError("Video.qml has no 'player'")
@@ -108,6 +109,11 @@ class VideoPlayer(QObject):
         self.url, self.serial = url, serial
         self.state = PlayerState.LOADING
         self.item.setOpacity(0.0)
+        # Sound where a sound server offers an output (it may have come up since the last
+        # video); where none does, no audio output at all: the track is dropped silently.
+        self.item.setProperty(
+            "audio", self._audio and not QMediaDevices.defaultAudioOutput().isNull()
+        )
         self._deadline.start(first_frame_ms)
         self.player.setSource(QUrl(url))
         self.player.pause()
