@@ -74,7 +74,11 @@ def vaapi() -> str | None:
 
 def gstreamer_v4l2() -> str | None:
     """The Pi's V4L2 decoders, when GStreamer has its plugins for them and the nodes exist."""
-    plugins = glob.glob("/usr/lib/*/gstreamer-1.0/libgstvideo4linux2.so")
+    # video4linux2 (gst-plugins-good): the stateful H.264 decoder; v4l2codecs (bad): HEVC.
+    plugins = [
+        *glob.glob("/usr/lib/*/gstreamer-1.0/libgstvideo4linux2.so"),
+        *glob.glob("/usr/lib/*/gstreamer-1.0/libgstv4l2codecs.so"),
+    ]
     nodes = [node for node in PI_DECODER_NODES if os.path.exists(node)]
     if not plugins or not nodes:
         return None
