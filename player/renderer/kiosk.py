@@ -632,6 +632,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     def _heartbeat(self) -> None:
         slot = self._front_slot()
         now = time.monotonic()
+        if self._front is self.video_layer:
+            self.video_layer.check_stalled()
         if slot is None:
             if self._front is not None:
                 self._last_frame = now  # a native layer: the GUI thread is painting

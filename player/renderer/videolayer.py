@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import time
 from enum import Enum
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ log = logging.getLogger("pdn.renderer")
 # codec the platform lacks); a remote one gets the page load timeout.
 LOCAL_FIRST_FRAME_MS = 3000
 STALE_AFTER_MS = 120_000  # a prepared video not shown by then gives its decoder back
+STALLED_AFTER = 5.0  # seconds a playing video may go without a new frame (a stalled stream)
 DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is a warning
 AV_LOG_ERROR = 16  # FFmpeg's log level for errors (libavutil/log.h)
 
@@ -90,6 +92,7 @@ class VideoPlayer(QObject):
         self.shown = False  # presented in front since it was loaded
         self.hardware: bool | None = None  # frames in GPU memory (None: no frame yet)
         self.frames = 0  # distinct frames handed to the sink since it was loaded
+        self.last_new_frame = 0.0  # time.monotonic() of the last one, or of play()
         self._last_frame_us = -1
         self._deadline = self._single_shot(self._too_slow)
         self._stale = self._single_shot(self._went_stale)
@@ -121,6 +124,7 @@ class VideoPlayer(QObject):
     def play(self) -> None:
         self._stale.stop()
         self.shown = True
+        self.last_new_frame = time.monotonic()
         self.state = PlayerState.PLAYING
         self.player.play()
 
@@ -170,6 +174,7 @@ class VideoPlayer(QObject):
         if start > self._last_frame_us:  # a frame handed over again is not a new one
             self._last_frame_us = start
             self.frames += 1
+            self.last_new_frame = time.monotonic()
         if self.hardware is None:
             self.hardware = frame.handleType() is not QVideoFrame.HandleType.NoHandle
         if self.state is PlayerState.LOADING:
@@ -183,28 +188,29 @@ class VideoPlayer(QObject):
         if self.state is PlayerState.EMPTY:
             return
         if status is statuses.InvalidMedia:
-            self._fail(f"cannot play the video: {self.player.errorString() or 'invalid media'}")
+            self.fail(f"cannot play the video: {self.player.errorString() or 'invalid media'}")
         elif status is statuses.LoadedMedia and not self.player.hasVideo():
-            self._fail("no video track")
+            self.fail("no video track")
         elif status is statuses.EndOfMedia and self.state is PlayerState.PLAYING:
             self.state = PlayerState.ENDED
             self.ended.emit(self)
 
     def _error(self, error: QMediaPlayer.Error, text: str) -> None:
         if error is not QMediaPlayer.Error.NoError and self.state is not PlayerState.EMPTY:
-            self._fail(f"cannot play the video: {text or error.name}")
+            self.fail(f"cannot play the video: {text or error.name}")
 
     def _too_slow(self) -> None:
         if self.state is PlayerState.LOADING:
             seconds = self._deadline.interval() / 1000
-            self._fail(f"no frame decoded within {seconds:g} s (corrupt, or a codec not here)")
+            self.fail(f"no frame decoded within {seconds:g} s (corrupt, or a codec not here)")
 
     def _went_stale(self) -> None:
         if self.state is PlayerState.READY and not self.shown:
             log.debug("releasing the prepared video %s: not shown", self.url)
             self.release()
 
-    def _fail(self, reason: str) -> None:
+    def fail(self, reason: str) -> None:
+        """Give up on this video: released, ``failed`` emitted."""
         url = self.url or "?"
         self.release()
         self.failed.emit(self, url, reason)
@@ -298,6 +304,16 @@ class VideoLayer(QObject):
         if self._hint is not None:
             hint, self._hint = self._hint, None
             self.prepare(hint)
+
+    def check_stalled(self) -> None:
+        """A video in front that is playing but has shown no new frame for ``STALLED_AFTER``
+        seconds (a stream that stopped, a decoder that hung) fails: never a frozen screen."""
+        player = self.front_player()
+        if player.state is not PlayerState.PLAYING:
+            return
+        silent = time.monotonic() - player.last_new_frame
+        if silent > STALLED_AFTER:
+            player.fail(f"stalled: no new frame for {silent:.0f} s")
 
     def describe(self) -> dict[str, object] | None:
         """The video in front, for health: which backend decodes it, and how."""

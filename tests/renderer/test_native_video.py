@@ -233,3 +233,19 @@ def test_a_video_over_http_plays(
     assert classify(play) is Kind.VIDEO  # by its suffix
     show_and_wait(renderer, reports, play)
     assert wait_until(lambda: near(centre(renderer), VIDEOS["hevc"][0], TOLERANCE), 3)
+
+
+def test_a_video_that_stops_moving_is_given_up(
+    make_renderer: Callable[..., tuple[KioskRenderer, Reports]], videos: dict[str, Path]
+) -> None:
+    """A stream that stops (a hung decoder, a server gone mid-file) must not freeze the
+    screen: here the player is paused behind the renderer's back, which it cannot tell from
+    a stall."""
+    renderer, reports = make_renderer()
+    play = video_item(videos["h264"])
+    show_and_wait(renderer, reports, play)
+    process_for(0.3)
+    renderer.video_layer.front_player().player.pause()
+    assert wait_until(lambda: play.token in reports.failed_tokens(), 10)
+    assert "stalled" in dict(reports.failed)[play.token]
+    assert renderer._front is renderer.cover
