@@ -125,7 +125,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             slot.failed.connect(self._slot_failed)
             slot.crashed.connect(self._slot_crashed)
         self.image_layer = ImageLayer(self.stage, options.decoded_images)
-        self.video_layer = VideoLayer(self.stage, options.audio, options.page_load_timeout)
+        spool = options.data_dir / "video-spool" if options.data_dir is not None else None
+        self.video_layer = VideoLayer(self.stage, options.audio, options.page_load_timeout, spool)
         self._connect_native()
         self.cover = Cover(self.stage, options.display_name, options.api_url)
         self.still = Still(self.stage)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from PySide6.QtMultimedia import QMediaDevices, QMediaMetaData, QMediaPlayer, QV
 from PySide6.QtQuick import QQuickItem
 
 from player.renderer.stage import Stage
+from player.renderer.videospool import VideoSpool
 
 log = logging.getLogger("pdn.renderer")
 
@@ -35,6 +37,8 @@ log = logging.getLogger("pdn.renderer")
 # codec the platform lacks); a remote one gets the page load timeout.
 LOCAL_FIRST_FRAME_MS = 3000
 STALE_AFTER_MS = 120_000  # a prepared video not shown by then gives its decoder back
+_LOADS = itertools.count(1)  # tokens of loads, unique across players
+DOWNLOAD_MS = 300_000  # a video fetched whole (videospool.py) must be down by then
 STALLED_AFTER = 5.0  # seconds a playing video may go without a new frame (a stalled stream)
 DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is a warning
 AV_LOG_ERROR = 16  # FFmpeg's log level for errors (libavutil/log.h)
@@ -77,9 +81,16 @@ class VideoPlayer(QObject):
     #: Reached its end (holding its last frame): (self).
     ended = Signal(object)
 
-    def __init__(self, stage: Stage, name: str, audio: bool, parent: QObject) -> None:
+    def __init__(
+        self, stage: Stage, name: str, audio: bool, spool: VideoSpool, parent: QObject
+    ) -> None:
         super().__init__(parent)
         self.name = name
+        self._spool = spool
+        self._load = 0  # this load's token: a download finishing for an older one is dropped
+        self._asked: set[int] = set()  # tokens of the spool's answers still to come
+        self._spooled = ""  # the downloaded file playing, when streaming could not work
+        self._first_frame_ms = LOCAL_FIRST_FRAME_MS
         self._audio = audio
         self.item = stage.create("Video", {"audio": False})
         player = self.item.findChild(QMediaPlayer, "player")
@@ -99,6 +110,7 @@ class VideoPlayer(QObject):
         player.errorOccurred.connect(self._error)
         player.mediaStatusChanged.connect(self._status)
         player.videoSink().videoFrameChanged.connect(self._frame)
+        spool.fetched.connect(self._fetched)
 
     def _single_shot(self, callback: object) -> QTimer:
         timer = QTimer(self)  # the player's own: it dies with it
@@ -117,8 +129,19 @@ class VideoPlayer(QObject):
         self.item.setProperty(
             "audio", self._audio and not QMediaDevices.defaultAudioOutput().isNull()
         )
+        self._load = next(_LOADS)
+        self._first_frame_ms = first_frame_ms
+        if urlsplit(url).scheme in ("http", "https"):
+            # Streamed only from a server that answers range requests (videospool.py).
+            self._deadline.start(DOWNLOAD_MS)
+            self._asked.add(self._load)
+            self._spool.fetch(url, self._load)
+        else:
+            self._open(url, first_frame_ms)
+
+    def _open(self, source: str, first_frame_ms: int) -> None:
         self._deadline.start(first_frame_ms)
-        self.player.setSource(QUrl(url))
+        self.player.setSource(QUrl(source))
         self.player.pause()
 
     def play(self) -> None:
@@ -138,6 +161,8 @@ class VideoPlayer(QObject):
             self.player.setSource(QUrl())
         self.state = PlayerState.EMPTY
         self.url = None
+        self._spool.forget(self._spooled)
+        self._spooled = ""
         self.shown = False
         self.hardware = None
         self.frames = 0
@@ -164,6 +189,7 @@ class VideoPlayer(QObject):
         self.player.errorOccurred.disconnect(self._error)
         self.player.mediaStatusChanged.disconnect(self._status)
         self.player.videoSink().videoFrameChanged.disconnect(self._frame)
+        self._spool.fetched.disconnect(self._fetched)
 
     # -- the player's signals -------------------------------------------------------------
 
@@ -188,7 +214,8 @@ class VideoPlayer(QObject):
         if self.state is PlayerState.EMPTY:
             return
         if status is statuses.InvalidMedia:
-            self.fail(f"cannot play the video: {self.player.errorString() or 'invalid media'}")
+            reason = f"cannot play the video: {self.player.errorString() or 'invalid media'}"
+            self.fail(reason)
         elif status is statuses.LoadedMedia and not self.player.hasVideo():
             self.fail("no video track")
         elif status is statuses.EndOfMedia and self.state is PlayerState.PLAYING:
@@ -196,8 +223,9 @@ class VideoPlayer(QObject):
             self.ended.emit(self)
 
     def _error(self, error: QMediaPlayer.Error, text: str) -> None:
-        if error is not QMediaPlayer.Error.NoError and self.state is not PlayerState.EMPTY:
-            self.fail(f"cannot play the video: {text or error.name}")
+        if error is QMediaPlayer.Error.NoError or self.state is PlayerState.EMPTY:
+            return
+        self.fail(f"cannot play the video: {text or error.name}")
 
     def _too_slow(self) -> None:
         if self.state is PlayerState.LOADING:
@@ -208,6 +236,24 @@ class VideoPlayer(QObject):
         if self.state is PlayerState.READY and not self.shown:
             log.debug("releasing the prepared video %s: not shown", self.url)
             self.release()
+
+    def _fetched(self, token: int, path: str, error: str) -> None:
+        """The spool's answer for a video over HTTP: stream it (no path), or play the file it
+        downloaded because the server answers no range requests."""
+        if token not in self._asked:
+            return  # the other player's
+        self._asked.discard(token)
+        if token != self._load or self.state is not PlayerState.LOADING:
+            self._spool.forget(path)
+            return
+        if error:
+            self.fail(f"cannot fetch the video: {error}")
+            return
+        self._spooled = path
+        if path:
+            self._open(Path(path).as_uri(), LOCAL_FIRST_FRAME_MS)
+        else:
+            self._open(self.url or "", self._first_frame_ms)
 
     def fail(self, reason: str) -> None:
         """Give up on this video: released, ``failed`` emitted."""
@@ -230,11 +276,14 @@ class VideoLayer(QObject):
     #: A video could not be played: (url, reason).
     failed = Signal(str, str)
 
-    def __init__(self, stage: Stage, audio: bool, remote_first_frame_s: float) -> None:
+    def __init__(
+        self, stage: Stage, audio: bool, remote_first_frame_s: float, spool_dir: Path | None
+    ) -> None:
         super().__init__()  # no Qt parent: Python owns it, as the kiosk's other layers
         self._stage = stage
         self._remote_first_frame_ms = round(remote_first_frame_s * 1000)
-        self._players = [VideoPlayer(stage, name, audio, self) for name in ("a", "b")]
+        self._spool = VideoSpool(spool_dir)
+        self._players = [VideoPlayer(stage, name, audio, self._spool, self) for name in ("a", "b")]
         quiet_ffmpeg()
         for player in self._players:
             player.ready.connect(self._ready)
@@ -336,6 +385,7 @@ class VideoLayer(QObject):
             player.failed.disconnect(self._failed)
             player.ended.disconnect(self._ended)
             player.close()
+        self._spool.close()
 
     # -- internals ------------------------------------------------------------------------
 

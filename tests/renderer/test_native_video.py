@@ -249,3 +249,25 @@ def test_a_video_that_stops_moving_is_given_up(
     assert wait_until(lambda: play.token in reports.failed_tokens(), 10)
     assert "stalled" in dict(reports.failed)[play.token]
     assert renderer._front is renderer.cover
+
+
+def test_an_mp4_from_a_server_without_ranges_is_fetched_whole(
+    make_renderer: Callable[..., tuple[KioskRenderer, Reports]],
+    videos: dict[str, Path],
+    http_server: LoopbackServer,
+    tmp_path: Path,
+) -> None:
+    """ffmpeg writes an MP4's index after its frames; from a server that ignores ranges
+    (Python's http.server) it cannot be streamed, so it is downloaded and played from a file,
+    which goes when the video does."""
+    http_server.served.no_range = True
+    http_server.served.files["/late-index.mp4"] = (videos["h264"].read_bytes(), "video/mp4")
+    renderer, reports = make_renderer(data_dir=tmp_path)
+    url = http_server.base + "/late-index.mp4"
+    play = PlayItem(next(_tokens), url, url, "video/mp4", None, "request")
+    show_and_wait(renderer, reports, play)
+    assert wait_until(lambda: near(centre(renderer), VIDEOS["h264"][0], TOLERANCE), 3)
+    spool = tmp_path / "video-spool"
+    assert len(list(spool.iterdir())) == 1
+    show_and_wait(renderer, reports, video_item(videos["vp9"]))
+    assert wait_until(lambda: not list(spool.iterdir()), 3)  # released once covered
