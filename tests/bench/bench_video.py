@@ -3,7 +3,7 @@ H.264, HEVC and VP9 against the old web engine's VP9, in one run.
 
     .venv/bin/python -m tests.bench.bench_video [--stages old,new] [--codecs h264,hevc,vp9]
         [--seconds 20] [--cycles 1] [--first-frames 3] [--old-commit 473fd45]
-        [--new PATH | --new-commit COMMIT] [--media DIR] [--keep]
+        [--new PATH | --new-commit COMMIT] [--media DIR] [--keep] [--no-ceiling]
 
 Two stages: *old* is a copy of ``git archive 473fd45`` (main before native video: WebM only,
 played by a ``<video>`` page in the web engine), which plays the VP9 file; *new* is this
@@ -55,6 +55,10 @@ Figures, per stage and codec:
   under half of either side's: a dip toward black); the time neither side was readable. And in
   the first-frame part, every 2 ms read from the POST until the page is back: black and dim
   reads, with when they came (ms after the POST). Target: 0 black.
+- **the ceiling** (video_ceiling.py; ``--no-ceiling`` skips it): a bare Qt Quick scene, one
+  ``MediaPlayer`` and ``VideoOutput`` and nothing else, playing each file once on an Xvfb of
+  its own, recorded and read the same way: its frames shown and its CPU, what QtMultimedia
+  with this machine's decoder and software GL reaches at best, beside the native columns.
 
 Prints a table (old VP9 web engine, then native per codec, the targets, pass or fail) and
 writes ``bench-results/bench_video.json`` (with ``--keep``, every recording and its decoded
@@ -91,6 +95,7 @@ from tests.bench.stage_tools import (
     xvfb_pid,
 )
 from tests.bench.stats import percentile
+from tests.bench.video_ceiling import bare_player
 from tests.bench.video_tools import (
     CODECS,
     FULL_CONTRAST,
@@ -563,6 +568,7 @@ def column_figures(results: dict[str, Any], column: Column) -> dict[str, Any]:
     first = (stage.get("first_frame") or {}).get(column.codec, {})
     edges = [e for e in loop.get("boundaries", []) if column.codec in (e["from"], e["to"])]
     health = row.get("health") or {}
+    bare = (results.get("ceiling") or {}).get(column.codec, {}) if column.stage == "new" else {}
     cpu, page = mean("cpu_s_per_s"), loop.get("page_cpu_s_per_s")
     return {
         "shown_percent": mean("shown_percent"),
@@ -583,6 +589,8 @@ def column_figures(results: dict[str, Any], column: Column) -> dict[str, Any]:
         "dim_samples": sum(e["dim_samples"] for e in edges) if edges else None,
         "unreadable_ms_max": max((e["unreadable_ms"] for e in edges), default=None),
         "first_frame_black": first.get("black_samples"),
+        "bare_shown_percent": bare.get("shown_percent"),
+        "bare_cpu_s_per_s": bare.get("cpu_s_per_s"),
         "decoding": health.get("decoding") or ("web engine" if column.stage == "old" else None),
     }
 
@@ -591,10 +599,12 @@ ROWS: list[tuple[str, str, int, str | None]] = [  # label, figure, digits, targe
     ("frames shown, from the screen, %", "shown_percent", 2, ">= 99 (H.264)"),
     ("frames shown, the display's log, %", "log_shown_percent", 2, None),
     ("longest run of frames missing", "longest_missing_run", 0, None),
+    ("  bare QML player: frames shown, %", "bare_shown_percent", 2, None),
     ("display tree CPU s/s while playing", "cpu_s_per_s", 3, None),
     ("  floor: ffmpeg decoding, CPU s/s", "floor_cpu_s_per_s", 3, None),
     ("  floor with one thread, CPU s/s", "floor_1_thread_cpu_s_per_s", 3, None),
     ("display CPU / floor", "cpu_over_floor", 2, "<= 1.5"),
+    ("  bare QML player: CPU s/s", "bare_cpu_s_per_s", 3, None),
     ("  Xvfb CPU s/s while playing", "xvfb_cpu_s_per_s", 3, None),
     ("  display CPU s/s on the still page", "page_cpu_s_per_s", 3, None),
     ("  (display CPU - still page) / floor", "above_page_over_floor", 2, None),
@@ -665,6 +675,7 @@ def arguments() -> argparse.Namespace:
     add("--media", type=Path, default=RESULTS / "bench_video_media")
     add("--output", type=Path, default=RESULTS / "bench_video.json")
     add("--keep", action="store_true", help="keep the recordings and their decoded samples")
+    add("--no-ceiling", action="store_true", help="skip the bare QML player (video_ceiling)")
     return parser.parse_args()
 
 
@@ -709,6 +720,18 @@ def main() -> int:
     print("the floor: ffmpeg -benchmark decoding each file", flush=True)
     results["floors"] = floors(videos)
     save()
+    if not args.no_ceiling and "new" in stage_names:
+        print("the ceiling: a bare QML player (video_ceiling) playing each file", flush=True)
+        results["ceiling"] = {}
+        for name in names:
+            found = bare_player(videos[name], workdir / "ceiling")
+            results["ceiling"][name] = found
+            print(
+                f"  {name}: {found.get('shown_percent')} % of frames seen, "
+                f"{found.get('cpu_s_per_s')} CPU s/s",
+                flush=True,
+            )
+            save()
     site = serve(videos)
     bench = Bench(args, workdir, videos, site)
     try:
