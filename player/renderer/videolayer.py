@@ -181,6 +181,10 @@ class VideoPlayer(QObject):
             return None
         return round(length * rate)
 
+    def decoding(self) -> str:
+        """Where its frames were decoded: "hardware", "software" or "unknown" (no frame)."""
+        return {None: "unknown", True: "hardware", False: "software"}[self.hardware]
+
     def codec(self) -> str:
         return self.player.metaData().stringValue(QMediaMetaData.Key.VideoCodec) or "unknown"
 
@@ -369,12 +373,11 @@ class VideoLayer(QObject):
         player = self.front_player()
         if not player.shown:
             return None
-        decoding = {None: "unknown", True: "hardware", False: "software"}[player.hardware]
         return {
             "url": player.url,
             "backend": media_backend(),
             "codec": player.codec(),
-            "decoding": decoding,
+            "decoding": player.decoding(),
             "frames": player.frames,
         }
 
@@ -438,7 +441,7 @@ class VideoLayer(QObject):
                 expected,
                 share * 100,
                 player.codec(),
-                {None: "?", True: "hardware", False: "software"}[player.hardware],
+                player.decoding(),
                 player.url,
             )
         if player is self.front_player():
