@@ -60,12 +60,15 @@ Figures, per stage and codec:
   its own, recorded and read the same way: its frames shown and its CPU, what QtMultimedia
   with this machine's decoder and software GL reaches at best, beside the native columns.
 
+Beside the figures, each video's CPU is split by thread name (FFmpeg's decoding threads,
+llvmpipe's, Qt's render thread, ...; /proc), so the share of decoding and of drawing shows.
+
 Prints a table (old VP9 web engine, then native per codec, the targets, pass or fail) and
-writes ``bench-results/bench_video.json`` (with ``--keep``, every recording and its decoded
-samples stay in the run's folder). A default run (both stages, three codecs, 20 s videos, the
-media already made) took MINUTES minutes on this 2-core machine; making the media the first
-time takes about 5 more. Needs Xvfb and ffmpeg (apt-get install -y xvfb ffmpeg). Network:
-127.0.0.1 only.
+writes ``bench-results/bench_video.json``; with ``--keep``, every recording and its decoded
+samples stay in the run's folder. A default run (the ceiling, both stages, three codecs, 20 s
+videos, the media already made) took 5.4 to 5.6 minutes on this 2-core machine; making the
+media the first time takes about 5 more. Needs Xvfb and ffmpeg (apt-get install -y xvfb
+ffmpeg). Network: 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -73,7 +76,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -107,13 +109,17 @@ from tests.bench.video_tools import (
     StripRecorder,
     Video,
     boundaries,
+    by_role,
     decode_floor,
     decoder_threads,
+    ended_lines,
     luma,
     make_media,
     plays,
     require_ffmpeg,
     sample_intervals,
+    thread_cpu,
+    thread_shares,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +131,6 @@ PAGE_SECONDS = 5.0
 REQUEST_SECONDS = 3.0
 SHOWN_TARGET = 99.0  # % of frames, H.264
 CPU_RATIO_TARGET = 1.5
-ENDED = re.compile(r"video ended: (\d+) of (\d+) frames dropped \(([^)]*)\): (\S+)")
 
 
 @dataclass
@@ -252,7 +257,7 @@ def loop_part(
     wait_for(
         "the loop's page", display, lambda: display.playback().get("content-item") == page, 120
     )
-    logged_before = len(ended_lines(display))  # videos that ended before the recording
+    logged_before = len(ended_lines(display.log_path))  # videos that ended before the recording
     recorder = StripRecorder(
         server.display, bench.workdir / f"loop-{len(os.listdir(bench.workdir))}.nut"
     )
@@ -262,11 +267,21 @@ def loop_part(
     deadline = (
         time.monotonic() + args.cycles * (PAGE_SECONDS + sum(v.seconds + 10 for v in videos)) + 120
     )
+    threads_at: tuple[float, dict[tuple[int, int], tuple[str, float]]] | None = None
+    seen: dict[tuple[int, int], tuple[str, float]] = {}
     try:
         while cycles < args.cycles:
             record = display.playback()
             item = str(record.get("content-item") or "")
+            # Every thread seen so far, a thread that has ended with its last figure.
+            seen.update(thread_cpu(display.process.pid))
+            latest = (time.time(), dict(seen))
             if not records or records[-1]["sequence"] != record.get("sequence"):
+                if threads_at is not None and records and latest[0] > threads_at[0] + 1:
+                    # The video that just ended: CPU by thread, from 0.6 s in to its end.
+                    seconds = latest[0] - threads_at[0]
+                    records[-1]["thread_cpu"] = thread_shares(threads_at[1], latest[1], seconds)
+                threads_at = None
                 records.append(
                     {
                         "item": item,
@@ -278,11 +293,13 @@ def loop_part(
                     cycles += 1
             elif (
                 item in urls
-                and time.time() - records[-1]["started"] > 3
+                and time.time() - records[-1]["started"] > 0.6  # before the CPU window
                 and "health" not in records[-1]
             ):
                 records[-1]["health"] = find_key(display.health(), "video")
                 records[-1]["threads"] = decoder_threads(display.process.pid)
+                seen.update(thread_cpu(display.process.pid))
+                threads_at = (time.time(), dict(seen))
             if time.monotonic() > deadline or not display.alive():
                 raise RuntimeError(f"the loop did not come round; see {display.log_path}")
             time.sleep(0.25)
@@ -303,7 +320,7 @@ def loop_part(
     found = plays(samples)
     played = [r for r in records if r["item"] in urls]
     results: list[dict[str, Any]] = []
-    ended = ended_lines(display)[logged_before:]
+    ended = ended_lines(display.log_path)[logged_before:]
     unclaimed = list(found)
     for k, record in enumerate(played):
         video = next(v for v in videos if bench.url(v) == record["item"])
@@ -325,6 +342,8 @@ def loop_part(
             "xvfb_cpu_s_per_s": round(xserver / seconds, 3),
             "health": record.get("health"),
             "decoder_threads": record.get("threads"),
+            "thread_cpu_s_per_s": record.get("thread_cpu"),
+            **by_role(record.get("thread_cpu") or {}),
         }
         logged = [line for line in ended if line["digest"] == video.sha256]
         same_before = sum(1 for r in played[:k] if r["item"] == record["item"])
@@ -340,6 +359,8 @@ def loop_part(
             f"threads {' '.join(sorted(set(row['decoder_threads'] or []))) or 'none seen'}",
             flush=True,
         )
+        top = list((row["thread_cpu_s_per_s"] or {}).items())[:6]
+        print(f"    CPU s/s by thread: {', '.join(f'{n} {v:.2f}' for n, v in top)}", flush=True)
     pages = [r for r in records if r["item"] == page]
     page_cpu = []
     for record in pages:
@@ -377,25 +398,6 @@ def loop_part(
         },
         "records": records,
     }
-
-
-def ended_lines(display: Display) -> list[dict[str, Any]]:
-    """The display's ``video ended`` lines, in order, with the file's sha256 from its URL."""
-    text = display.log_path.read_text(errors="replace")
-    found = []
-    for match in ENDED.finditer(text):
-        digest = re.search(r"[0-9a-f]{64}", match[4])
-        found.append(
-            {
-                "dropped": int(match[1]),
-                "frames": int(match[2]),
-                "shown_percent": round(100 - int(match[1]) / max(int(match[2]), 1) * 100, 2),
-                "detail": match[3],
-                "digest": digest[0] if digest else "",
-                "text": match[0].split(": http")[0].split(": file")[0],
-            }
-        )
-    return found
 
 
 # -- time to first frame -------------------------------------------------------------------------
@@ -578,6 +580,11 @@ def column_figures(results: dict[str, Any], column: Column) -> dict[str, Any]:
         "floor_cpu_s_per_s": auto,
         "floor_1_thread_cpu_s_per_s": floor.get("threads_1", {}).get("cpu_s_per_s"),
         "cpu_over_floor": round(cpu / auto, 2) if cpu and auto else None,
+        "decode_cpu_s_per_s": mean("decode_cpu_s_per_s"),
+        "gl_cpu_s_per_s": mean("gl_cpu_s_per_s"),
+        "decode_over_floor": (
+            round(decode / auto, 2) if (decode := mean("decode_cpu_s_per_s")) and auto else None
+        ),
         "xvfb_cpu_s_per_s": mean("xvfb_cpu_s_per_s"),
         "page_cpu_s_per_s": page,
         "above_page_over_floor": round((cpu - page) / auto, 2) if cpu and page and auto else None,
@@ -604,6 +611,9 @@ ROWS: list[tuple[str, str, int, str | None]] = [  # label, figure, digits, targe
     ("  floor: ffmpeg decoding, CPU s/s", "floor_cpu_s_per_s", 3, None),
     ("  floor with one thread, CPU s/s", "floor_1_thread_cpu_s_per_s", 3, None),
     ("display CPU / floor", "cpu_over_floor", 2, "<= 1.5"),
+    ("  of it FFmpeg's decoding threads", "decode_cpu_s_per_s", 3, None),
+    ("  of it llvmpipe (software GL)", "gl_cpu_s_per_s", 3, None),
+    ("  decoding threads / floor", "decode_over_floor", 2, None),
     ("  bare QML player: CPU s/s", "bare_cpu_s_per_s", 3, None),
     ("  Xvfb CPU s/s while playing", "xvfb_cpu_s_per_s", 3, None),
     ("  display CPU s/s on the still page", "page_cpu_s_per_s", 3, None),

@@ -86,14 +86,14 @@ def bare_player(video: Video, workdir: Path) -> dict[str, Any]:
         env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
         recorder = StripRecorder(server.display, workdir / f"ceiling-{video.codec.name}.nut")
         process = subprocess.Popen(
-            [sys.executable, str(viewer), str(scene), str(video.path), str(START_AFTER_MS),
-             str(limit_ms)],
-            env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [sys.executable, str(viewer), str(scene), str(video.path.resolve()),
+             str(START_AFTER_MS), str(limit_ms)],
+            env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         trace = CpuTrace(process.pid, None)
         trace.start()
         try:
-            output, _ = process.communicate(timeout=limit_ms / 1000 + 30)
+            output, errors = process.communicate(timeout=limit_ms / 1000 + 30)
         finally:
             trace.stop()
             recorder.stop()
@@ -103,6 +103,8 @@ def bare_player(video: Video, workdir: Path) -> dict[str, Any]:
     recorder.path.unlink()
     found = [play for play in plays(samples) if play.number == video.codec.number]
     figures: dict[str, Any] = found[0].figures(video.frames) if found else {"frames_seen": 0}
+    if not found:  # what the viewer said, to see why
+        figures["viewer_errors"] = errors.strip().splitlines()[-5:]
     if "playing" in times and "ended" in times:
         start, end = float(times["playing"]) + 1.5, float(times["ended"]) - 1.0
         figures["cpu_s_per_s"] = round(trace.between(start, end)[0] / (end - start), 3)

@@ -421,6 +421,77 @@ def decoder_threads(root: int) -> list[str]:
     return sorted(names)
 
 
+def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, float]]:
+    """Every thread of the tree: (pid, tid) -> (its name, CPU seconds so far)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[tuple[int, int], tuple[str, float]] = {}
+    for pid, _ in process_tree(root):
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            found[pid, int(task)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return found
+
+
+def thread_shares(
+    before: dict[tuple[int, int], tuple[str, float]],
+    after: dict[tuple[int, int], tuple[str, float]],
+    seconds: float,
+) -> dict[str, float]:
+    """CPU seconds per second between two :func:`thread_cpu` readings, by thread name with its
+    last number dropped (llvmpipe-0 and llvmpipe-1 are llvmpipe-#), the largest first."""
+    shares: dict[str, float] = {}
+    for key, (name, used) in after.items():
+        spent = used - before.get(key, (name, 0.0))[1]
+        group = re.sub(r"\d+$", "#", name)
+        shares[group] = shares.get(group, 0.0) + spent / seconds
+    ordered = sorted(shares.items(), key=lambda item: -item[1])
+    return {name: round(share, 3) for name, share in ordered if share >= 0.005}
+
+
+ENDED = re.compile(r"video ended: (\d+) of (\d+) frames dropped \(([^)]*)\): (\S+)")
+
+
+def by_role(shares: dict[str, float]) -> dict[str, float | None]:
+    """FFmpeg's decoding threads (av:CODEC:df#, the native player's) and llvmpipe's (the
+    software GL drawing the scene), CPU s/s, from :func:`thread_shares`."""
+    if not shares:
+        return {"decode_cpu_s_per_s": None, "gl_cpu_s_per_s": None}
+    decoders = [v for name, v in shares.items() if name.startswith("av:")]
+    gl = sum(v for name, v in shares.items() if name.startswith("llvmpipe"))
+    return {  # no av: threads (the web engine's decoders have names of their own): None
+        "decode_cpu_s_per_s": round(sum(decoders), 3) if decoders else None,
+        "gl_cpu_s_per_s": round(gl, 3),
+    }
+
+
+def ended_lines(log: Path) -> list[dict[str, Any]]:
+    """The display's ``video ended`` lines, in order, with the file's sha256 from its URL."""
+    text = log.read_text(errors="replace")
+    found = []
+    for match in ENDED.finditer(text):
+        digest = re.search(r"[0-9a-f]{64}", match[4])
+        found.append(
+            {
+                "dropped": int(match[1]),
+                "frames": int(match[2]),
+                "shown_percent": round(100 - int(match[1]) / max(int(match[2]), 1) * 100, 2),
+                "detail": match[3],
+                "digest": digest[0] if digest else "",
+                "text": match[0].split(": http")[0].split(": file")[0],
+            }
+        )
+    return found
+
+
 # -- recording the strip -----------------------------------------------------------------------
 
 
