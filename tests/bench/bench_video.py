@@ -66,7 +66,7 @@ llvmpipe's, Qt's render thread, ...; /proc), so the share of decoding and of dra
 Prints a table (old VP9 web engine, then native per codec, the targets, pass or fail) and
 writes ``bench-results/bench_video.json``; with ``--keep``, every recording and its decoded
 samples stay in the run's folder. A default run (the ceiling, both stages, three codecs, 20 s
-videos, the media already made) took 5.4 to 5.6 minutes on this 2-core machine; making the
+videos, the media already made) took 5.4 to 5.7 minutes on this 2-core machine; making the
 media the first time takes about 5 more. Needs Xvfb and ffmpeg (apt-get install -y xvfb
 ffmpeg). Network: 127.0.0.1 only.
 """
