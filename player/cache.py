@@ -428,10 +428,11 @@ class ContentCache:
                     job.due = time.monotonic() + self._retry_max
                     self._lock.notify_all()
                 continue
+            # Evict before the job is done, so that an idle cache (wait_idle) is within its bound.
+            self._evict()
             with self._lock:
                 self._jobs.pop(spec.key, None)
                 self._lock.notify_all()
-            self._evict()
             callback = self.on_ready
             if callback is not None:
                 try:

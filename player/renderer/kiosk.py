@@ -438,14 +438,20 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
-            self._later(delay, self._release_still)
+            self._release_still_after(delay)
 
     def _clear_cover(self) -> None:
         if self._front is not self.cover:
             self.cover.clear()
 
-    def _release_still(self) -> None:
-        if self._front is not self.still:
+    def _release_still_after(self, delay_ms: int) -> None:
+        holds = self.still.holds
+        self._later(delay_ms, lambda: self._release_still(holds))
+
+    def _release_still(self, holds: int) -> None:
+        """Let the still go once covered, unless it holds again since (a newer item with one
+        web view: the release of the older one would hide it under the newer fade)."""
+        if self._front is not self.still and self.still.holds == holds:
             self.still.release()
             self._still_source = None
 
@@ -611,7 +617,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._last_frame = time.monotonic()
         self.stage.request_frame()
         if old is self.still:
-            self._later(CLEAR_DELAY_MS, self._release_still)
+            self._release_still_after(CLEAR_DELAY_MS)
         else:
             self._after_native(old, self.cover, CLEAR_DELAY_MS)
 

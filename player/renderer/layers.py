@@ -44,6 +44,7 @@ class Still:
         self._stage = stage
         self.item = stage.create("Still")
         self.since = 0.0  # time.monotonic() the still began to hold
+        self.holds = 0  # holds so far: a release meant for an earlier one is not for this one
         self._copying = False  # the view is copied; its copy is to be kept at the next frame
 
     def front_item(self) -> QQuickItem:
@@ -52,6 +53,7 @@ class Still:
     def hold(self, source: QQuickItem, since: float) -> None:
         """Copy ``source``'s current frame (at the next frame of the scene) and show it in
         front of everything, fully opaque, until :meth:`release`."""
+        self.holds += 1
         item = self.item
         self._stage.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)

@@ -109,6 +109,7 @@ class ScheduleLibrary:
         self._stats: dict[str, tuple[int, int]] = {}
         self._file_digests: dict[str, str] = {}  # last content seen in each file, good or bad
         self._known: dict[str, StoredSchedule] = {s.schedule_id: s for s in storage.schedules()}
+        self._removing: set[str] = set()  # forgotten here, not yet deleted from the storage
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -128,6 +129,8 @@ class ScheduleLibrary:
         stored = self._storage.schedule(schedule_id)
         if stored is not None:
             with self._lock:
+                if schedule_id in self._removing:
+                    return None  # on its way out: not brought back from the storage
                 stored = self._known.setdefault(schedule_id, stored)
         return stored
 
@@ -340,17 +343,23 @@ class ScheduleLibrary:
         return True
 
     def _remove(self, schedule_id: str) -> None:
+        # Forgotten first: the removal is published with the delete, and a subscriber told of
+        # it must not still read the schedule here (a fresh-root run did, between the two).
         with self._lock:
-            known = self._known.get(schedule_id)
-        if known is None:
-            return
+            known = self._known.pop(schedule_id, None)
+            if known is None:
+                return
+            self._removing.add(schedule_id)
         try:
             removed = self._storage.delete_schedule(schedule_id, self._publish_removal)
         except Exception:
             log.exception("could not remove schedule %r", schedule_id)
+            with self._lock:
+                self._known.setdefault(schedule_id, known)
             return
-        with self._lock:
-            self._known.pop(schedule_id, None)
+        finally:
+            with self._lock:
+                self._removing.discard(schedule_id)
         if removed:
             self._changed(schedule_id)
             log.info("schedule %r removed", schedule_id)

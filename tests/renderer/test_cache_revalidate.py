@@ -112,6 +112,15 @@ def make_cache(tmp_path: Path) -> Iterator[Callable[..., ContentCache]]:
         cache.close()
 
 
+def fetched(cache: ContentCache, file: FileSpec) -> Path:
+    """The file's path once it is in the cache and its download is over: the entry is set a
+    moment before the download's job is done, and a revalidation asked for in that moment is
+    not queued (the job is still there)."""
+    path = wait_for(lambda: cache.path_for(file))
+    assert cache.wait_idle(10)
+    return Path(path)
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -133,7 +142,7 @@ def test_a_replaced_file_is_fetched_again_on_a_schedule_change(
     cache = make_cache()
     menu = spec(origin)
     cache.wanted([menu])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     assert first.read_bytes() == V1
     # Unchanged: a conditional request, answered 304; the same copy stays.
     cache.wanted([menu])
@@ -146,6 +155,7 @@ def test_a_replaced_file_is_fetched_again_on_a_schedule_change(
     origin.files["/menu.png"] = Version(V2, etag='"v2"')
     cache.wanted([menu])
     second = wait_for(lambda: (p := cache.path_for(menu)) != first and p)
+    assert cache.wait_idle(10)  # the old copy is deleted just after the new one is in
     assert second.read_bytes() == V2
     assert second.suffix == ".png"
     assert not first.exists()
@@ -161,7 +171,7 @@ def test_validators_survive_a_restart_and_last_modified_works_alone(
     cache = make_cache()
     menu = spec(origin)
     cache.wanted([menu])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     cache.close()
     again = make_cache()
     again.wanted([menu])
@@ -180,10 +190,11 @@ def test_periodic_revalidation_without_a_schedule_change(
     ready: list[Path] = []
     cache.on_ready = lambda _spec, path: ready.append(path)
     cache.wanted([menu])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     origin.files["/menu.png"] = Version(V2, etag='"v2"')
     cache.wanted([menu])  # within the floor: no check from this
     second = wait_for(lambda: (p := cache.path_for(menu)) != first and p)
+    assert cache.wait_idle(10)  # the old copy is deleted just after the new one is in
     assert second.read_bytes() == V2
     # The engine is told (from the downloader thread, just after the swap), so it re-evaluates.
     assert wait_for(lambda: bool(ready) and ready[-1] == second)
@@ -196,7 +207,7 @@ def test_a_server_without_validators_is_compared_by_content(
     cache = make_cache()
     menu = spec(origin)
     cache.wanted([menu])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     assert cache.revalidate() == 1
     wait_for(lambda: len(origin.requests_for("/menu.png")) == 2 and cache.wait_idle(5))
     assert cache.path_for(menu) == first  # the same bytes: the copy stays
@@ -214,7 +225,7 @@ def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
     menu = spec(origin)
     missing = spec(origin, "/gone.png")
     cache.wanted([menu, missing])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     gate = threading.Event()
     origin.files["/menu.png"] = Version(V2, etag='"v2"', gate=gate)
     cache.revalidate()
@@ -243,7 +254,8 @@ def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
     assert gone["attempts"] >= 1
     assert status["failing"] == 1
     assert (status["wanted"], status["ready"]) == (2, 1)
-    assert menu_status()["state"] == "ready"
+    # Ready once the revalidation's job is done (a moment after the new copy is in).
+    assert wait_for(lambda: menu_status()["state"] == "ready")
     assert menu_status()["checked"] is not None
 
 
@@ -254,7 +266,7 @@ def test_a_failed_revalidation_keeps_the_copy_and_says_why(
     cache = make_cache()
     menu = spec(origin)
     cache.wanted([menu])
-    first = wait_for(lambda: cache.path_for(menu))
+    first = fetched(cache, menu)
     del origin.files["/menu.png"]
     cache.revalidate()
     entry = wait_for(lambda: (s := cache.stats().files_wanted[0]).get("error") and s)
