@@ -103,6 +103,8 @@ class VideoPlayer(QObject):
         self.shown = False  # presented in front since it was loaded
         self.hardware: bool | None = None  # frames in GPU memory (None: no frame yet)
         self.frames = 0  # distinct frames handed to the sink since it was loaded
+        self.presented = 0  # distinct frames of those in the scene when it was drawn
+        self._last_presented_us = -1
         self.last_new_frame = 0.0  # time.monotonic() of the last one, or of play()
         self._last_frame_us = -1
         self._deadline = self._single_shot(self._too_slow)
@@ -166,7 +168,9 @@ class VideoPlayer(QObject):
         self.shown = False
         self.hardware = None
         self.frames = 0
+        self.presented = 0
         self._last_frame_us = -1
+        self._last_presented_us = -1
 
     def duration(self) -> float | None:
         """The container's length in seconds (None when it does not say)."""
@@ -180,6 +184,17 @@ class VideoPlayer(QObject):
         if not isinstance(rate, int | float) or rate <= 0 or length is None:
             return None
         return round(length * rate)
+
+    def count_presented(self) -> None:
+        """Called as the scene is about to be synchronised for drawing: the sink's frame now is
+        the one drawn. A decoder outrunning the drawing hands frames over that never reach the
+        screen; only those that do are counted here."""
+        if not self.shown or not self.item.isVisible():
+            return
+        frame = self.player.videoSink().videoFrame()
+        if frame.isValid() and frame.startTime() > self._last_presented_us:
+            self._last_presented_us = frame.startTime()
+            self.presented += 1
 
     def decoding(self) -> str:
         """Where its frames were decoded: "hardware", "software" or "unknown" (no frame)."""
@@ -289,6 +304,9 @@ class VideoLayer(QObject):
         self._spool = VideoSpool(spool_dir)
         self._players = [VideoPlayer(stage, name, audio, self._spool, self) for name in ("a", "b")]
         quiet_ffmpeg()
+        # On the GUI thread, just before the render thread takes the scene: what each player's
+        # sink holds then is what is drawn (the honest count of frames on screen).
+        stage.view.afterAnimating.connect(self._count_presented)
         for player in self._players:
             player.ready.connect(self._ready)
             player.failed.connect(self._failed)
@@ -378,11 +396,12 @@ class VideoLayer(QObject):
             "backend": media_backend(),
             "codec": player.codec(),
             "decoding": player.decoding(),
-            "frames": player.frames,
+            "frames": player.presented,
         }
 
     def close(self) -> None:
         self._wanted = None
+        self._stage.view.afterAnimating.disconnect(self._count_presented)
         for player in self._players:
             player.ready.disconnect(self._ready)
             player.failed.disconnect(self._failed)
@@ -429,19 +448,27 @@ class VideoLayer(QObject):
             self._wanted = None
         self.failed.emit(url, reason)
 
+    def _count_presented(self) -> None:
+        for player in self._players:
+            player.count_presented()
+
     def _ended(self, player: VideoPlayer) -> None:
-        frames, expected = player.frames, player.source_frames()
+        # Counted on screen, not in the sink: a 1080p video on a slow GPU is decoded in full
+        # and drawn in part, and that part is what the audience saw.
+        expected = player.source_frames()
         if expected:
-            dropped = max(0, expected - frames)
+            dropped = max(0, expected - player.presented)
             share = dropped / expected
             log.log(
                 logging.WARNING if share > DROPPED_WARNING else logging.INFO,
-                "video ended: %d of %d frames dropped (%.1f %%, %s, decoded in %s): %.200s",
+                "video ended: %d of %d frames dropped (%.1f %%, %s, decoded in %s, "
+                "%d decoded): %.200s",
                 dropped,
                 expected,
                 share * 100,
                 player.codec(),
                 player.decoding(),
+                player.frames,
                 player.url,
             )
         if player is self.front_player():
