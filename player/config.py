@@ -31,6 +31,7 @@ then command-line flags. Example (every key is optional)::
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
     audio = "on"                        # videos' sound: on (where a sound server runs), off
     video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
+    video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
 
@@ -85,6 +86,7 @@ class ScreenConfig:
     crossfade: float = 0.3
     audio: bool = True  # videos' sound
     video_backend: str = "auto"  # player.videodecode.BACKENDS
+    video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
 
@@ -282,6 +284,9 @@ def _screen(key: str, value: Any) -> ScreenConfig:
     video_backend = table.get("video_backend", "auto")
     if video_backend not in BACKENDS:
         problems.append(f"'{key}.video-backend' must be one of {', '.join(BACKENDS)}")
+    video_decoders = table.get("video_decoders", 2)
+    if video_decoders not in (1, 2) or isinstance(video_decoders, bool):
+        problems.append(f"'{key}.video-decoders' must be 1 or 2")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -300,6 +305,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         crossfade=float(crossfade),
         audio=audio is not False,
         video_backend=str(video_backend),
+        video_decoders=int(video_decoders),
         memory_budget_mb=budget,
         low_memory=low_memory,
     )
@@ -372,6 +378,7 @@ _SCREEN_KEYS = {
     "crossfade",
     "audio",
     "video_backend",
+    "video_decoders",
     "memory_budget",
     "low_memory",
     *_PLATFORM_KEYS,

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
 from PySide6.QtGui import QImage
+from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
@@ -126,7 +127,9 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             slot.crashed.connect(self._slot_crashed)
         self.image_layer = ImageLayer(self.stage, options.decoded_images)
         spool = options.data_dir / "video-spool" if options.data_dir is not None else None
-        self.video_layer = VideoLayer(self.stage, options.audio, options.page_load_timeout, spool)
+        self.video_layer = VideoLayer(
+            self.stage, options.audio, options.page_load_timeout, spool, options.video_decoders
+        )
         self._connect_native()
         self.cover = Cover(self.stage, options.display_name, options.api_url)
         self.still = Still(self.stage)
@@ -372,14 +375,18 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             return slot, False
         source = slot.front_item()
         assert source is not None  # a slot in front holds a view
-        # A view still fading in would be copied half transparent: the engine has moved on,
+        self._hold_still_over(source)
+        self.recycler.before_load(slot)
+        return slot, True
+
+    def _hold_still_over(self, source: QQuickItem) -> None:
+        """Put a still of ``source`` (a view, or a video whose decoder must go) in front."""
+        # An item still fading in would be copied half transparent: the engine has moved on,
         # so its fade ends here.
         self.stage.stop_fade(source, 1.0)
         self.still.hold(source, time.monotonic())
         self._still_source = source
         self._front = self.still
-        self.recycler.before_load(slot)
-        return slot, True
 
     @property
     def _holding_still(self) -> bool:
@@ -476,6 +483,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         for slot in self.slots:
             slot.frame_swapped()
         self.image_layer.frame_swapped()
+        self.video_layer.frame_swapped()
 
     def _now_showing(self, pending: Pending, natural: float | None) -> None:
         item = pending.item

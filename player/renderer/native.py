@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from PySide6.QtQuick import QQuickItem
+
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import Kind, local_path
 from player.renderer.imagelayer import ImageLayer
@@ -68,6 +70,9 @@ class NativeMedia:
     def _holding_still(self) -> bool:
         raise NotImplementedError
 
+    def _hold_still_over(self, source: QQuickItem) -> None:
+        raise NotImplementedError
+
     def _connect_native(self) -> None:
         self.image_layer.presenting.connect(self._native_presenting)
         self.image_layer.painted.connect(self._native_painted)
@@ -92,7 +97,13 @@ class NativeMedia:
         self._serial += 1
         self._pending = Pending(item, kind, serial=self._serial)
         if kind is Kind.VIDEO:
-            self.video_layer.show(item.url, self._serial)
+            held = False
+            if self.video_layer.must_free_decoder(item.url) and self._front is self.video_layer:
+                # One decoder ([screen] video-decoders = 1): the video on screen stands still
+                # on a copy of its last frame while its decoder moves to the next one.
+                self._hold_still_over(self.video_layer.front_item())
+                held = True
+            self.video_layer.show(item.url, self._serial, held_on_still=held)
         else:
             self.image_layer.show(item.url, Path(local_path(item.url)), self._serial)
 

@@ -30,6 +30,7 @@ from PySide6.QtQuick import QQuickItem
 
 from player.renderer.stage import Stage
 from player.renderer.videospool import VideoSpool
+from player.renderer.webslot import RETIRE_FRAMES
 
 log = logging.getLogger("pdn.renderer")
 
@@ -296,10 +297,17 @@ class VideoLayer(QObject):
     failed = Signal(str, str)
 
     def __init__(
-        self, stage: Stage, audio: bool, remote_first_frame_s: float, spool_dir: Path | None
+        self,
+        stage: Stage,
+        audio: bool,
+        remote_first_frame_s: float,
+        spool_dir: Path | None,
+        decoders: int = 2,
     ) -> None:
         super().__init__()  # no Qt parent: Python owns it, as the kiosk's other layers
         self._stage = stage
+        self._decoders = decoders  # videos open at once ([screen] video-decoders)
+        self._free_decoder_at: int | None = None  # the stage frame to release the shown one
         self._remote_first_frame_ms = round(remote_first_frame_s * 1000)
         self._spool = VideoSpool(spool_dir)
         self._players = [VideoPlayer(stage, name, audio, self._spool, self) for name in ("a", "b")]
@@ -325,16 +333,30 @@ class VideoLayer(QObject):
         if self._holding(url) is not None:
             return
         back = self._back()
-        if back.shown:
+        if back.shown or self._decoder_in_use():
             self._hint = url
             return
         self._serials += 1
         back.load(url, -self._serials, self._first_frame_ms(url))
 
-    def show(self, url: str, serial: int) -> None:
+    def must_free_decoder(self, url: str) -> bool:
+        """With one decoder, showing ``url`` first takes the decoder from the video shown."""
+        return self._holding(url) is None and self._decoder_in_use()
+
+    def show(self, url: str, serial: int, held_on_still: bool = False) -> None:
         """Bring ``url`` in front: at once if it is prepared, else once its first frame is
-        decoded; ``painted(serial)`` follows, or ``failed(url, reason)``."""
+        decoded; ``painted(serial)`` follows, or ``failed(url, reason)``. With one decoder
+        (:meth:`must_free_decoder`), the video shown lets it go first: once a still of its
+        last frame is kept (``held_on_still``: the kiosk holds one over it), or now."""
         self._hint = None
+        if self.must_free_decoder(url):
+            self._wanted = (url, serial)
+            if held_on_still:  # copied at the next frame, kept from the one after
+                self._free_decoder_at = self._stage.frames + RETIRE_FRAMES
+                self._stage.request_frame()
+            else:
+                self._free_decoder()
+            return
         player = self._holding(url)
         if player is None:
             player = self._back()
@@ -348,11 +370,23 @@ class VideoLayer(QObject):
         """The video on its way is no longer wanted (it stays prepared)."""
         self._wanted = None
 
+    def frame_swapped(self) -> None:
+        at = self._free_decoder_at
+        if at is None:
+            return
+        if self._stage.frames >= at:
+            self._free_decoder()
+        else:  # a scene with nothing moving swaps no frames by itself
+            self._stage.request_frame()
+
     def front_item(self) -> QQuickItem:
         return self._players[self._front].item
 
     def front_player(self) -> VideoPlayer:
         return self._players[self._front]
+
+    def players(self) -> tuple[VideoPlayer, ...]:
+        return tuple(self._players)
 
     def clear_back(self, presents: int) -> None:
         """Release the player that is not in front once it has been covered (a prepared one
@@ -413,6 +447,20 @@ class VideoLayer(QObject):
 
     def _back(self) -> VideoPlayer:
         return self._players[1 - self._front]
+
+    def _decoder_in_use(self) -> bool:
+        """One decoder only, and a shown video holds it."""
+        return self._decoders == 1 and any(player.shown for player in self._players)
+
+    def _free_decoder(self) -> None:
+        """Release the shown video (held on a still, or covered) and load the one wanted."""
+        self._free_decoder_at = None
+        for player in self._players:
+            if player.shown:
+                player.release()
+        if self._wanted is not None:
+            url, serial = self._wanted
+            self.show(url, serial)
 
     def _holding(self, url: str) -> VideoPlayer | None:
         """The player with ``url`` loaded and not yet shown (never the one in front)."""

@@ -23,6 +23,7 @@ from PySide6.QtCore import QTimer
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.content import Kind, classify
+from player.renderer.videolayer import PlayerState
 from tests.renderer.conftest import LoopbackServer, Reports
 from tests.renderer.pixels import near, process_for, rgb, uniform_colour, wait_until
 from tests.renderer.videoscreen import blend_of
@@ -154,20 +155,27 @@ def test_each_codec_plays_to_its_own_end(
     assert reports.failed == []
 
 
-@pytest.mark.parametrize("crossfade_ms", [0, 300])
+@pytest.mark.parametrize(("crossfade_ms", "decoders"), [(0, 2), (300, 2), (0, 1), (300, 1)])
 def test_video_page_video_never_shows_black(
     make_renderer: Callable[..., tuple[KioskRenderer, Reports]],
     videos: dict[str, Path],
     http_server: LoopbackServer,
     crossfade_ms: int,
+    decoders: int,
 ) -> None:
-    renderer, reports = make_renderer(crossfade_ms=crossfade_ms)
+    """With one decoder ([screen] video-decoders = 1) the outgoing video stands still on a
+    copy of its last frame while the decoder moves to the next: never two open at once."""
+    renderer, reports = make_renderer(crossfade_ms=crossfade_ms, video_decoders=decoders)
     show_and_wait(renderer, reports, page_item(http_server))
     colours = [PAGE_GREEN, *(colour for colour, *_ in VIDEOS.values())]
     wrong: list[tuple[float, tuple[int, int, int]]] = []
+    most_open = 0
     started = time.monotonic()
 
     def sample() -> None:
+        nonlocal most_open
+        loaded = [p for p in renderer.video_layer.players() if p.state is not PlayerState.EMPTY]
+        most_open = max(most_open, len(loaded))
         point = centre(renderer)
         if any(near(point, colour, TOLERANCE) for colour in colours):
             return
@@ -195,6 +203,7 @@ def test_video_page_video_never_shows_black(
         timer.stop()
     assert wrong == [], wrong[:5]
     assert reports.failed == []
+    assert most_open == decoders
 
 
 def test_a_broken_file_fails_within_3_s_and_the_screen_stays(
