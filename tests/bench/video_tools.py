@@ -29,7 +29,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
@@ -403,9 +403,8 @@ class BlankLog:
         }
 
 
-def decoder_threads(root: int) -> list[str]:
-    """The names of the display tree's threads that look like FFmpeg's decoding threads."""
-    names: list[str] = []
+def _thread_files(root: int, name: str) -> Iterator[tuple[int, int, str]]:
+    """(pid, tid, the text of /proc/PID/task/TID/NAME) of every thread of the tree still there."""
     for pid, _ in process_tree(root):
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
@@ -413,31 +412,25 @@ def decoder_threads(root: int) -> list[str]:
             continue
         for task in tasks:
             try:
-                name = Path(f"/proc/{pid}/task/{task}/comm").read_text().strip()
+                yield pid, int(task), Path(f"/proc/{pid}/task/{task}/{name}").read_text()
             except OSError:
                 continue
-            if name.startswith("av:") or "Decod" in name or "Media" in name:
-                names.append(name)
-    return sorted(names)
+
+
+def decoder_threads(root: int) -> list[str]:
+    """The names of the display tree's threads that look like FFmpeg's decoding threads."""
+    names = (text.strip() for _, _, text in _thread_files(root, "comm"))
+    return sorted(n for n in names if n.startswith("av:") or "Decod" in n or "Media" in n)
 
 
 def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, float]]:
     """Every thread of the tree: (pid, tid) -> (its name, CPU seconds so far)."""
     ticks = os.sysconf("SC_CLK_TCK")
     found: dict[tuple[int, int], tuple[str, float]] = {}
-    for pid, _ in process_tree(root):
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2 :].split()
-            found[pid, int(task)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    for pid, tid, stat in _thread_files(root, "stat"):
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        found[pid, tid] = (name, (int(fields[11]) + int(fields[12])) / ticks)
     return found
 
 

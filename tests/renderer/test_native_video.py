@@ -14,14 +14,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QTimer
 
 from player.playitem import PlayItem
-from player.renderer import KioskRenderer, RendererOptions
+from player.renderer import KioskRenderer
 from player.renderer.content import Kind, classify
 from player.renderer.videolayer import PlayerState
 from tests.renderer.conftest import LoopbackServer, Reports
@@ -70,29 +70,6 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     broken.write_bytes(made["h264"].read_bytes()[:2000])  # the header, then nothing
     made["broken"] = broken
     return made
-
-
-@pytest.fixture
-def make_renderer(qapp: object) -> Iterator[Callable[..., tuple[KioskRenderer, Reports]]]:
-    made: list[KioskRenderer] = []
-
-    def make(**options: object) -> tuple[KioskRenderer, Reports]:
-        settings: dict[str, object] = {
-            "fullscreen": False,
-            "window_size": SIZE,
-            "keep_screen_on": False,
-        }
-        settings.update(options)
-        renderer = KioskRenderer(RendererOptions(**settings))  # type: ignore[arg-type]
-        reports = Reports()
-        renderer.set_listener(reports)
-        made.append(renderer)
-        return renderer, reports
-
-    yield make
-    for renderer in made:
-        renderer.close()
-    process_for(0.1)
 
 
 def video_item(path: Path, content_type: str | None = None) -> PlayItem:
