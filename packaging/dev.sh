@@ -23,7 +23,7 @@ system_packages=(
     libxcb-xkb1 libxcomposite1 libxdamage1 libxrandr2 libxtst6 libxshmfence1 libxkbfile1
     libasound2 libpulse0 libdbus-1-3 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
     fonts-dejavu-core xvfb x11-utils x11-xserver-utils xauth imagemagick shellcheck systemd
-    procps python3-venv ca-certificates postgresql chromium chromium-driver
+    procps python3-venv ca-certificates postgresql chromium chromium-driver ffmpeg
 )
 
 log() { printf 'pdn-dev: %s\n' "$*" >&2; }

@@ -5,7 +5,8 @@
 # in a clean environment (CI=true, as CI runs them: a missing tool fails a test, not skips it):
 #
 #   display root:  bash packaging/dev.sh display   started, then checked until GET / and
-#                                                  GET /x/health answer on 127.0.0.1, then stopped
+#                                                  GET /x/health answer on 127.0.0.1; videos sent
+#                                                  to it (tests/smoke/play_videos.py); stopped
 #   test root:     bash packaging/dev.sh test      ruff, mypy and the whole test suite
 #
 # Each command runs in a root of its own, so each one proves it sets up everything it needs.
@@ -219,6 +220,17 @@ run_display() {
     done
     [ -n "$health" ] || die "GET /x/health did not answer"
     say "GET /x/health: ${health:0:400}"
+    # Issue 21's done-when, as a user would try it: an H.264 MP4, an HEVC MP4 and a VP9 WebM
+    # sent by POST /schedule and in a CDS, the screen read back all along (no black frame).
+    say "display: python -m tests.smoke.play_videos (log: $LOGS/play_videos.log)"
+    if ! chroot "$root" "${CLEAN_ENV[@]}" bash -c \
+        "cd /root/pdn-display && .venv/bin/python -m tests.smoke.play_videos --display http://127.0.0.1:$port" \
+        >"$LOGS/play_videos.log" 2>&1; then
+        cat "$LOGS/play_videos.log" >&2
+        die "videos did not play on the fresh display"
+    fi
+    sed 's/^/  /' "$LOGS/play_videos.log"
+    VIDEOS_PLAYED=yes
     # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; xvfb-run then ends Xvfb.
     local pdn_pid="" candidate
     for candidate in $(processes_in "$(readlink -f "$root")"); do
@@ -263,11 +275,13 @@ LOGS=$DIR-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 DISPLAY_UP=""
+VIDEOS_PLAYED=""
 TEST_TIME=""
 build_base
 [ "$ONLY" = test ] || run_display
 [ "$ONLY" = display ] || run_test
 say "summary (fresh $SUITE roots, as root, no screen):"
 [ -z "$DISPLAY_UP" ] || say "  bash packaging/dev.sh display: answering (GET /, /x/health) after $DISPLAY_UP, set-up included"
+[ -z "$VIDEOS_PLAYED" ] || say "  videos: H.264, HEVC and VP9 played by POST /schedule and in a CDS, no black screenshot"
 [ -z "$TEST_TIME" ] || say "  bash packaging/dev.sh test:    passed in $TEST_TIME, set-up included"
 say "logs in $LOGS"; if [ "$KEEP" = 1 ]; then say "roots kept in $DIR"; fi

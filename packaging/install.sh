@@ -228,6 +228,15 @@ system_packages() {
     case "$platform" in
         cage | auto) packages+=(cage seatd) ;;
     esac
+    # Video decoding in hardware (player/videodecode.py picks the backend): a Pi's V4L2
+    # decoders through the system's GStreamer (the wheel's Qt plugin links it); VA-API for an
+    # Intel or AMD GPU (the wheel's FFmpeg loads libva). vainfo shows what a GPU decodes.
+    if is_raspberry_pi; then
+        packages+=(gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
+            gstreamer1.0-libav gstreamer1.0-gl)
+    elif [ "$(uname -m)" = x86_64 ]; then
+        packages+=(libva2 libva-drm2 mesa-va-drivers "intel-media-va-driver|i965-va-driver" vainfo)
+    fi
     printf '%s\n' "${packages[@]}"
 }
 

@@ -39,6 +39,7 @@ from PySide6.QtCore import QTimer
 
 from cds.parser import parse
 from cds.playlist import Playlist
+from player import videodecode
 from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.clocksanity import ClockSanity
@@ -186,6 +187,7 @@ def run(
         plan = memory_plan(config.screen.memory_budget_mb, config.screen.low_memory)
         add_chromium_flags(low_memory=plan.low_memory)
         log.info("Chromium flags: %s", os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", ""))
+        log.info("video: %s", videodecode.apply(config.screen.video_backend).describe())
         application = start_application()
         waker = Waker()
         bridge = GuiBridge()

@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 from typing import Any
 
+from player import videodecode
 from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
 from player.power import describe
 from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
@@ -180,8 +181,9 @@ def print_config(config: DisplayConfig) -> None:
     screen = config.screen
     print(
         f"  [screen]:        index {screen.index}, rotation {screen.rotation}, "
-        f"cross-fade {screen.crossfade:g} s"
+        f"cross-fade {screen.crossfade:g} s, audio {'on' if screen.audio else 'off'}"
     )
+    print(f"  video:           {videodecode.plan(screen.video_backend).describe()}")
     power = config.power
     if power.schedule is None:
         print("  [power]:         always on (no on/off times)")

@@ -34,6 +34,9 @@ then command-line flags. Example (every key is optional)::
     index = 0                           # which screen, when several are attached
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
+    audio = "on"                        # videos' sound: on (where a sound server runs), off
+    video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
+    video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
 
@@ -64,6 +67,7 @@ from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
 from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
+from player.videodecode import BACKENDS
 from server.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
@@ -85,6 +89,9 @@ class ScreenConfig:
     index: int = 0
     rotation: int = 0
     crossfade: float = 0.3
+    audio: bool = True  # videos' sound
+    video_backend: str = "auto"  # player.videodecode.BACKENDS
+    video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
 
@@ -280,6 +287,16 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         or not 0 <= crossfade <= 10
     ):
         problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
+    audio = table.get("audio", "on")
+    audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
+    if not isinstance(audio, bool):
+        problems.append(f'\'{key}.audio\' must be "on" or "off"')
+    video_backend = table.get("video_backend", "auto")
+    if video_backend not in BACKENDS:
+        problems.append(f"'{key}.video-backend' must be one of {', '.join(BACKENDS)}")
+    video_decoders = table.get("video_decoders", 2)
+    if video_decoders not in (1, 2) or isinstance(video_decoders, bool):
+        problems.append(f"'{key}.video-decoders' must be 1 or 2")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -296,6 +313,9 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         index=index,
         rotation=rotation,
         crossfade=float(crossfade),
+        audio=audio is not False,
+        video_backend=str(video_backend),
+        video_decoders=int(video_decoders),
         memory_budget_mb=budget,
         low_memory=low_memory,
     )
@@ -362,7 +382,17 @@ def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any
     return check
 
 
-_SCREEN_KEYS = {"index", "rotation", "crossfade", "memory_budget", "low_memory", *_PLATFORM_KEYS}
+_SCREEN_KEYS = {
+    "index",
+    "rotation",
+    "crossfade",
+    "audio",
+    "video_backend",
+    "video_decoders",
+    "memory_budget",
+    "low_memory",
+    *_PLATFORM_KEYS,
+}
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
     "screen": _SCREEN_KEYS,

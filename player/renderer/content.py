@@ -1,4 +1,4 @@
-"""What kind of thing an item is, and the small pages the renderer wraps media in."""
+"""What kind of thing an item is, and the small page the renderer wraps a remote image in."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Kind(Enum):
     PAGE = "page"  # loaded as it is
     NATIVE_IMAGE = "native-image"  # a local still image: decoded and drawn by Qt
     IMAGE = "image"  # a remote (or animated / vector) image: wrapped in a page
-    VIDEO = "video"  # wrapped in a page with a <video>
+    VIDEO = "video"  # played natively (videolayer.py), not by the web engine
 
 
 def _suffix(url: str) -> str:
@@ -36,9 +36,17 @@ def media_type(item: PlayItem) -> str:
     return ""
 
 
+# Containers the native player opens, for a server that says application/octet-stream.
+VIDEO_SUFFIXES = frozenset({"mp4", "m4v", "mov", "mkv", "webm"})
+
+
 def classify(item: PlayItem) -> Kind:
     kind = media_type(item)
     if kind.startswith("video/") or kind.startswith("audio/"):
+        return Kind.VIDEO
+    if kind in ("application/octet-stream", "binary/octet-stream") and any(
+        _suffix(url) in VIDEO_SUFFIXES for url in (item.url, item.source_url)
+    ):
         return Kind.VIDEO
     if kind.startswith("image/"):
         if item.url.startswith("file:") and _suffix(item.url) in NATIVE_FORMATS:
@@ -51,9 +59,9 @@ def local_path(url: str) -> str:
     return unquote(urlsplit(url).path)
 
 
-# The wrapper pages' background: the views' own "nothing painted yet" colour (webslot's
-# UNPAINTED), so the check that a frame has reached the screen waits for the image or the
-# video's first frame instead of taking a black page for it. Nobody can tell it from black.
+# The wrapper page's background: the views' own "nothing painted yet" colour (webslot's
+# UNPAINTED), so the check that a frame has reached the screen waits for the image instead of
+# taking a black page for it. Nobody can tell it from black.
 BACKDROP = "rgb(1,2,3)"
 
 
@@ -69,61 +77,6 @@ html,body{{margin:0;height:100%;background:{BACKDROP};overflow:hidden}}
 img{{width:100vw;height:100vh;object-fit:contain;display:block}}
 </style></head><body><img id="pdn-image" alt=""><script>
 document.getElementById('pdn-image').src = {_js(url)};
-</script></body></html>"""
-
-
-def video_page(url: str, media: str, channel: str, generation: int) -> str:
-    """A page that plays one video, fitted on black, and reports through the console channel.
-
-    It says ``painted`` once the first frame is decoded and drawn (with the natural length),
-    ``failed`` with a reason when the platform cannot decode it (checked with ``canPlayType``
-    first, so an undecodable item never reaches the screen), and ``ended`` with the frames
-    presented and dropped (``getVideoPlaybackQuality``: whether this board keeps up). It
-    waits paused on its first frame until the renderer calls ``window.pdnPlay()`` (the item
-    is due); an ended video keeps its last frame on screen until the next item replaces it.
-    """
-    return f"""<!doctype html><html><head><meta charset="utf-8"><style>
-html,body{{margin:0;height:100%;background:{BACKDROP};overflow:hidden}}
-video{{width:100vw;height:100vh;object-fit:contain;display:block;background:{BACKDROP}}}
-</style></head><body><video id="pdn-video" preload="auto" playsinline></video><script>
-(function () {{
-  const channel = {_js(channel)}, generation = {generation};
-  const send = (event, data) => console.log(channel + JSON.stringify(
-      Object.assign({{generation: generation, event: event}}, data || {{}})));
-  const video = document.getElementById('pdn-video');
-  const media = {_js(media)};
-  let done = false;
-  const fail = (reason) => {{ if (!done) {{ done = true; send('failed', {{reason: reason}}); }} }};
-  window.pdnPlay = () => video.play().catch((error) => fail('playback refused: ' + error));
-  if (media && video.canPlayType(media) === '') {{
-    fail('this platform cannot decode ' + media);
-    return;
-  }}
-  video.addEventListener('error', () => {{
-    const error = video.error;
-    fail('cannot play the video (' + (error ? error.code + ' ' + error.message : 'error') + ')');
-  }});
-  video.addEventListener('loadeddata', () => {{
-    if (!video.videoWidth) {{ fail('no decodable video track'); return; }}
-    const painted = () => requestAnimationFrame(() => requestAnimationFrame(() => {{
-      if (done) return;
-      done = true;
-      send('painted', {{duration: isFinite(video.duration) ? video.duration : null}});
-    }}));
-    // Wait for the first frame to be handed to the compositor where the browser can say so.
-    // (A paused video may never present one: after half a second, go on without.)
-    if (video.requestVideoFrameCallback) {{
-      video.requestVideoFrameCallback(painted);
-      setTimeout(painted, 500);
-    }} else painted();
-  }}, {{once: true}});
-  video.addEventListener('ended', () => {{
-    const quality = video.getVideoPlaybackQuality ? video.getVideoPlaybackQuality() : null;
-    send('ended', quality ? {{frames: quality.totalVideoFrames,
-                             dropped: quality.droppedVideoFrames}} : {{}});
-  }});
-  video.src = {_js(url)};
-}})();
 </script></body></html>"""
 
 

@@ -19,23 +19,14 @@ import logging
 import secrets
 import time
 from collections import deque
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
 from PySide6.QtGui import QImage
+from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem, RendererListener
-from player.renderer.content import (
-    IDLE_TOKEN,
-    Kind,
-    classify,
-    context_script,
-    local_path,
-    media_type,
-    update_script,
-)
+from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.idle import (
     addresses,
@@ -46,10 +37,12 @@ from player.renderer.idle import (
 )
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Cover, Layer, Still
+from player.renderer.native import NativeMedia, Pending
 from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.profile import make_profile
 from player.renderer.recycler import MemoryPressure, Recycler
 from player.renderer.stage import Stage, keep_screen_awake
+from player.renderer.videolayer import VideoLayer
 from player.renderer.watchdog import CRASH_WINDOW, WATCH_MS, VisualWatchdog
 from player.renderer.webslot import SlotState, WebSlot
 
@@ -63,19 +56,7 @@ LAUNCH_FAILURES = 2  # ... this many times in CRASH_WINDOW: the web engine is lo
 CRASH_BACKOFF_MAX = 8.0  # a crash-looping item (the idle page too) is reloaded at most this often
 
 
-@dataclass
-class _Pending:
-    """The item the renderer is bringing on screen."""
-
-    item: PlayItem
-    kind: Kind
-    slot: WebSlot | None = None
-    image_serial: int = 0
-    image_url: str = ""
-    report: bool = True  # False when re-showing after a crash (already reported shown)
-
-
-class KioskRenderer(VisualWatchdog, QObject):
+class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     """A :class:`player.playitem.Renderer` on a fullscreen Qt Quick scene.
 
     Construct it on the GUI thread after the application exists (call
@@ -104,13 +85,13 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._listener: RendererListener | None = None
         self._channel = f"pdn-{secrets.token_hex(8)}:"
         self._readings: dict[str, object] = {}
-        self._pending: _Pending | None = None
+        self._pending: Pending | None = None
         self._current: PlayItem | None = None  # on screen, reported shown
         self._front: Layer | None = None
         self._crashes: dict[int, int] = {}
         self._prepared_failures: dict[str, tuple[str, float]] = {}
-        self._prepared_images: dict[str, PlayItem] = {}
-        self._image_serial = 0
+        self._prepared_native: dict[str, PlayItem] = {}  # pictures and videos, by URL
+        self._serial = 0  # of the native layers' shows
         self._last_frame: float | None = None
         self._idle_ips: list[str] = []
         self._idle_progress = ""
@@ -150,12 +131,13 @@ class KioskRenderer(VisualWatchdog, QObject):
             slot.context_script = script
             slot.ready.connect(self._slot_ready)
             slot.failed.connect(self._slot_failed)
-            slot.ended.connect(self._slot_ended)
             slot.crashed.connect(self._slot_crashed)
         self.image_layer = ImageLayer(self.stage, options.decoded_images)
-        self.image_layer.presenting.connect(self._image_presenting)
-        self.image_layer.painted.connect(self._image_painted)
-        self.image_layer.failed.connect(self._image_failed)
+        spool = options.data_dir / "video-spool" if options.data_dir is not None else None
+        self.video_layer = VideoLayer(
+            self.stage, options.audio, options.page_load_timeout, spool, options.video_decoders
+        )
+        self._connect_native()
         self.cover = Cover(self.stage, options.display_name, options.api_url)
         self.still = Still(self.stage)
         self.stage.frame_swapped.connect(self._frame_swapped)
@@ -195,9 +177,8 @@ class KioskRenderer(VisualWatchdog, QObject):
         if self._closed:
             return
         kind = classify(item)
-        if kind is Kind.NATIVE_IMAGE:
-            self._prepared_images[item.url] = item
-            self.image_layer.decode(item.url, Path(local_path(item.url)))
+        if kind in (Kind.NATIVE_IMAGE, Kind.VIDEO):
+            self._prepare_native(item, kind)
             return
         if any(slot.holds(item) for slot in self.slots):
             return
@@ -208,7 +189,7 @@ class KioskRenderer(VisualWatchdog, QObject):
             log.debug("no free view to prepare %s in", item.url)
             return
         log.debug("preparing %s in slot %s", item.url, slot.name)
-        slot.load(item, kind, media_type(item))
+        slot.load(item, kind)
 
     def show(self, item: PlayItem) -> None:
         if self._closed:
@@ -220,19 +201,14 @@ class KioskRenderer(VisualWatchdog, QObject):
             self._report_failed(item, remembered[0])
             return
         self._abandon_pending()
-        if kind is Kind.NATIVE_IMAGE:
-            self._prepared_images.pop(item.url, None)
-            self._image_serial += 1
-            self._pending = _Pending(
-                item, kind, image_serial=self._image_serial, image_url=item.url
-            )
-            self.image_layer.show(item.url, Path(local_path(item.url)), self._image_serial)
+        if kind in (Kind.NATIVE_IMAGE, Kind.VIDEO):
+            self._show_native(item, kind)
             return
         slot = next((s for s in self.slots if s.holds(item) and s is not self._front), None)
         if slot is None:
             slot, behind_still = self._slot_to_show_in()
-            slot.load(item, kind, media_type(item), keep_old_for_a_frame=behind_still)
-        self._pending = _Pending(item, kind, slot=slot)
+            slot.load(item, kind, keep_old_for_a_frame=behind_still)
+        self._pending = Pending(item, kind, slot=slot)
         if slot.state is SlotState.READY:
             self._commit_slot(slot)
 
@@ -272,7 +248,7 @@ class KioskRenderer(VisualWatchdog, QObject):
             item,
             keep_old_for_a_frame=behind_still,
         )
-        self._pending = _Pending(item, Kind.PAGE, slot=slot, report=False)
+        self._pending = Pending(item, Kind.PAGE, slot=slot, report=False)
 
     # -- extensions -----------------------------------------------------------------------
 
@@ -339,6 +315,8 @@ class KioskRenderer(VisualWatchdog, QObject):
             "showing": self._showing(),
             "frame": self._frame_class,
         }
+        if self._front is self.video_layer:
+            state["video"] = self.video_layer.describe()
         if self._fatal is not None:
             state["problem"] = f"giving up: {self._fatal}"
         elif self._problem is not None and self._wrong_since is not None:
@@ -362,6 +340,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         for slot in self.slots:
             slot.close()
         self.image_layer.close()
+        self.video_layer.close()
         self.stage.close()
         from shiboken6 import delete
 
@@ -413,14 +392,18 @@ class KioskRenderer(VisualWatchdog, QObject):
             return slot, False
         source = slot.front_item()
         assert source is not None  # a slot in front holds a view
-        # A view still fading in would be copied half transparent: the engine has moved on,
+        self._hold_still_over(source)
+        self.recycler.before_load(slot)
+        return slot, True
+
+    def _hold_still_over(self, source: QQuickItem) -> None:
+        """Put a still of ``source`` (a view, or a video whose decoder must go) in front."""
+        # An item still fading in would be copied half transparent: the engine has moved on,
         # so its fade ends here.
         self.stage.stop_fade(source, 1.0)
         self.still.hold(source, time.monotonic())
         self._still_source = source
         self._front = self.still
-        self.recycler.before_load(slot)
-        return slot, True
 
     @property
     def _holding_still(self) -> bool:
@@ -434,6 +417,8 @@ class KioskRenderer(VisualWatchdog, QObject):
             return
         if pending.kind is Kind.NATIVE_IMAGE:
             self.image_layer.cancel()
+        elif pending.kind is Kind.VIDEO:
+            self.video_layer.cancel()
         if pending.slot is not None and pending.item.token == IDLE_TOKEN:
             self._schedule_clear(pending.slot)
 
@@ -448,40 +433,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         self._pending = None
         self._swap_to(slot)
         slot.start()
-        natural = slot.natural_duration if pending.item.duration is None else None
-        self._now_showing(pending, natural)
-
-    def _image_presenting(self, serial: int) -> None:
-        pending = self._pending
-        if (
-            pending is not None
-            and pending.kind is Kind.NATIVE_IMAGE
-            and serial == pending.image_serial
-        ):
-            self._swap_to(self.image_layer)
-
-    def _image_painted(self, serial: int) -> None:
-        pending = self._pending
-        if pending is None or pending.kind is not Kind.NATIVE_IMAGE:
-            return
-        if serial != pending.image_serial:
-            return
-        self._pending = None
         self._now_showing(pending, None)
-
-    def _image_failed(self, url: str, reason: str) -> None:
-        pending = self._pending
-        log.warning("cannot show %s: %s", url, reason)
-        if pending is not None and pending.kind is Kind.NATIVE_IMAGE and pending.image_url == url:
-            self._pending = None
-            self._report_failed(pending.item, reason)
-            if self._front is None or self._holding_still:
-                self._show_cover()
-            return
-        prepared = self._prepared_images.pop(url, None)
-        if prepared is not None:
-            self._remember_failure(prepared, reason)
-            self._report_failed(prepared, reason)
 
     def _swap_to(self, layer: Layer) -> None:
         """Bring ``layer`` in front: raised, faded in over the outgoing layer (which stays
@@ -491,7 +443,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         if item is None:
             return
         fade_ms = self.options.crossfade_ms if old is not None else 0
-        if old is layer and layer is not self.image_layer:
+        if old is layer and layer not in (self.image_layer, self.video_layer):
             fade_ms = 0
         item.setVisible(True)
         self.stage.raise_item(item)
@@ -505,20 +457,12 @@ class KioskRenderer(VisualWatchdog, QObject):
         if isinstance(old, WebSlot) and old is not layer:
             self._outgoing = old if fade_ms else None
             self._schedule_clear(old)
-        elif old is self.image_layer:
-            if layer is self.image_layer:
-                presents = self.image_layer.presents
-                self._later(delay, lambda: self.image_layer.clear_back(presents))
-            else:
-                self._later(delay, self._clear_pictures)
+        elif old in (self.image_layer, self.video_layer):
+            self._after_native(old, layer, delay)
         elif old is self.cover and layer is not self.cover:
             self._later(delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
             self._release_still_after(delay)
-
-    def _clear_pictures(self) -> None:
-        if self._front is not self.image_layer:
-            self.image_layer.clear()
 
     def _clear_cover(self) -> None:
         if self._front is not self.cover:
@@ -556,8 +500,9 @@ class KioskRenderer(VisualWatchdog, QObject):
         for slot in self.slots:
             slot.frame_swapped()
         self.image_layer.frame_swapped()
+        self.video_layer.frame_swapped()
 
-    def _now_showing(self, pending: _Pending, natural: float | None) -> None:
+    def _now_showing(self, pending: Pending, natural: float | None) -> None:
         item = pending.item
         if item.token == IDLE_TOKEN:
             self._current = None
@@ -603,14 +548,6 @@ class KioskRenderer(VisualWatchdog, QObject):
             self._remember_failure(item, reason)
             self._report_failed(item, reason)
 
-    def _slot_ended(self, slot: WebSlot) -> None:
-        item = slot.item
-        listener = self._listener
-        if item is None or listener is None or item.token == IDLE_TOKEN:
-            return
-        if slot is self._front:
-            listener.item_ended(item.token)
-
     def _slot_crashed(self, slot: WebSlot, description: str) -> None:
         item = slot.item
         log.warning("slot %s: %s", slot.name, description)
@@ -648,7 +585,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         if on_screen:
             if pending is not None:
                 return  # the engine already wants something else; the cover bridges the gap
-            self._pending = _Pending(item, slot.kind, slot=slot, report=False)
+            self._pending = Pending(item, slot.kind, slot=slot, report=False)
         elif pending is None or pending.slot is not slot:
             slot.clear()  # a hint: loaded again when shown
             return
@@ -675,7 +612,7 @@ class KioskRenderer(VisualWatchdog, QObject):
             QTimer.singleShot(round(delay * 1000), idle_again)
             return
         if not delay:
-            slot.load(item, slot.kind, media_type(item))
+            slot.load(item, slot.kind)
             return
         generation = slot.generation
         waiting = self._pending
@@ -683,7 +620,7 @@ class KioskRenderer(VisualWatchdog, QObject):
         def load_again() -> None:
             if self._closed or self._pending is not waiting or slot.generation != generation:
                 return
-            slot.load(item, slot.kind, media_type(item))
+            slot.load(item, slot.kind)
 
         QTimer.singleShot(round(delay * 1000), load_again)
 
@@ -706,8 +643,8 @@ class KioskRenderer(VisualWatchdog, QObject):
         self.stage.request_frame()
         if old is self.still:
             self._release_still_after(CLEAR_DELAY_MS)
-        elif old is self.image_layer:
-            self._later(CLEAR_DELAY_MS, self._clear_pictures)
+        else:
+            self._after_native(old, self.cover, CLEAR_DELAY_MS)
 
     def _report_failed(self, item: PlayItem, reason: str) -> None:
         if item.token == IDLE_TOKEN:
@@ -727,6 +664,8 @@ class KioskRenderer(VisualWatchdog, QObject):
     def _heartbeat(self) -> None:
         slot = self._front_slot()
         now = time.monotonic()
+        if self._front is self.video_layer:
+            self.video_layer.check_stalled()
         if slot is None:
             if self._front is not None:
                 self._last_frame = now  # a native layer: the GUI thread is painting
@@ -765,8 +704,8 @@ class KioskRenderer(VisualWatchdog, QObject):
                 self.show_idle()
             return
         if self._pending is None:
-            self._pending = _Pending(item, slot.kind, slot=slot, report=False)
-            slot.load(item, slot.kind, media_type(item))
+            self._pending = Pending(item, slot.kind, slot=slot, report=False)
+            slot.load(item, slot.kind)
 
     def _give_up(self, reason: str) -> None:
         if self._fatal is not None:

@@ -7,6 +7,7 @@ from PySide6.QtQuick import QQuickItem
 from player.renderer.idle import addresses
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.stage import Stage
+from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import WebSlot
 
 
@@ -83,4 +84,4 @@ class Still:
 
 
 # What can be in front of the stage.
-Layer = WebSlot | ImageLayer | Cover | Still
+Layer = WebSlot | ImageLayer | VideoLayer | Cover | Still

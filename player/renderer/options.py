@@ -85,6 +85,13 @@ class RendererOptions:
     fullscreen: bool = True
     window_size: tuple[int, int] = (1280, 720)
     crossfade_ms: int = 0
+    # Videos' sound ([screen] audio): to PulseAudio or PipeWire where one runs, dropped
+    # where none does; off: no audio output, the track is not even decoded.
+    audio: bool = True
+    # Videos open at once ([screen] video-decoders): 2, the next one waits paused on its
+    # first frame while one plays; 1 (a hardware decoder that takes one stream at a time),
+    # the last frame is held on a still while the decoder moves to the next video.
+    video_decoders: int = 2
     page_load_timeout: float = 15.0
     display_name: str = ""
     api_url: str = ""
@@ -117,6 +124,8 @@ class RendererOptions:
             raise ValueError("page_load_timeout must be positive")
         if self.crossfade_ms < 0:
             raise ValueError("crossfade_ms must not be negative")
+        if self.video_decoders not in (1, 2):
+            raise ValueError(f"video_decoders must be 1 or 2, not {self.video_decoders!r}")
         if self.views not in (1, 2):
             raise ValueError(f"views must be 1 or 2, not {self.views!r}")
 
@@ -129,6 +138,8 @@ class RendererOptions:
             screen=int(getattr(screen, "index", 0)),
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
+            audio=bool(getattr(screen, "audio", True)),
+            video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),
             api_url=api_url,
             data_dir=getattr(config, "data_dir", None),

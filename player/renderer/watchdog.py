@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from player.renderer.layers import Cover, Layer, Still
     from player.renderer.options import RendererOptions
     from player.renderer.stage import Stage
+    from player.renderer.videolayer import VideoLayer
 
 log = logging.getLogger("pdn.renderer")
 
@@ -44,6 +45,7 @@ class VisualWatchdog:
     stage: Stage
     slots: list[WebSlot]
     image_layer: ImageLayer
+    video_layer: VideoLayer
     cover: Cover
     still: Still
     _front: Layer | None
@@ -91,6 +93,8 @@ class VisualWatchdog:
             return f"a still of {current} while the next item loads"
         if front is self.image_layer:
             return f"image {self._current.url}" if self._current is not None else "an image"
+        if front is self.video_layer:
+            return f"video {self._current.url}" if self._current is not None else "a video"
         slot = self._front_slot()
         if slot is None or slot.item is None:
             return "a blank view"

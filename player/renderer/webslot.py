@@ -5,8 +5,8 @@ the page's own word for it: after the load succeeded an isolated-world script wa
 animation frames (the last runs only once a frame with the content has been produced) and
 reports over the console channel, whose prefix carries a per-renderer secret so a page cannot
 speak for the renderer; then the slot waits for frames of the scene to be swapped with the view
-in it (the page's frame has reached Qt Quick's side of the compositor). Our media pages (video)
-report the same way.
+in it (the page's frame has reached Qt Quick's side of the compositor). Videos are not web
+content: they play natively (videolayer.py).
 
 Every navigation gets a fresh ``WebView`` item (``qml/WebView.qml``) and every event handler is
 bound to the item it came from, so a load event, a channel message or a crash of one
@@ -32,7 +32,7 @@ from PySide6.QtQuick import QQuickItem
 from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
 from player.playitem import PlayItem
-from player.renderer.content import Kind, image_page, video_page
+from player.renderer.content import Kind, image_page
 from player.renderer.stage import Stage
 
 log = logging.getLogger("pdn.renderer")
@@ -48,7 +48,6 @@ CONFIRM_FRAMES = 2
 # Frames a view replaced behind a still stays on the stage: the still copies it in the first and
 # keeps the copy in the second (layers.Still); two more for frames already under way.
 RETIRE_FRAMES = 4
-DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is logged as a warning
 _LOAD = QWebEngineLoadingInfo.LoadStatus
 _STARTED, _STOPPED = _LOAD.LoadStartedStatus.value, _LOAD.LoadStoppedStatus.value
 _SUCCEEDED, _FAILED = _LOAD.LoadSucceededStatus.value, _LOAD.LoadFailedStatus.value
@@ -119,8 +118,6 @@ class WebSlot(QObject):
         self.ready = Callbacks()
         # The slot's item cannot be shown: (slot, reason).
         self.failed = Callbacks()
-        # The slot's video reached its end: (slot).
-        self.ended = Callbacks()
         # The slot's render process died: (slot, description).
         self.crashed = Callbacks()
         self.name = name
@@ -134,7 +131,6 @@ class WebSlot(QObject):
         self.kind = Kind.PAGE
         # One per navigation (and per clear): what the page's reports must carry.
         self.generation = 0
-        self.natural_duration: float | None = None
         self.loads = 0  # navigations over the slot's life, each in a view of its own
         self.last_beat = time.monotonic()
         # Moved only by the page's own answers (and the swap): what the visual watchdog trusts.
@@ -239,22 +235,16 @@ class WebSlot(QObject):
         self.kind = kind
         self.state = SlotState.LOADING
         self._confirming = -1
-        self.natural_duration = None
         self.loads += 1
         self._timeout.start()
         # On the stage underneath whatever is on screen (its page must not be throttled), at
         # the content's size from the start (anchors).
         return self._fresh_view(keep_old_for_a_frame)
 
-    def load(
-        self, item: PlayItem, kind: Kind, media_type: str, keep_old_for_a_frame: bool = False
-    ) -> None:
+    def load(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool = False) -> None:
         view = self._begin(item, kind, keep_old_for_a_frame)
         url = QUrl(item.url)
-        if kind is Kind.VIDEO:
-            html = video_page(item.url, media_type, self._channel, self.generation)
-            Stage.call(view, "showHtml", html, url)
-        elif kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
+        if kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
             Stage.call(view, "showHtml", image_page(item.url), url)
         else:
             view.setProperty("url", url)
@@ -276,14 +266,12 @@ class WebSlot(QObject):
         )
 
     def start(self) -> None:
-        """The slot is in front now: sound on, video playing."""
+        """The slot is in front now: sound on."""
         self.state = SlotState.SHOWN
         self.last_beat = self.last_answer = time.monotonic()
         self._beat_pending = False
         if self.view is not None:
             self.view.setProperty("audioMuted", False)
-            if self.kind is Kind.VIDEO:
-                Stage.call(self.view, "inPage", "window.pdnPlay && window.pdnPlay();")
 
     def clear(self) -> None:
         """Forget the item and drop its view (its render process ends with it)."""
@@ -349,7 +337,7 @@ class WebSlot(QObject):
                 log.warning("slot %s: the page on screen went to an error: %s", self.name, reason)
             self._fail(f"{reason}: {url[:200]}")
             return
-        if status == _SUCCEEDED and self.state is SlotState.LOADING and self.kind is not Kind.VIDEO:
+        if status == _SUCCEEDED and self.state is SlotState.LOADING:
             self._probe_painted()
 
     def _probe_painted(self) -> None:
@@ -392,33 +380,8 @@ class WebSlot(QObject):
             self._beat_pending = False
             self.last_beat = self.last_answer = time.monotonic()
         elif event == "painted" and self.state is SlotState.LOADING and self._confirming < 0:
-            duration = message.get("duration")
-            if isinstance(duration, int | float) and duration > 0:
-                self.natural_duration = float(duration)
             self._confirming = CONFIRM_FRAMES
             self._stage.request_frame()
-        elif event == "failed" and self.state is not SlotState.BLANK:
-            self._fail(str(message.get("reason") or "the media could not be played"))
-        elif event == "ended" and self.state is SlotState.SHOWN:
-            self._log_frames(message)
-            self.ended.emit(self)
-
-    def _log_frames(self, message: dict[str, object]) -> None:
-        """How many of the ended video's frames this machine could not present in time."""
-        frames, dropped = message.get("frames"), message.get("dropped")
-        if not isinstance(frames, int) or not isinstance(dropped, int) or frames <= 0:
-            return
-        url = self.item.url if self.item is not None else "?"
-        share = dropped / frames
-        level = logging.WARNING if share > DROPPED_WARNING else logging.INFO
-        log.log(
-            level,
-            "video ended: %d of %d frames dropped (%.1f %%): %.200s",
-            dropped,
-            frames,
-            share * 100,
-            url,
-        )
 
     def _fail(self, reason: str) -> None:
         self._timeout.stop()

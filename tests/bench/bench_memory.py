@@ -8,11 +8,12 @@ Issue 11's benchmark. On an Xvfb of its own (1920x1080, no window manager) it fi
 signage pages below. Then, per profile, a real ``pdn display`` (of this checkout or of
 ``--checkout PATH``, run from a copy of its packages taken at the start unless ``--live``, with
 ``[screen] low-memory = "off"`` or ``"on"`` in its config file) plays the mix: signage pages
-(DOM and script that allocates, every URL a new document) and WebM videos (VP8/VP9, ffmpeg) sent
-as queued JSON requests of ``--item-seconds`` each, two queued ahead of the screen, and,
-whenever the driver lets the queue run dry (2 items in 10), the cached 1920x1080 JPEG/PNG images
-of a CDS (hashes given, so the display's cache downloads and verifies them; lowest priority, so
-they fill the moments between requests). The mix is pages 60%, images 20%, videos 20%. A
+(DOM and script that allocates, every URL a new document) and videos (WebM VP8/VP9 and MP4
+H.264/HEVC, made by ffmpeg) sent as queued JSON requests of ``--item-seconds`` each, two queued
+ahead of the screen, and, whenever the driver lets the queue run dry, the cached 1920x1080
+JPEG/PNG images of a CDS (hashes given, so the display's cache downloads and verifies them;
+lowest priority, so they fill the moments between requests). The mix is pages 60%, images 20%,
+videos 20%; ``--mix video`` makes it videos 70%, pages 20%, images 10%. A
 transition is one change of the playback record (``sequence``), whatever its origin.
 
 Memory: every ``--sample-every`` transitions, a point is the median of ``--samples`` readings
@@ -66,7 +67,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_driver import MIX, Driver
+from tests.bench.memory_driver import MIXES, Driver
 from tests.bench.memory_tools import (
     ROLES,
     BareView,
@@ -235,7 +236,7 @@ def run_display(
     points: list[dict[str, Any]] = []
     health: list[dict[str, Any]] = []
     sampler: threading.Thread | None = None
-    driver = Driver(display, content, videos, args.item_seconds)
+    driver = Driver(display, content, videos, args.item_seconds, MIXES[args.mix])
     try:
         display.schedule_cds(content.image_schedule(images, args.item_seconds))
         deadline = time.monotonic() + 120
@@ -554,6 +555,7 @@ def arguments() -> argparse.Namespace:
     add("--transitions", type=int, default=2000)
     add("--profile", choices=("default", "low-memory", "both"), default="both")
     add("--item-seconds", type=float, default=1.0, help="preferred duration of every item")
+    add("--mix", choices=sorted(MIXES), default="signage", help="signage, or video-heavy")
     add("--checkout", type=Path, default=ROOT, help="run this tree's pdn display")
     add("--memory-budget", help='[screen] memory-budget for the display, e.g. "600 MB"')
     add("--size", default="1920x1080")
@@ -631,9 +633,10 @@ def main() -> int:
         "item_seconds": args.item_seconds,
         "transitions_asked": args.transitions,
         "mix": {
-            "pages": MIX.count("P") / len(MIX),
-            "cached_images": MIX.count("I") / len(MIX),
-            "videos": MIX.count("V") / len(MIX),
+            "name": args.mix,
+            "pages": MIXES[args.mix].count("P") / len(MIXES[args.mix]),
+            "cached_images": MIXES[args.mix].count("I") / len(MIXES[args.mix]),
+            "videos": MIXES[args.mix].count("V") / len(MIXES[args.mix]),
             "videos_files": videos,
             "images_files": [image.name for image in images],
         },

@@ -1,548 +1,782 @@
-"""Video on the real display at 1920x1080 on Xvfb: dropped frames, and gaps between videos.
+"""Video on the real display at 1920x1080 on Xvfb, counted from the screen: native (QtMultimedia)
+H.264, HEVC and VP9 against the old web engine's VP9, in one run.
 
-    .venv/bin/python -m tests.bench.bench_video [--seconds 20] [--boundaries 20] [--media DIR]
+    .venv/bin/python -m tests.bench.bench_video [--stages old,new] [--codecs h264,hevc,vp9]
+        [--seconds 20] [--cycles 1] [--first-frames 3] [--old-commit 473fd45]
+        [--new PATH | --new-commit COMMIT] [--media DIR] [--keep] [--no-ceiling]
 
-Needs ffmpeg to make its videos (``apt-get install -y ffmpeg``) and Xvfb (``bash
-packaging/dev.sh setup``). The videos are made into ``--media`` (default: a temporary
-folder; a file already there is reused, so a second run can skip the encoding).
+Two stages: *old* is a copy of ``git archive 473fd45`` (main before native video: WebM only,
+played by a ``<video>`` page in the web engine), which plays the VP9 file; *new* is this
+checkout (``--new``), copied at the start (bench_memory.snapshot), or ``git archive`` of
+``--new-commit``, which plays every codec. Each runs ``pdn display`` as on a screen (its
+default configuration: fullscreen, a 0.3 s cross-fade, audio on; this machine has no audio
+device) on an Xvfb of its own at 1920x1080. Media and pages come from a web server on
+127.0.0.1 that answers byte ranges, as a real one does (video_tools.MediaSite).
 
-It runs ``pdn display`` as it runs on a screen (fullscreen, its default configuration, on a
-1920x1080 Xvfb), and schedules it with a CDS whose items carry sha256 hashes, so every video
-plays from the display's cache, each for its own length, as a real schedule would.
+The videos (made once by Debian's ffmpeg into ``--media``, default
+``bench-results/bench_video_media``; a file there is reused): 1920x1080, 30 fps, ``--seconds``
+long, about 6 Mbit/s (testsrc2 with noise on every frame, so every pixel moves), a key frame
+every 2 s and a sound track: H.264 High + AAC in MP4, HEVC + AAC in MP4 (hvc1), VP9 + Opus in
+WebM. Each frame carries its number and its video's in a strip of black and white blocks along
+its top (video_tools: read from about a tenth of its opacity on, through a cross-fade too).
 
-(a) Dropped frames: a 30 fps, 1920x1080 WebM of ffmpeg's testsrc2 with noise on every frame
-    (real motion, 6-7 Mbit/s) in VP9 and in VP8, and the same at 1280x720 as the baseline,
-    each played once, with nothing reading the screen meanwhile. The figures are the page's
-    own ``video.getVideoPlaybackQuality()``: the display's video page reports it with the
-    video's end and the display logs it (``video ended: D of N frames dropped``), which is
-    how an operator reads it too. The CPU used by the display's process tree (browser,
-    render, GPU and zygote processes) and by Xvfb while each video plays is read from /proc.
+Figures, per stage and codec:
 
-(b) Gaps: two 3 s 1080p VP9 clips (a red or blue top half, testsrc2 below) alternate for
-    ``--boundaries`` video-to-video boundaries while this process reads the X server's
-    framebuffer (three full-width rows of the top half) as often as it can. A sample is video
-    when it shows one clip's colour or, during the display's crossfade (0.3 s by default),
-    the two mixed; the longest non-video stretch at each boundary (ms, from the last video
-    sample before it to the first after it), the longest interval between samples there (the
-    resolution: a gap shorter than that could be missed) and the black samples are counted.
+- **frames shown, from the screen**: the display plays a CDS in order (a solid-colour page
+  for 5 s, then each video for its own length, the last one twice: the same video again, as in
+  a loop of one video; the old stage: the page, VP9, VP9), sha256-hashed so the videos play from
+  the display's cache, for ``--cycles`` loops, while ``ffmpeg -f x11grab -framerate 60``
+  records the screen's top 128 rows (each block averaged to one pixel by ffmpeg). The share
+  of the source's frames whose number was read in the recording (a mean over a video's plays),
+  the first and last frame read, the longest run of frames never seen. A frame on screen for
+  less than a recording interval (about 17 ms) can be missed: the recording's rate and longest
+  interval are kept. Beside it: the display's own ``video ended: D of N frames dropped`` line.
+  Target (H.264): >= 99 %.
+- **CPU against the floor**: the CPU seconds per second of the display's process tree (from
+  /proc: the Python process with Qt's render thread and QtMultimedia's decoder, and the web
+  engine's processes) from 1.5 s after a video's start to 1 s before the next item's, over the
+  CPU seconds per second of video of ``ffmpeg -benchmark -i FILE -f null -`` decoding the same
+  file (its video and sound), run here before the displays, with ffmpeg's own thread count
+  (one per core and one more: the native player's FFmpeg uses as many, see the decoding
+  threads listed from /proc) and with one thread (beside). On this machine the display also
+  draws in software (llvmpipe: the frame's upload and its conversion to RGB, each frame):
+  that is in the display's figure and in no floor. The display's CPU on the still page, and
+  the ratio of what playing adds to it, are beside; so are Xvfb's and the recorder's CPU,
+  which are not in the figure. Target: <= 1.5x.
+- **time to first frame**: ``--first-frames`` times per video, from a still page, ``POST
+  /schedule`` of the video's URL (JSON, for 3 s, so it is cut while playing; fetched over HTTP
+  as a request is), reading Xvfb's framebuffer (-fbdir, mapped) every 2 ms: *first frame* is
+  the first read of the video's code (the fade-in at about a tenth of its opacity), *in full*
+  the first at full contrast (the fade done); the number of the first frame read is kept (0:
+  it starts at its start). The playback record's ``started`` is kept beside.
+- **black frames at boundaries**: in the recording, around each page-to-video,
+  video-to-video and video-to-page change (from 1 s before to 1 s after), the samples whose
+  every block is near black (< 24 in every channel), and *dim* ones (the brightest block
+  under half of either side's: a dip toward black); the time neither side was readable. And in
+  the first-frame part, every 2 ms read from the POST until the page is back: black and dim
+  reads, with when they came (ms after the POST). Target: 0 black.
+- **the ceiling** (video_ceiling.py; ``--no-ceiling`` skips it): a bare Qt Quick scene, one
+  ``MediaPlayer`` and ``VideoOutput`` and nothing else, playing each file once on an Xvfb of
+  its own, recorded and read the same way: its frames shown and its CPU, what QtMultimedia
+  with this machine's decoder and software GL reaches at best, beside the native columns.
 
-Prints the figures and writes them to ``bench-results/bench_video.json``.
+Beside the figures, each video's CPU is split by thread name (FFmpeg's decoding threads,
+llvmpipe's, Qt's render thread, ...; /proc), so the share of decoding and of drawing shows.
+
+Prints a table (old VP9 web engine, then native per codec, the targets, pass or fail) and
+writes ``bench-results/bench_video.json``; with ``--keep``, every recording and its decoded
+samples stay in the run's folder. A default run (the ceiling, both stages, three codecs, 20 s
+videos, the media already made) took 5.4 to 5.7 minutes on this 2-core machine; making the
+media the first time takes about 5 more. Needs Xvfb and ffmpeg (apt-get install -y xvfb
+ffmpeg). Network: 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import http.client
 import json
 import os
-import re
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from itertools import pairwise
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtGui import QColor, QGuiApplication
-
-from tests.bench.bench_api import ROOT, free_port
+from tests.bench.memory_tools import Display, XServer, xvfb
+from tests.bench.stage_tools import (
+    CpuTrace,
+    Stage,
+    hex_of,
+    new_stage,
+    old_stage,
+    xvfb_pid,
+)
 from tests.bench.stats import percentile
-from tests.renderer.pixels import near
-from tests.renderer.videoscreen import blend_of
-from tests.tools import xvfb
-
-WIDTH, HEIGHT = 1920, 1080
-FPS = 30
-CLIP_SECONDS = 3
-RED, BLUE = (220, 20, 20), (20, 40, 220)
-ROWS = (60, 270, 480)  # in the clips' solid top half
-COLUMNS = (40, 480, 960, 1440, 1880)
-ENDED = re.compile(r"video ended: (\d+) of (\d+) frames dropped \(([\d.]+) %\): (\S+)")
-RGB = tuple[int, int, int]
-GL_LIBRARIES = (
-    "swrast_dri",
-    "llvmpipe",
-    "swiftshader",
-    "libvk_swiftshader",
-    "iris_dri",
-    "radeonsi_dri",
-    "v3d_dri",
-    "vc4_dri",
-    "libGLX_nvidia",
+from tests.bench.video_ceiling import bare_player
+from tests.bench.video_tools import (
+    CODECS,
+    FULL_CONTRAST,
+    RGB,
+    BlankLog,
+    CodeReader,
+    MediaSite,
+    StripFramebuffer,
+    StripRecorder,
+    Video,
+    boundaries,
+    by_role,
+    decode_floor,
+    decoder_threads,
+    ended_lines,
+    luma,
+    make_media,
+    plays,
+    require_ffmpeg,
+    sample_intervals,
+    thread_cpu,
+    thread_shares,
 )
 
-
-# -- the videos ------------------------------------------------------------------------------
-
-
-def ffmpeg(*args: str) -> None:
-    command = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *args]
-    subprocess.run(command, check=True)
-
-
-def motion_video(path: Path, codec: str, size: tuple[int, int], seconds: int) -> None:
-    """testsrc2 with noise on every frame: every pixel changes, as in camera footage."""
-    width, height = size
-    rate = "6M" if width >= 1920 else "3M"
-    encoder = ["-c:v", "libvpx-vp9", "-row-mt", "1"] if codec == "vp9" else ["-c:v", "libvpx"]
-    ffmpeg(
-        "-f", "lavfi", "-i", f"testsrc2=s={width}x{height}:r={FPS}:d={seconds}",
-        "-vf", "noise=alls=10:allf=t,format=yuv420p",
-        *encoder, "-b:v", rate, "-maxrate", rate, "-bufsize", rate,
-        "-deadline", "realtime", "-cpu-used", "8", "-g", "60", "-an", str(path),
-    )  # fmt: skip
-
-
-def colour_clip(path: Path, rgb: RGB) -> None:
-    """A solid colour on top, testsrc2 (moving) below, 1920x1080 VP9."""
-    colour = "0x{:02X}{:02X}{:02X}".format(*rgb)
-    half = f"{WIDTH}x{HEIGHT // 2}"
-    ffmpeg(
-        "-f", "lavfi", "-i", f"color=c={colour}:s={half}:r={FPS}:d={CLIP_SECONDS}",
-        "-f", "lavfi", "-i", f"testsrc2=s={half}:r={FPS}:d={CLIP_SECONDS}",
-        "-filter_complex", "[0][1]vstack,format=yuv420p",
-        "-c:v", "libvpx-vp9", "-row-mt", "1", "-b:v", "4M", "-deadline", "realtime",
-        "-cpu-used", "8", "-g", "30", "-an", str(path),
-    )  # fmt: skip
-
-
-def make_media(folder: Path, seconds: int) -> dict[str, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    wanted: dict[str, Any] = {}
-    for codec in ("vp9", "vp8"):
-        for size in ((1920, 1080), (1280, 720)):
-            name = f"{codec}-{size[1]}p-{seconds}s.webm"
-            wanted[name] = partial(motion_video, codec=codec, size=size, seconds=seconds)
-    wanted["red.webm"] = partial(colour_clip, rgb=RED)
-    wanted["blue.webm"] = partial(colour_clip, rgb=BLUE)
-    for name, make in wanted.items():
-        path = folder / name
-        if not path.exists():
-            print(f"making {name} ...", flush=True)
-            started = time.monotonic()
-            partial_path = path.with_suffix(".part.webm")
-            make(partial_path)
-            partial_path.rename(path)
-            print(f"  {path.stat().st_size / 1e6:.1f} MB in {time.monotonic() - started:.0f} s")
-    return {name: folder / name for name in wanted}
-
-
-def serve(folder: Path) -> tuple[ThreadingHTTPServer, str]:
-    class Quiet(SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(folder)))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
-def cds(name: str, base: str, files: list[Path]) -> str:
-    items = "".join(
-        f'<content-item content-type="video/webm"><requires-file><hashes><hash type="sha256">'
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}</hash></hashes><sources>"
-        f"<uri>{base}/{path.name}</uri></sources></requires-file></content-item>"
-        for path in files
-    )
-    return (
-        f'<content-set name="{name}"><constraints><scheduling-constraints>'
-        '<playback order="inorder"/></scheduling-constraints></constraints>'
-        f"{items}</content-set>"
-    )
-
-
-# -- the display and its processes -------------------------------------------------------------
-
-
-class XDisplay:
-    """``pdn display`` on an X server, as on a screen (its defaults, fullscreen)."""
-
-    def __init__(self, x_display: str, data_dir: Path, log_path: Path) -> None:
-        self.port = free_port()
-        env = dict(os.environ, QT_QPA_PLATFORM="xcb", DISPLAY=x_display)
-        env.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
-        for name in ("WAYLAND_DISPLAY", "JOURNAL_STREAM"):
-            env.pop(name, None)
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "display", "--port", str(self.port),
-             "--data-dir", str(data_dir), "--name", "bench-video", "--timezone", "UTC"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.request("GET", "/")[0] == 200:
-                    return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"pdn display did not start; see {log_path}")
-            time.sleep(0.1)
-
-    def request(
-        self, method: str, path: str, body: str | None = None, kind: str = "text/xml"
-    ) -> tuple[int, Any]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            headers = {"Content-Type": kind} if body is not None else {}
-            connection.request(method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            text = response.read()
-            return response.status, json.loads(text) if text else None
-        finally:
-            connection.close()
-
-    def schedule(self, document: str) -> None:
-        status, answer = self.request("POST", "/schedule", document)
-        if status >= 300:
-            raise SystemExit(f"the display refused the schedule: {status} {answer}")
-
-    def playing(self) -> str:
-        record = self.request("GET", "/playback/")[1] or {}
-        return str(record.get("content-item") or "")
-
-    def ended_lines(self) -> list[tuple[int, int, str]]:
-        """(dropped, frames, url) of every video the display logged as ended."""
-        text = self.log_path.read_text(errors="replace")
-        return [(int(m[1]), int(m[2]), m[4]) for m in ENDED.finditer(text)]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._log.close()
-
-
-def process_tree(root: int) -> dict[int, float]:
-    """``root`` and every process below it, each with its user + system CPU seconds."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    tree: dict[int, float] = {}
-    for pid, seconds in times.items():
-        walk = pid
-        while walk > 1 and walk != root:
-            walk = parents.get(walk, 0)
-        if walk == root:
-            tree[pid] = seconds
-    return tree
-
-
-def cpu_seconds(root: int) -> float:
-    return sum(process_tree(root).values())
-
-
-def libraries(root: int, names: tuple[str, ...]) -> list[str]:
-    """Which of the shared libraries ``names`` the process tree of ``root`` has loaded."""
-    found: set[str] = set()
-    for pid in process_tree(root):
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            continue
-        found.update(name for name in names if name in maps)
-    return sorted(found)
-
-
-def load_average() -> float:
-    return os.getloadavg()[0]
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench-results"
+OLD_COMMIT = "473fd45"
+PAGE: RGB = (200, 120, 40)  # the loop's page
+BASE: RGB = (40, 110, 170)  # the page the first-frame part starts from
+PAGE_SECONDS = 5.0
+REQUEST_SECONDS = 3.0
+SHOWN_TARGET = 99.0  # % of frames, H.264
+CPU_RATIO_TARGET = 1.5
 
 
 @dataclass
-class Played:
-    name: str
-    dropped: int
-    frames: int
-    display_cpu_percent: float  # of one core, while it played
-    xvfb_cpu_percent: float
-    load: float
+class Bench:
+    args: argparse.Namespace
+    workdir: Path
+    videos: dict[str, Video]
+    site: MediaSite
+
+    def url(self, video: Video) -> str:
+        return f"{self.site.base}/media/{video.name}"
+
+    def page(self, colour: RGB, tag: str) -> str:
+        return f"{self.site.base}/solid/{hex_of(colour)}.html?n={tag}"
 
 
-def dropped_frames(
-    display: XDisplay, xvfb_pid: int, base: str, files: list[Path], seconds: int
-) -> list[Played]:
-    """Each file once, nothing else reading the screen; the figures the display logged.
+def serve(videos: dict[str, Video]) -> MediaSite:
+    """The videos (``/media/<name>``, with their content type, ranges answered) and pages."""
+    return MediaSite(
+        {
+            video.name: (video.path.read_bytes(), video.codec.content_type)
+            for video in videos.values()
+        }
+    )
 
-    The display logs a video's figures when it ends; one it had to cut short (its end came
-    more than the engine's grace after its length: a badly starved machine) has none."""
-    display.schedule(cds("bench-video", base, files))
-    by_digest = {hashlib.sha256(path.read_bytes()).hexdigest(): path.name for path in files}
-    results: list[Played] = []
-    done: set[str] = set()
-    deadline = time.monotonic() + 120 + len(files) * (seconds + 30)
-    while len(done) < len(files) and time.monotonic() < deadline:
-        name = display.playing().rsplit("/", 1)[-1]
-        if name not in by_digest.values() or name in done:
-            time.sleep(0.2)
-            continue
-        done.add(name)
-        # From 1 s in to 1.5 s before the end: the steady state of decoding and drawing.
-        time.sleep(1.0)
-        start_cpu, start_x = cpu_seconds(display.process.pid), cpu_seconds(xvfb_pid)
-        start = time.monotonic()
-        time.sleep(max(1.0, seconds - 2.5))
-        elapsed = time.monotonic() - start
-        display_cpu = (cpu_seconds(display.process.pid) - start_cpu) / elapsed * 100
-        xvfb_cpu = (cpu_seconds(xvfb_pid) - start_x) / elapsed * 100
-        load = load_average()
-        logged: tuple[int, int] | None = None
-        until = time.monotonic() + 10
-        while logged is None and time.monotonic() < until:
-            for dropped, frames, url in display.ended_lines():
-                if by_digest.get(url.rsplit("sha256-", 1)[-1].removesuffix(".webm")) == name:
-                    logged = (dropped, frames)
-            time.sleep(0.2)
-        if logged is None:
-            print(f"  {name}: no figures (cut short by the clock), load {load:.2f}")
-            continue
-        dropped, frames = logged
-        results.append(Played(name, dropped, frames, display_cpu, xvfb_cpu, load))
-        share = dropped / frames * 100 if frames else 0.0
+
+def loop_cds(bench: Bench, page: str, videos: list[Video]) -> bytes:
+    """In order: the page for PAGE_SECONDS, then each video for its own length (no duration),
+    from the display's cache (sha256)."""
+    items = [
+        f'<content-item content-type="text/html"><constraints><scheduling-constraints>'
+        f"<preferred-duration>{PAGE_SECONDS:g} seconds</preferred-duration>"
+        f"</scheduling-constraints></constraints><requires-file><sources><uri>{page}</uri>"
+        "</sources></requires-file></content-item>"
+    ]
+    items += [
+        f'<content-item content-type="{video.codec.content_type}"><requires-file><hashes>'
+        f'<hash type="sha256">{video.sha256}</hash></hashes><sources>'
+        f"<uri>{bench.url(video)}</uri></sources></requires-file></content-item>"
+        for video in videos
+    ]
+    return (
+        '<content-set name="bench-video"><constraints><scheduling-constraints>'
+        '<playback order="inorder"/></scheduling-constraints></constraints>'
+        f"{''.join(items)}</content-set>"
+    ).encode()
+
+
+def base_cds(page: str) -> bytes:
+    return (
+        '<content-set name="bench-video"><content-item content-type="text/html"><constraints>'
+        "<scheduling-constraints><preferred-duration>3600 seconds</preferred-duration>"
+        "</scheduling-constraints></constraints><requires-file><sources>"
+        f"<uri>{page}</uri></sources></requires-file></content-item></content-set>"
+    ).encode()
+
+
+# -- the display -------------------------------------------------------------------------------
+
+
+@contextmanager
+def running(bench: Bench, stage: Stage) -> Iterator[tuple[XServer, Display]]:
+    with xvfb(1920, 1080) as server:
+        display = Display.__new__(Display)  # in two steps: one that never answers still stops
+        try:
+            Display.__init__(display, server, stage.tree, bench.workdir, "", stage.name)
+        except BaseException:
+            if hasattr(display, "process"):
+                display.stop()
+            raise
         print(
-            f"  {name}: {dropped} of {frames} frames dropped ({share:.1f} %), display "
-            f"{display_cpu:.0f} % CPU, Xvfb {xvfb_cpu:.0f} %, load {load:.2f}",
+            f"[{stage.name}] pdn display of {stage.source} ({stage.commit}), pid "
+            f"{display.process.pid}",
             flush=True,
         )
+        try:
+            yield server, display
+        finally:
+            display.stop()
+
+
+def started_at(record: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(record["started"])).timestamp()
+
+
+def wait_for(
+    what: str, display: Display, test: Callable[[], bool], timeout: float, poll: float = 0.1
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not test():
+        if time.monotonic() > deadline or not display.alive():
+            raise RuntimeError(f"waited {timeout:g} s for {what} in vain; see {display.log_path}")
+        time.sleep(poll)
+
+
+def find_key(data: Any, key: str) -> Any:
+    """The first value of ``key`` anywhere in nested dicts (health's video description)."""
+    if isinstance(data, dict):
+        if isinstance(data.get(key), dict):
+            return data[key]
+        for value in data.values():
+            found = find_key(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+# -- frames shown, CPU, boundaries: the loop, recorded --------------------------------------------
+
+
+def loop_part(
+    bench: Bench, server: XServer, display: Display, trace: CpuTrace, videos: list[Video]
+) -> dict[str, Any]:
+    args = bench.args
+    page = bench.page(PAGE, "loop")
+    display.schedule_cds(loop_cds(bench, page, videos))
+    distinct = len({video.sha256 for video in videos})
+
+    def cached() -> bool:
+        cache = display.health().get("cache") or {}
+        return int(cache.get("ready") or 0) >= distinct
+
+    wait_for("the videos in the display's cache", display, cached, 300, 0.5)
+    wait_for(
+        "the loop's page", display, lambda: display.playback().get("content-item") == page, 120
+    )
+    logged_before = len(ended_lines(display.log_path))  # videos that ended before the recording
+    recorder = StripRecorder(
+        server.display, bench.workdir / f"loop-{len(os.listdir(bench.workdir))}.nut"
+    )
+    records: list[dict[str, Any]] = []
+    urls = {bench.url(video) for video in videos}
+    cycles = 0
+    deadline = (
+        time.monotonic() + args.cycles * (PAGE_SECONDS + sum(v.seconds + 10 for v in videos)) + 120
+    )
+    threads_at: tuple[float, dict[tuple[int, int], tuple[str, float]]] | None = None
+    seen: dict[tuple[int, int], tuple[str, float]] = {}
+    try:
+        while cycles < args.cycles:
+            record = display.playback()
+            item = str(record.get("content-item") or "")
+            # Every thread seen so far, a thread that has ended with its last figure.
+            seen.update(thread_cpu(display.process.pid))
+            latest = (time.time(), dict(seen))
+            if not records or records[-1]["sequence"] != record.get("sequence"):
+                if threads_at is not None and records and latest[0] > threads_at[0] + 1:
+                    # The video that just ended: CPU by thread, from 0.6 s in to its end.
+                    seconds = latest[0] - threads_at[0]
+                    records[-1]["thread_cpu"] = thread_shares(threads_at[1], latest[1], seconds)
+                threads_at = None
+                records.append(
+                    {
+                        "item": item,
+                        "sequence": record.get("sequence"),
+                        "started": started_at(record),
+                    }
+                )
+                if item == page and any(r["item"] in urls for r in records):
+                    cycles += 1
+            elif (
+                item in urls
+                and time.time() - records[-1]["started"] > 0.6  # before the CPU window
+                and "health" not in records[-1]
+            ):
+                records[-1]["health"] = find_key(display.health(), "video")
+                records[-1]["threads"] = decoder_threads(display.process.pid)
+                seen.update(thread_cpu(display.process.pid))
+                threads_at = (time.time(), dict(seen))
+            if time.monotonic() > deadline or not display.alive():
+                raise RuntimeError(f"the loop did not come round; see {display.log_path}")
+            time.sleep(0.25)
+        time.sleep(1.5)  # the fade to the page, in full
+    finally:
+        recorder.stop()
+    frames = recorder.frames()
+    if not args.keep:
+        recorder.path.unlink()
+    by_number = {video.codec.number: video.frames for video in videos}
+    reader = CodeReader(by_number, PAGE)
+    samples = [(at, reader.read(blocks)) for at, blocks in frames]
+    if args.keep:  # every recorded frame: its time, what it showed, its blocks
+        with recorder.path.with_suffix(".samples.jsonl").open("w") as out:
+            for (at, sample), (_, blocks) in zip(samples, frames, strict=True):
+                line = [round(at, 4), sample.kind, sample.value, sample.also, blocks]
+                out.write(json.dumps(line) + "\n")
+    found = plays(samples)
+    played = [r for r in records if r["item"] in urls]
+    results: list[dict[str, Any]] = []
+    ended = ended_lines(display.log_path)[logged_before:]
+    unclaimed = list(found)
+    for k, record in enumerate(played):
+        video = next(v for v in videos if bench.url(v) == record["item"])
+        later = [r for r in records if r["started"] > record["started"]]
+        end = later[0]["started"] if later else time.time()
+        start = record["started"] + 1.5
+        tree, xserver = trace.between(start, end - 1.0)
+        seconds = max(0.1, end - 1.0 - start)
+        # The plays on the recording in their order: the next one of this video.
+        play = next((p for p in unclaimed if p.number == video.codec.number), None)
+        if play is not None:
+            unclaimed = unclaimed[unclaimed.index(play) + 1 :]
+        row: dict[str, Any] = {
+            "video": video.codec.name,
+            "file": video.name,
+            **(play.figures(video.frames) if play else {"frames_seen": 0, "shown_percent": 0.0}),
+            "cpu_window_s": round(seconds, 1),
+            "cpu_s_per_s": round(tree / seconds, 3),
+            "xvfb_cpu_s_per_s": round(xserver / seconds, 3),
+            "health": record.get("health"),
+            "decoder_threads": record.get("threads"),
+            "thread_cpu_s_per_s": record.get("thread_cpu"),
+            **by_role(record.get("thread_cpu") or {}),
+        }
+        logged = [line for line in ended if line["digest"] == video.sha256]
+        same_before = sum(1 for r in played[:k] if r["item"] == record["item"])
+        if same_before < len(logged):
+            row["log"] = logged[same_before]
+        results.append(row)
+        print(
+            f"  {video.codec.name}: {row.get('frames_seen')} of {video.frames} frames seen on the "
+            f"screen ({row.get('shown_percent')} %), first {row.get('first_frame_seen')}, last "
+            f"{row.get('last_frame_seen')}, longest run missing {row.get('longest_missing_run')}"
+            f"; the display's log: {row.get('log', {}).get('text', 'none')}; tree "
+            f"{row['cpu_s_per_s']:.2f} CPU s/s, Xvfb {row['xvfb_cpu_s_per_s']:.2f}; decoding "
+            f"threads {' '.join(sorted(set(row['decoder_threads'] or []))) or 'none seen'}",
+            flush=True,
+        )
+        top = list((row["thread_cpu_s_per_s"] or {}).items())[:6]
+        print(f"    CPU s/s by thread: {', '.join(f'{n} {v:.2f}' for n, v in top)}", flush=True)
+    pages = [r for r in records if r["item"] == page]
+    page_cpu = []
+    for record in pages:
+        later = [r for r in records if r["started"] > record["started"]]
+        if later:
+            start, end = record["started"] + 1.5, later[0]["started"] - 0.5
+            if end - start >= 1:
+                page_cpu.append(trace.between(start, end)[0] / (end - start))
+    edges = boundaries(samples, found)
+    kinds = [s.kind for _, s in samples]
+    recorded = sample_intervals([at for at, _ in samples])
+    print(
+        f"  recorded {len(samples)} frames at {recorded['fps']} fps (longest interval "
+        f"{recorded['interval_ms_max']} ms; ffmpeg used "
+        f"{recorder.cpu_s / max(recorder.seconds, 1):.2f} CPU s/s); {len(edges)} boundaries, "
+        f"black samples {kinds.count('black')}, dim {kinds.count('dim')}",
+        flush=True,
+    )
+    for edge in edges:
+        print(
+            f"    {edge['from']} to {edge['to']}: neither readable for {edge['unreadable_ms']} "
+            f"ms, black samples {edge['black_samples']}, dim {edge['dim_samples']}",
+            flush=True,
+        )
+    return {
+        "videos": results,
+        "page_cpu_s_per_s": round(percentile(page_cpu, 0.5), 3) if page_cpu else None,
+        "boundaries": edges,
+        "recording": {
+            **recorded,
+            "frames": len(samples),
+            "seconds": round(recorder.seconds, 1),
+            "recorder_cpu_s_per_s": round(recorder.cpu_s / max(recorder.seconds, 1), 3),
+            "kinds": {kind: kinds.count(kind) for kind in sorted(set(kinds))},
+        },
+        "records": records,
+    }
+
+
+# -- time to first frame -------------------------------------------------------------------------
+
+
+def first_frame_part(
+    bench: Bench, server: XServer, display: Display, videos: list[Video]
+) -> dict[str, Any]:
+    """From the still BASE page, POST /schedule of each video's URL, ``--first-frames`` times
+    each; the framebuffer read every 2 ms."""
+    base = bench.page(BASE, "base")
+    display.schedule_cds(base_cds(base))
+    framebuffer = StripFramebuffer(server.framebuffer)
+    base_luma = luma(BASE)
+
+    def on_base() -> bool:
+        return all(abs(luma(c) - base_luma) < 12 for c in framebuffer.blocks())
+
+    results: dict[str, Any] = {}
+    try:
+        wait_for(
+            "the base page", display, lambda: display.playback().get("content-item") == base, 120
+        )
+        wait_for("the base page on screen", display, on_base, 30)
+        for video in videos:
+            reader = CodeReader({video.codec.number: video.frames}, BASE)
+            firsts: list[float] = []
+            fulls: list[float] = []
+            records: list[float] = []
+            first_numbers: list[int | None] = []
+            missed = 0
+            blank = BlankLog()
+            for _ in range(bench.args.first_frames):
+                time.sleep(1.0)
+                reader.last = None
+                sent, sent_wall = time.monotonic(), time.time()
+                body = json.dumps(
+                    {
+                        "content-item": bench.url(video),
+                        "preferred-duration": f"{REQUEST_SECONDS:g} s",
+                    }
+                )
+                status, answer = display.request(
+                    "POST", "/schedule", body.encode(), "application/json"
+                )
+                if status != 202:
+                    raise RuntimeError(f"POST /schedule: {status} {answer}")
+                first = full = None
+                number = None
+                while time.monotonic() < sent + 15 and full is None:
+                    sample = reader.read(framebuffer.blocks())
+                    now = time.monotonic()
+                    blank.note(sample.kind, now - sent, "after the POST")
+                    if sample.kind == "video" and first is None:
+                        first, number = now - sent, sample.frame
+                    if first is not None and sample.contrast >= 0.8 * FULL_CONTRAST:
+                        full = now - sent
+                    time.sleep(0.002)
+                if first is None or full is None:
+                    missed += 1
+                else:
+                    firsts.append(first * 1000)
+                    fulls.append(full * 1000)
+                    first_numbers.append(number)
+                record = display.playback()
+                if record.get("content-item") == bench.url(video):
+                    records.append((started_at(record) - sent_wall) * 1000)
+                # Back to the base page; black or dim samples on the way are counted too.
+                until = time.monotonic() + REQUEST_SECONDS + 15
+                while time.monotonic() < until:
+                    blocks = framebuffer.blocks()
+                    blank.note(reader.read(blocks).kind, time.monotonic() - sent, "going back")
+                    if all(abs(luma(c) - base_luma) < 12 for c in blocks):
+                        break
+                    time.sleep(0.002)
+            results[video.codec.name] = {
+                "tries": bench.args.first_frames,
+                "missed": missed,
+                "first_frame_ms_p50": round(percentile(firsts, 0.5)) if firsts else None,
+                "first_frame_ms_max": round(max(firsts)) if firsts else None,
+                "in_full_ms_p50": round(percentile(fulls, 0.5)) if fulls else None,
+                "record_started_ms_p50": round(percentile(records, 0.5)) if records else None,
+                "first_frame_numbers": first_numbers,
+                "first_frame_ms": [round(value) for value in firsts],
+                **blank.summary(),
+            }
+            print(
+                f"  {video.codec.name}: POST /schedule to first frame "
+                f"{results[video.codec.name]['first_frame_ms']} ms (in full "
+                f"{[round(value) for value in fulls]} ms), first frame numbers {first_numbers}, "
+                f"the record's start {[round(value) for value in records]} ms; black or dim: "
+                f"{blank.describe()}",
+                flush=True,
+            )
+    finally:
+        framebuffer.close()
     return results
 
 
-# -- reading the X server's framebuffer ----------------------------------------------------------
+# -- one stage -----------------------------------------------------------------------------------
 
 
-def classify(rows: list[list[RGB]]) -> str:
-    """What a sample shows, from the points of each row read. The rows are read one after
-    the other, so the screen may change between them (as it tears on a screen without
-    vsync): a crossfade is each row mixed in its own proportion."""
-    points = [point for row in rows for point in row]
-    if all(near(p, RED, 30) for p in points):
-        return "red"
-    if all(near(p, BLUE, 30) for p in points):
-        return "blue"
-    if all(max(p) < 40 for p in points):
-        return "black"
-    if all(
-        all(near(p, RED, 30) for p in row)
-        or all(near(p, BLUE, 30) for p in row)
-        or blend_of(row, RED, BLUE)
-        for row in rows
-    ):
-        return "blend"
-    return "other"
-
-
-def sample_screen(
-    until: Callable[[list[tuple[float, str]]], bool], interval: float = 0.015
-) -> list[tuple[float, str]]:
-    """Read the X server's framebuffer (three rows) every ``interval`` s until ``until``
-    says so of the samples taken."""
-    screen = QGuiApplication.primaryScreen()
-    samples: list[tuple[float, str]] = []
-    next_at = time.monotonic()
-    while not until(samples):
-        rows: list[list[RGB]] = []
-        for y in ROWS:
-            image = screen.grabWindow(0, 0, y, WIDTH, 1).toImage()
-            colours = [QColor(image.pixel(x, 0)) for x in COLUMNS]
-            rows.append([(c.red(), c.green(), c.blue()) for c in colours])
-        samples.append((time.monotonic(), classify(rows)))
-        next_at += interval
-        time.sleep(max(0.0, next_at - time.monotonic()))
-        next_at = max(next_at, time.monotonic() - interval)
-    return samples
-
-
-def boundaries(samples: list[tuple[float, str]], wanted: int) -> dict[str, Any]:
-    """Per boundary between runs of the two clips: the longest non-video stretch and the
-    sampling resolution there; over the whole run: black and other samples."""
-    pure = [(i, kind) for i, (_, kind) in enumerate(samples) if kind in ("red", "blue")]
-    changes = [
-        (pure[k][0], pure[k + 1][0]) for k in range(len(pure) - 1) if pure[k][1] != pure[k + 1][1]
-    ][:wanted]
-    gaps_ms: list[float] = []
-    resolution_ms: list[float] = []
-    for last_old, first_new in changes:
-        window = samples[last_old : first_new + 1]
-        # A stretch of non-video samples counts from the last video sample before it to the
-        # first after it; consecutive video samples (no stretch) count 0.
-        stretch = 0.0
-        video_at = window[0][0]
-        inside = False
-        for at, kind in window:
-            if kind in ("red", "blue", "blend"):
-                if inside:
-                    stretch = max(stretch, at - video_at)
-                inside = False
-                video_at = at
-            else:
-                inside = True
-        gaps_ms.append(stretch * 1000)
-        around = [at for at, _ in samples if window[0][0] - 0.1 <= at <= window[-1][0] + 0.1]
-        resolution_ms.append(
-            max((b - a) * 1000 for a, b in pairwise(around)) if len(around) > 1 else 0.0
-        )
-    intervals = [(b[0] - a[0]) * 1000 for a, b in pairwise(samples)]
-    kinds = [kind for _, kind in samples]
-    return {
-        "boundaries": len(changes),
-        "samples": len(samples),
-        "sample_interval_ms_p50": round(percentile(intervals, 0.5), 1) if intervals else None,
-        "sample_interval_ms_p95": round(percentile(intervals, 0.95), 1) if intervals else None,
-        "non_video_ms_p50": round(percentile(gaps_ms, 0.5), 1) if gaps_ms else None,
-        "non_video_ms_p95": round(percentile(gaps_ms, 0.95), 1) if gaps_ms else None,
-        "non_video_ms_max": round(max(gaps_ms), 1) if gaps_ms else None,
-        "resolution_ms_p50": round(percentile(resolution_ms, 0.5), 1) if resolution_ms else None,
-        "resolution_ms_max": round(max(resolution_ms), 1) if resolution_ms else None,
-        "black_samples": kinds.count("black"),
-        "other_samples": kinds.count("other"),
-        "blend_samples": kinds.count("blend"),
+def stage_session(bench: Bench, stage: Stage, names: list[str]) -> dict[str, Any]:
+    """One display: the recorded loop, then the first frames."""
+    videos = [bench.videos[name] for name in names]
+    loop = [*videos, videos[-1]]  # the last one twice: the same video again, as a loop of one
+    result: dict[str, Any] = {
+        "commit": stage.commit,
+        "source": stage.source,
+        "load_average_start": [round(value, 2) for value in os.getloadavg()],
     }
-
-
-class ChangeCounter:
-    """Counts changes from one clip's colour to the other's in the samples, as they come."""
-
-    def __init__(self) -> None:
-        self.changes = 0
-        self._last = ""
-        self._read = 0
-
-    def update(self, samples: list[tuple[float, str]]) -> int:
-        for _, kind in samples[self._read :]:
-            if kind in ("red", "blue") and kind != self._last:
-                self.changes += bool(self._last)
-                self._last = kind
-        self._read = len(samples)
-        return self.changes
-
-
-def gaps(display: XDisplay, base: str, clips: list[Path], wanted: int) -> dict[str, Any]:
-    display.schedule(cds("bench-video", base, clips))
-    names = {path.name for path in clips}
-    seen: set[str] = set()
-    deadline = time.monotonic() + 120
-    while seen != names:  # both clips cached and played once: every boundary is a colour change
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the clips never both played; see {display.log_path}")
-        playing = display.playing().rsplit("/", 1)[-1]
-        if playing in names:
-            seen.add(playing)
-        time.sleep(0.1)
-    load_before = load_average()
-    counter = ChangeCounter()
-    run_deadline = time.monotonic() + (wanted + 3) * (CLIP_SECONDS + 2) + 30
-    # One boundary more than wanted: the last one counted is then followed by a whole run.
-    samples = sample_screen(
-        lambda taken: counter.update(taken) > wanted or time.monotonic() > run_deadline
-    )
-    result = boundaries(samples, wanted)
-    result["load_before"] = round(load_before, 2)
-    result["load_after"] = round(load_average(), 2)
+    with running(bench, stage) as (server, display):
+        trace = CpuTrace(display.process.pid, xvfb_pid(server))
+        trace.start()
+        try:
+            print(f"  the loop: page, {', '.join(v.codec.name for v in loop)}", flush=True)
+            result["loop"] = loop_part(bench, server, display, trace, loop)
+            print("  time to first frame:", flush=True)
+            result["first_frame"] = first_frame_part(bench, server, display, videos)
+        finally:
+            trace.stop()
+        result["display_log"] = str(display.log_path)
+    result["load_average_end"] = [round(value, 2) for value in os.getloadavg()]
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=20, help="length of the (a) videos")
-    parser.add_argument("--boundaries", type=int, default=20)
-    parser.add_argument("--media", type=Path, help="where the videos are made (and reused)")
-    args = parser.parse_args()
-    # A terminated benchmark still stops its display and its X server (the finally blocks).
-    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
-    if shutil.which("ffmpeg") is None:
-        raise SystemExit("ffmpeg is missing: apt-get install -y ffmpeg")
-    if shutil.which("Xvfb") is None:
-        raise SystemExit("Xvfb is missing: bash packaging/dev.sh setup (or apt-get install xvfb)")
-    work = Path(tempfile.mkdtemp(prefix="pdn-bench-video-"))
-    media = make_media(args.media or work / "media", args.seconds)
-    server, base = serve(next(iter(media.values())).parent)
-    with xvfb(WIDTH, HEIGHT) as x_display:
-        xvfb_pid = child_process("Xvfb")
-        os.environ.update(QT_QPA_PLATFORM="xcb", DISPLAY=x_display)
-        app = QGuiApplication(["bench-video"])  # reads the X server's framebuffer
-        display = XDisplay(x_display, work / "data", work / "display.log")
-        try:
-            print(f"load average at the start: {load_average():.2f}")
-            print("(a) dropped frames, 30 fps, each video once:")
-            motion = [path for name, path in media.items() if name.startswith("vp")]
-            played = dropped_frames(display, xvfb_pid, base, motion, args.seconds)
-            drawing = libraries(display.process.pid, GL_LIBRARIES)
-            print(f"  drawn with: {', '.join(drawing) or 'no GL library'}")
-            print(f"(b) {args.boundaries} video-to-video boundaries, read from the X server:")
-            clips = [media["red.webm"], media["blue.webm"]]
-            gap = gaps(display, base, clips, args.boundaries)
-            print(json.dumps(gap, indent=2))
-        finally:
-            display.stop()
-            server.shutdown()
-            del app
-    results = {
-        "screen": f"{WIDTH}x{HEIGHT} Xvfb",
-        "cpus": os.cpu_count(),
-        "drawn_with": drawing,
-        "dropped_frames": [played_fields(p) for p in played],
-        "boundaries": gap,
-        "display_log": str(work / "display.log"),
-    }
-    out = ROOT / "bench-results" / "bench_video.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {out}")
-    return 0
+# -- the floor and the table ---------------------------------------------------------------------
 
 
-def child_process(name: str) -> int:
-    """The pid of this process's child called ``name`` (the Xvfb tests.tools.xvfb started)."""
-    for entry in os.listdir("/proc"):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
-        except OSError:
-            continue
-        if (
-            stat
-            and stat[stat.index("(") + 1 : stat.rindex(")")] == name
-            and int(stat[stat.rindex(")") + 2 :].split()[1]) == os.getpid()
-        ):
-            return int(entry)
-    raise SystemExit(f"no child process {name}")
+def floors(videos: dict[str, Video]) -> dict[str, Any]:
+    """ffmpeg decoding each file, with its own thread count and with one thread: CPU seconds
+    per second of video."""
+    found: dict[str, Any] = {}
+    for name, video in videos.items():
+        auto, single = decode_floor(video.path, None), decode_floor(video.path, 1)
+        found[name] = {
+            "threads_auto": {**auto, "cpu_s_per_s": round(auto["cpu_s"] / video.seconds, 3)},
+            "threads_1": {**single, "cpu_s_per_s": round(single["cpu_s"] / video.seconds, 3)},
+        }
+        print(
+            f"  {name}: {found[name]['threads_auto']['cpu_s_per_s']:.3f} CPU s per s of video "
+            f"(ffmpeg's threads), {found[name]['threads_1']['cpu_s_per_s']:.3f} (one thread)",
+            flush=True,
+        )
+    return found
 
 
-def played_fields(played: Played) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Column:
+    label: str
+    stage: str
+    codec: str
+
+
+def column_figures(results: dict[str, Any], column: Column) -> dict[str, Any]:
+    """The figures of one column (a stage's video, the first play of it in the loop)."""
+    stage = results["stages"].get(column.stage) or {}
+    loop = stage.get("loop") or {}
+    rows = [r for r in loop.get("videos", []) if r["video"] == column.codec]
+    row = rows[0] if rows else {}
+
+    def mean(key: str, within: str | None = None) -> float | None:
+        """Over every play of the video (``--cycles``, or the old stage's two)."""
+        values = [(r.get(within) or {}).get(key) if within else r.get(key) for r in rows]
+        numbers = [float(v) for v in values if isinstance(v, int | float)]
+        return round(sum(numbers) / len(numbers), 3) if numbers else None
+
+    floor = (results.get("floors") or {}).get(column.codec, {})
+    auto = floor.get("threads_auto", {}).get("cpu_s_per_s")
+    first = (stage.get("first_frame") or {}).get(column.codec, {})
+    edges = [e for e in loop.get("boundaries", []) if column.codec in (e["from"], e["to"])]
+    health = row.get("health") or {}
+    bare = (results.get("ceiling") or {}).get(column.codec, {}) if column.stage == "new" else {}
+    cpu, page = mean("cpu_s_per_s"), loop.get("page_cpu_s_per_s")
     return {
-        "video": played.name,
-        "frames": played.frames,
-        "dropped": played.dropped,
-        "dropped_percent": round(played.dropped / played.frames * 100, 2)
-        if played.frames
-        else None,
-        "display_cpu_percent": round(played.display_cpu_percent),
-        "xvfb_cpu_percent": round(played.xvfb_cpu_percent),
-        "load": round(played.load, 2),
+        "shown_percent": mean("shown_percent"),
+        "log_shown_percent": mean("shown_percent", "log"),
+        "longest_missing_run": max((r.get("longest_missing_run") or 0 for r in rows), default=None),
+        "cpu_s_per_s": cpu,
+        "floor_cpu_s_per_s": auto,
+        "floor_1_thread_cpu_s_per_s": floor.get("threads_1", {}).get("cpu_s_per_s"),
+        "cpu_over_floor": round(cpu / auto, 2) if cpu and auto else None,
+        "decode_cpu_s_per_s": mean("decode_cpu_s_per_s"),
+        "gl_cpu_s_per_s": mean("gl_cpu_s_per_s"),
+        "decode_over_floor": (
+            round(decode / auto, 2) if (decode := mean("decode_cpu_s_per_s")) and auto else None
+        ),
+        "xvfb_cpu_s_per_s": mean("xvfb_cpu_s_per_s"),
+        "page_cpu_s_per_s": page,
+        "above_page_over_floor": round((cpu - page) / auto, 2) if cpu and page and auto else None,
+        "first_frame_ms": first.get("first_frame_ms_p50"),
+        "in_full_ms": first.get("in_full_ms_p50"),
+        "first_frame_number": max(first.get("first_frame_numbers") or [None], key=lambda n: n or 0),
+        "boundaries": len(edges),
+        "black_samples": sum(e["black_samples"] for e in edges) if edges else None,
+        "dim_samples": sum(e["dim_samples"] for e in edges) if edges else None,
+        "unreadable_ms_max": max((e["unreadable_ms"] for e in edges), default=None),
+        "first_frame_black": first.get("black_samples"),
+        "bare_shown_percent": bare.get("shown_percent"),
+        "bare_cpu_s_per_s": bare.get("cpu_s_per_s"),
+        "decoding": health.get("decoding") or ("web engine" if column.stage == "old" else None),
     }
+
+
+ROWS: list[tuple[str, str, int, str | None]] = [  # label, figure, digits, target
+    ("frames shown, from the screen, %", "shown_percent", 2, ">= 99 (H.264)"),
+    ("frames shown, the display's log, %", "log_shown_percent", 2, None),
+    ("longest run of frames missing", "longest_missing_run", 0, None),
+    ("  bare QML player: frames shown, %", "bare_shown_percent", 2, None),
+    ("display tree CPU s/s while playing", "cpu_s_per_s", 3, None),
+    ("  floor: ffmpeg decoding, CPU s/s", "floor_cpu_s_per_s", 3, None),
+    ("  floor with one thread, CPU s/s", "floor_1_thread_cpu_s_per_s", 3, None),
+    ("display CPU / floor", "cpu_over_floor", 2, "<= 1.5"),
+    ("  of it FFmpeg's decoding threads", "decode_cpu_s_per_s", 3, None),
+    ("  of it llvmpipe (software GL)", "gl_cpu_s_per_s", 3, None),
+    ("  decoding threads / floor", "decode_over_floor", 2, None),
+    ("  bare QML player: CPU s/s", "bare_cpu_s_per_s", 3, None),
+    ("  Xvfb CPU s/s while playing", "xvfb_cpu_s_per_s", 3, None),
+    ("  display CPU s/s on the still page", "page_cpu_s_per_s", 3, None),
+    ("  (display CPU - still page) / floor", "above_page_over_floor", 2, None),
+    ("POST to first frame, ms (p50)", "first_frame_ms", 0, None),
+    ("POST to video in full, ms (p50)", "in_full_ms", 0, None),
+    ("highest first frame number read", "first_frame_number", 0, None),
+    ("boundaries recorded", "boundaries", 0, None),
+    ("black samples at boundaries", "black_samples", 0, "== 0"),
+    ("dim samples at boundaries", "dim_samples", 0, None),
+    ("black samples, first-frame part", "first_frame_black", 0, "== 0"),
+    ("longest unreadable stretch, ms", "unreadable_ms_max", 0, None),
+]
+
+
+def passes(figure: str, column: Column, value: Any) -> bool | None:
+    if not isinstance(value, int | float):
+        return None
+    if figure == "shown_percent":
+        return value >= SHOWN_TARGET if column.codec == "h264" else None
+    if figure == "cpu_over_floor":
+        return value <= CPU_RATIO_TARGET
+    if figure in ("black_samples", "first_frame_black"):
+        return value == 0
+    return None
+
+
+def table(results: dict[str, Any], columns: list[Column]) -> list[dict[str, Any]]:
+    figures = {column.label: column_figures(results, column) for column in columns}
+    print(f"\n{'':<38}" + "".join(f"{c.label:>13}" for c in columns) + "  target    pass")
+    out = []
+    for label, figure, digits, target in ROWS:
+        values = {c.label: figures[c.label][figure] for c in columns}
+        cells = [
+            "-" if not isinstance(v, int | float) else f"{v:.{digits}f}" for v in values.values()
+        ]
+        verdicts = {c.label: passes(figure, c, values[c.label]) for c in columns}
+        verdict = " ".join(
+            f"{label_of}:{'PASS' if ok else 'FAIL'}"
+            for label_of, ok in verdicts.items()
+            if ok is not None
+        )
+        print(
+            f"{label:<38}"
+            + "".join(f"{cell:>13}" for cell in cells)
+            + f"  {target or '':<9} {verdict}"
+        )
+        out.append({"metric": label, "values": values, "target": target, "pass": verdicts})
+    decoding = {c.label: figures[c.label]["decoding"] for c in columns}
+    print(f"{'decoded in':<38}" + "".join(f"{d or '-'!s:>13}" for d in decoding.values()))
+    out.append({"metric": "decoded in", "values": decoding, "target": None, "pass": None})
+    return out
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add = parser.add_argument
+    add("--stages", default="old,new", help="which stages, comma-separated: old, new")
+    add("--codecs", default="h264,hevc,vp9", help="the native stage's codecs (old: vp9 only)")
+    add("--seconds", type=float, default=20.0, help="length of each video")
+    add("--cycles", type=int, default=1, help="loops of the recorded CDS per stage")
+    add("--first-frames", type=int, default=3, help="POST /schedule per video, first frame")
+    add("--old-commit", default=OLD_COMMIT, help="the old stage's commit (git archive)")
+    add("--new", type=Path, default=ROOT, help="the new stage's checkout (copied at the start)")
+    add("--new-commit", help="the new stage from this commit (git archive) instead of --new")
+    add("--media", type=Path, default=RESULTS / "bench_video_media")
+    add("--output", type=Path, default=RESULTS / "bench_video.json")
+    add("--keep", action="store_true", help="keep the recordings and their decoded samples")
+    add("--no-ceiling", action="store_true", help="skip the bare QML player (video_ceiling)")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally clauses still run
+    names = [name for name in args.codecs.split(",") if name]
+    stage_names = [name for name in args.stages.split(",") if name]
+    if set(names) - set(CODECS) or set(stage_names) - {"old", "new"} or not stage_names:
+        raise SystemExit(f"--codecs is a list of {', '.join(CODECS)}; --stages of old, new")
+    require_ffmpeg()
+    begun = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-video-"))
+    wanted = sorted({*names, *(["vp9"] if "old" in stage_names else [])}, key=list(CODECS).index)
+    videos = make_media(args.media, wanted, args.seconds)
+    for video in videos.values():
+        print(f"{video.name}: {video.frames} frames, {video.bitrate_mbps} Mbit/s", flush=True)
+    results: dict[str, Any] = {
+        "screen": "1920x1080 Xvfb",
+        "cpus": os.cpu_count(),
+        "load_average_start": [round(value, 2) for value in os.getloadavg()],
+        "options": {key: str(value) for key, value in vars(args).items()},
+        "videos": {
+            name: {
+                "file": str(v.path),
+                "frames": v.frames,
+                "seconds": v.seconds,
+                "mbit_per_s": v.bitrate_mbps,
+            }
+            for name, v in videos.items()
+        },
+        "stages": {},
+        "workdir": str(workdir),
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        results["elapsed_s"] = round(time.monotonic() - begun, 1)
+        results["load_average_end"] = [round(value, 2) for value in os.getloadavg()]
+        args.output.write_text(json.dumps(results, indent=1) + "\n")
+
+    print("the floor: ffmpeg -benchmark decoding each file", flush=True)
+    results["floors"] = floors(videos)
+    save()
+    if not args.no_ceiling and "new" in stage_names:
+        print("the ceiling: a bare QML player (video_ceiling) playing each file", flush=True)
+        results["ceiling"] = {}
+        for name in names:
+            found = bare_player(videos[name], workdir / "ceiling")
+            results["ceiling"][name] = found
+            print(
+                f"  {name}: {found.get('shown_percent')} % of frames seen, "
+                f"{found.get('cpu_s_per_s')} CPU s/s",
+                flush=True,
+            )
+            save()
+    site = serve(videos)
+    bench = Bench(args, workdir, videos, site)
+    try:
+        for name in stage_names:
+            if name == "old":
+                stage = old_stage(args.old_commit, workdir / "old")
+            elif args.new_commit:
+                archived = old_stage(args.new_commit, workdir / "new")
+                stage = replace(archived, name="new")
+            else:
+                stage = new_stage(args.new.resolve(), workdir / "new")
+            print(f"== {name} stage: {stage.source} ({stage.commit})", flush=True)
+            try:
+                results["stages"][name] = stage_session(
+                    bench, stage, ["vp9"] if name == "old" else names
+                )
+            except (Exception, SystemExit) as error:  # one failed stage must not end the run
+                if isinstance(error, SystemExit) and error.code == 143:
+                    raise
+                print(f"  FAILED: {error}", flush=True)
+                results["stages"][name] = {"error": str(error)}
+            save()
+    finally:
+        site.stop()
+    columns = [Column("old VP9 web", "old", "vp9")] if "old" in stage_names else []
+    if "new" in stage_names:
+        columns += [Column(f"{CODECS[n].name.upper()} native", "new", n) for n in names]
+    results["table"] = table(results, columns)
+    save()
+    print(
+        f"\n{results['elapsed_s'] / 60:.1f} minutes; load average {results['load_average_end']}; "
+        f"written to {args.output}; logs in {workdir}",
+        flush=True,
+    )
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from tests.bench.memory_tools import Display
 from tests.bench.signage_content import ContentServer
 from tests.bench.stats import percentile
 
-MIX = "PPIPVPPIVP"  # page, image (the queue runs dry), video
+# Page, image (the queue runs dry), video: the signage mix (pages 60 %, images 20 %, videos
+# 20 %) and a video-heavy one (videos 70 %, pages 20 %, images 10 %).
+MIXES = {"signage": "PPIPVPPIVP", "video": "VPVVIVVPVV"}
 AHEAD = 2  # requests queued beyond the one on screen
 
 
@@ -18,8 +20,14 @@ class Driver:
     """Keeps the display fed with the mix and counts transitions by the playback sequence."""
 
     def __init__(
-        self, display: Display, content: ContentServer, videos: list[str], seconds: float
+        self,
+        display: Display,
+        content: ContentServer,
+        videos: list[str],
+        seconds: float,
+        mix: str = MIXES["signage"],
     ) -> None:
+        self.mix = mix
         self.display = display
         self.content = content
         self.videos = videos
@@ -48,7 +56,7 @@ class Driver:
             return "idle"
         if "/page/" in url:
             return "page"
-        if url.endswith(".webm") or ".webm?" in url:
+        if any(url.endswith(s) or f"{s}?" in url for s in (".webm", ".mp4")):
             return "video"
         if "/media/" in url:
             return "image"
@@ -77,7 +85,7 @@ class Driver:
         return int(record.get("sequence") or 0)
 
     def feed(self) -> None:
-        step = MIX[self.plan_index % len(MIX)]
+        step = self.mix[self.plan_index % len(self.mix)]
         now = time.monotonic()
         if step == "I":
             # Let the queue run dry: the schedule's next cached image takes the screen; the

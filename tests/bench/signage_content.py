@@ -74,13 +74,25 @@ IMAGE_SOURCES = [  # (file name, ffmpeg lavfi source)
     ("fractal.jpg", "mandelbrot=size=1920x1080:start_scale=2.5"),
     ("pattern-2.png", "testsrc=size=1920x1080"),
 ]
+_VPX = ["-deadline", "realtime", "-cpu-used", "8"]
+# MP4s with their index first (+faststart): they are streamed from a server without ranges.
+_X264 = ["-c:v", "libx264", "-preset", "veryfast", "-movflags", "+faststart"]
+_X265 = ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"]
+_X265 += ["-movflags", "+faststart"]
 VIDEO_SOURCES = [  # (file name, ffmpeg lavfi source, encoder options)
-    ("pattern-vp8-1080p.webm", "testsrc2=size=1920x1080:rate=30", ["-c:v", "libvpx"]),
-    ("bars-vp9-1080p.webm", "smptehdbars=size=1920x1080:rate=30", ["-c:v", "libvpx-vp9"]),
-    ("gradient-vp9-720p.webm", "gradients=size=1280x720:r=30:speed=0.05", ["-c:v", "libvpx-vp9"]),
-    ("pattern-vp8-720p.webm", "testsrc=size=1280x720:rate=30", ["-c:v", "libvpx"]),
+    ("pattern-vp8-1080p.webm", "testsrc2=size=1920x1080:rate=30", ["-c:v", "libvpx", *_VPX]),
+    ("bars-vp9-1080p.webm", "smptehdbars=size=1920x1080:rate=30", ["-c:v", "libvpx-vp9", *_VPX]),
+    (
+        "gradient-vp9-720p.webm",
+        "gradients=size=1280x720:r=30:speed=0.05",
+        ["-c:v", "libvpx-vp9", *_VPX],
+    ),
+    ("pattern-vp8-720p.webm", "testsrc=size=1280x720:rate=30", ["-c:v", "libvpx", *_VPX]),
+    ("pattern-h264-1080p.mp4", "testsrc2=size=1920x1080:rate=30", _X264),
+    ("bars-hevc-720p.mp4", "smptehdbars=size=1280x720:rate=30", _X265),
 ]
 VIDEO_SECONDS = 3
+MEDIA_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webm": "video/webm", "mp4": "video/mp4"}
 
 
 def page(n: int) -> bytes:
@@ -197,10 +209,6 @@ def make_media(directory: Path) -> tuple[list[Image], list[str]]:
                     *codec,
                     "-b:v",
                     "3M",
-                    "-deadline",
-                    "realtime",
-                    "-cpu-used",
-                    "8",
                     "-pix_fmt",
                     "yuv420p",
                     str(directory / name),
@@ -241,8 +249,7 @@ class ContentServer:
                 return None
         file = self.media / path.removeprefix("/media/")
         if path.startswith("/media/") and file.is_file():
-            kind = {"jpg": "image/jpeg", "png": "image/png", "webm": "video/webm"}
-            return Answer(file.read_bytes(), kind[file.suffix[1:]], "max-age=3600")
+            return Answer(file.read_bytes(), MEDIA_TYPES[file.suffix[1:]], "max-age=3600")
         return None
 
     def image_schedule(self, images: list[Image], seconds: float) -> bytes:

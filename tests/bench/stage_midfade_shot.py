@@ -2,14 +2,17 @@
 server's screen (not from the renderer): two signage pages, the second fading in over the first.
 
     xvfb-run -a -s "-screen 0 960x540x24" .venv/bin/python -m tests.bench.stage_midfade_shot OUT.png
+    ... stage_midfade_shot --from-video clip.mp4 --rotation 0 OUT.png   (a video fading into a page)
 
 Needs ImageMagick's ``import`` (installed by ``bash packaging/dev.sh setup``).
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from player.renderer.options import prepare_process
 from tests.bench.loopback import Answer, LoopbackSite
@@ -26,7 +29,12 @@ def _page(path: str) -> Answer:
 
 
 def main() -> int:
-    target = sys.argv[1] if len(sys.argv) > 1 else "stage_rotated_midfade.png"
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("target", nargs="?", default="stage_rotated_midfade.png")
+    parser.add_argument("--from-video", type=Path, help="a video first (fading into a page)")
+    parser.add_argument("--rotation", type=int, default=90)
+    args = parser.parse_args()
+    target = args.target
     prepare_process()
     from PySide6.QtGui import QGuiApplication
 
@@ -39,14 +47,19 @@ def main() -> int:
     site = LoopbackSite(_page)
     base = site.base
     # A slow fade (1.5 s) so that the picture lands in its middle.
-    renderer = KioskRenderer(RendererOptions(rotation=90, crossfade_ms=1500, keep_screen_on=False))
+    renderer = KioskRenderer(
+        RendererOptions(rotation=args.rotation, crossfade_ms=1500, keep_screen_on=False)
+    )
     reports = Reports()
     renderer.set_listener(reports)
     process_for(2)
-    for token, path in ((1, "/a"), (2, "/b")):
-        renderer.show(PlayItem(token, base + path, base + path, "text/html", 30.0, "request"))
+    first = (base + "/a", "text/html")
+    if args.from_video is not None:
+        first = (args.from_video.resolve().as_uri(), "video/mp4")
+    for token, (url, kind) in ((1, first), (2, (base + "/b", "text/html"))):
+        renderer.show(PlayItem(token, url, url, kind, 30.0, "request"))
         if not wait_until(lambda token=token: token in reports.shown_tokens(), 15):  # type: ignore[misc]
-            print(f"page {path} was not shown: {reports.failed}", file=sys.stderr)
+            print(f"{url} was not shown: {reports.failed}", file=sys.stderr)
             return 1
         process_for(2 if token == 1 else 0.6)
     subprocess.run(["import", "-window", "root", target], check=True, timeout=30)

@@ -23,7 +23,8 @@ def test_full_file(tmp_path: Path) -> None:
         'api_token = "from-file"\npublic_url = "http://10.0.0.5:8080/"\ndata_dir = "/var/lib/pdn"\n'
         '[location]\nlatitude = "N 54 00.624"\nlongitude = "W2.7870"\n'
         '[listen]\nhost = "0.0.0.0"\nport = 9000\n'
-        "[screen]\nindex = 1\nrotation = 90\ncrossfade = 0.5\n",
+        '[screen]\nindex = 1\nrotation = 90\ncrossfade = 0.5\naudio = "off"\n'
+        'video-backend = "gstreamer"\n',
     )
     config = load_config(path, environ={})
     assert config.name == "Lobby"
@@ -36,6 +37,7 @@ def test_full_file(tmp_path: Path) -> None:
     assert config.location == {"latitude": "N 54 00.624", "longitude": "W2.7870"}
     assert (config.host, config.port) == ("0.0.0.0", 9000)
     assert (config.screen.index, config.screen.rotation, config.screen.crossfade) == (1, 90, 0.5)
+    assert (config.screen.audio, config.screen.video_backend) == (False, "gstreamer")
     assert config.origin_allowed("https://signage.example.org/page?x=1")
     assert not config.origin_allowed("https://signage.example.org:8443/page")
     assert not config.origin_allowed("http://signage.example.org/")
@@ -92,6 +94,8 @@ def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> No
         ('[listen]\nport = "80"\n', "listen.port"),
         ("[screen]\nrotation = 45\n", "screen.rotation"),
         ("[screen]\ncrossfade = -1\n", "screen.crossfade"),
+        ('[screen]\naudio = "loud"\n', "screen.audio"),
+        ('[screen]\nvideo-backend = "vlc"\n', "screen.video-backend"),
         ("[screen]\nwidth = 3\n", "screen.width"),
     ],
 )

@@ -15,13 +15,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from player.renderer.options import prepare_process
 
+if TYPE_CHECKING:
+    from player.renderer import KioskRenderer
+
 prepare_process()
 
+RENDERER_SIZE = (320, 240)  # the window of make_renderer's renderers
 COLOURS = {
     "red": (255, 0, 0),
     "green": (0, 255, 0),
@@ -161,6 +166,36 @@ class Reports:
 
     def failed_tokens(self) -> list[int]:
         return [token for token, _ in self.failed]
+
+
+@pytest.fixture
+def make_renderer(qapp: object) -> Iterator[Callable[..., tuple[KioskRenderer, Reports]]]:
+    """Make real kiosk renderers in a 320x240 window (options override the defaults); each is
+    closed after the test."""
+    from player.renderer import KioskRenderer, RendererOptions
+    from tests.renderer.pixels import process_for
+
+    made: list[KioskRenderer] = []
+
+    def make(**options: object) -> tuple[KioskRenderer, Reports]:
+        settings: dict[str, object] = {
+            "fullscreen": False,
+            "window_size": RENDERER_SIZE,
+            "display_name": "Test display",
+            "api_url": "http://127.0.0.1:8080",
+            "keep_screen_on": False,
+        }
+        settings.update(options)
+        renderer = KioskRenderer(RendererOptions(**settings))  # type: ignore[arg-type]
+        reports = Reports()
+        renderer.set_listener(reports)
+        made.append(renderer)
+        return renderer, reports
+
+    yield make
+    for renderer in made:
+        renderer.close()
+    process_for(0.1)
 
 
 def write_png(path: Path, rgb: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> Path:

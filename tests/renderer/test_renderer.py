@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-from collections.abc import Iterator
 from functools import partial
 from itertools import count
 from pathlib import Path
@@ -49,30 +48,6 @@ def item(url: str, content_type: str | None = None, duration: float | None = 10.
         duration=duration,
         origin="request",
     )
-
-
-@pytest.fixture
-def make_renderer(qapp: object, tmp_path: Path) -> Iterator[object]:
-    made: list[KioskRenderer] = []
-
-    def make(**options: object) -> tuple[KioskRenderer, Reports]:
-        settings: dict[str, object] = {
-            "fullscreen": False,
-            "window_size": SIZE,
-            "display_name": "Test display",
-            "api_url": "http://127.0.0.1:8080",
-            "keep_screen_on": False,
-        }
-        settings.update(options)
-        renderer = KioskRenderer(RendererOptions(**settings))  # type: ignore[arg-type]
-        reports = Reports()
-        renderer.set_listener(reports)
-        made.append(renderer)
-        return renderer, reports
-
-    yield make
-    for renderer in made:
-        renderer.close()
 
 
 def show_and_wait(renderer: KioskRenderer, reports: Reports, play: PlayItem) -> None:

@@ -1,0 +1,233 @@
+"""Videos on a running display, as a new user sends them: an H.264 MP4, an HEVC MP4 and a VP9
+WebM (each with sound), one by one with ``POST /schedule`` and then together in a CDS; the
+screen is read back (``GET /x/screenshot``) the whole time.
+
+    python -m tests.smoke.play_videos [--display http://127.0.0.1:8080] [--seconds 4]
+
+The videos are made with Debian's ffmpeg (a solid colour each, so the screen says which one is
+on it) and served by Python's http.server on 127.0.0.1, a server without range requests, as the
+simplest one a user has. Passes (exit 0) when every video is reported shown by ``/playback/``,
+its colour is read on the screen, ``/x/health`` names its codec, and no screenshot taken from
+the first request to the end of the CDS is black. ``packaging/fresh-root.sh`` runs it against
+the display of ``bash packaging/dev.sh display`` on a bare Debian root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import http.server
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+RGB = tuple[int, int, int]
+# name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
+VIDEOS: dict[str, tuple[RGB, str, tuple[str, str], str, str]] = {
+    "h264": ((210, 40, 40), "h264.mp4", ("libx264", "aac"), "video/mp4", "H264"),
+    "hevc": ((40, 70, 210), "hevc.mp4", ("libx265", "aac"), "video/mp4", "H265"),
+    "vp9": ((220, 200, 40), "vp9.webm", ("libvpx-vp9", "libopus"), "video/webm", "VP9"),
+}
+TOLERANCE = 24  # a flat colour through YUV 4:2:0, scaling and a PNG
+BLACK = 16  # every channel under this at the five points read: a black screen
+
+
+class SmokeError(Exception):
+    pass
+
+
+def make_videos(folder: Path, seconds: float) -> dict[str, Path]:
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise SmokeError("ffmpeg is missing (apt-get install ffmpeg; packaging/dev.sh installs it)")
+    made = {}
+    for name, ((r, g, b), file_name, (video, audio), _, _) in VIDEOS.items():
+        path = folder / file_name
+        subprocess.run(
+            [ffmpeg, "-v", "error", "-y",
+             "-f", "lavfi", "-i", f"color=c=0x{r:02x}{g:02x}{b:02x}:size=1280x720:rate=30"
+             f":duration={seconds:g}",
+             "-f", "lavfi", "-i", f"sine=frequency=440:duration={seconds:g}",
+             "-c:v", video, "-pix_fmt", "yuv420p", "-c:a", audio, "-shortest",
+             *(["-x265-params", "log-level=error"] if video == "libx265" else []),
+             str(path)],
+            check=True, timeout=300,
+        )  # fmt: skip
+        made[name] = path
+    return made
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+class Screen:
+    """Screenshots of the display, read at five points, on a thread of their own."""
+
+    def __init__(self, display: str, work: Path) -> None:
+        self.display = display
+        self.work = work
+        self.samples: list[tuple[float, list[RGB]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def points(self) -> list[RGB]:
+        shot = self.work / "screen.png"
+        answer = requests.get(f"{self.display}/x/screenshot", timeout=10)
+        answer.raise_for_status()
+        shot.write_bytes(answer.content)
+        return read_points(shot)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(requests.RequestException, subprocess.SubprocessError):
+                self.samples.append((time.monotonic(), self.points()))
+
+    def black(self) -> list[float]:
+        return [t for t, points in self.samples if all(max(p) < BLACK for p in points)]
+
+
+def read_points(png: Path) -> list[RGB]:
+    """The colours at the centre and halfway to each corner, read with ffmpeg."""
+    ffmpeg = shutil.which("ffmpeg") or "ffmpeg"
+    raw = subprocess.run(
+        [ffmpeg, "-v", "error", "-i", str(png), "-vf", "scale=4:4:flags=neighbor",
+         "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        capture_output=True, check=True, timeout=30,
+    ).stdout  # fmt: skip
+    pixel = [tuple(raw[i : i + 3]) for i in range(0, len(raw), 3)]
+    return [pixel[i] for i in (0, 3, 5, 12, 15)]  # type: ignore[misc]
+
+
+def near(a: RGB, b: RGB) -> bool:
+    return all(abs(x - y) <= TOLERANCE for x, y in zip(a, b, strict=True))
+
+
+def wait_shown(display: str, url: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = requests.get(f"{display}/playback/", timeout=10).json()
+        if record.get("content-item") == url:
+            return dict(record)
+        time.sleep(0.1)
+    raise SmokeError(f"{url} was not shown within {timeout:g} s")
+
+
+def check_playing(display: str, screen: Screen, name: str, url: str) -> str:
+    colour, _, _, _, codec = VIDEOS[name]
+    wait_shown(display, url, 30)
+    time.sleep(1.0)  # past the cross-fade
+    points = screen.points()
+    if not near(points[2], colour):
+        raise SmokeError(f"{name}: the screen shows {points[2]} at its centre, not {colour}")
+    video = requests.get(f"{display}/x/health", timeout=10).json()["renderer"]["screen"]["video"]
+    if not video or video.get("codec") != codec:
+        raise SmokeError(f"{name}: /x/health says {video}")
+    return f"{video['codec']} by {video['backend']}, decoded in {video['decoding']}"
+
+
+def cds(base: str, files: dict[str, Path]) -> str:
+    items = []
+    for name, path in files.items():
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        items.append(
+            f'  <content-item content-type="{VIDEOS[name][3]}"><requires-file>'
+            f'<hashes><hash type="sha256">{digest}</hash></hashes>'
+            f"<sources><uri>{base}/{path.name}</uri></sources></requires-file></content-item>"
+        )
+    order = "<constraints><scheduling-constraints><playback order='inorder'/>"
+    order += "</scheduling-constraints></constraints>"
+    return f'<content-set name="smoke-videos">{order}\n' + "\n".join(items) + "\n</content-set>"
+
+
+def run(display: str, seconds: float) -> list[str]:
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="pdn-play-videos-") as work:
+        folder = Path(work)
+        files = make_videos(folder, seconds)
+        server, base = serve(folder)
+        screen = Screen(display, folder)
+        screen.start()
+        try:
+            for name, path in files.items():
+                url = f"{base}/{path.name}"
+                request = {"content-item": url}
+                answer = requests.post(f"{display}/schedule", json=request, timeout=10)
+                if answer.status_code != 202:
+                    raise SmokeError(f"POST /schedule {url}: {answer.status_code} {answer.text}")
+                playing = check_playing(display, screen, name, url)
+                lines.append(f"POST /schedule {path.name}: {playing}")
+                time.sleep(seconds)  # it plays to its own end
+            answer = requests.post(
+                f"{display}/schedule",
+                data=cds(base, files),
+                headers={"Content-Type": "text/xml"},
+                timeout=10,
+            )
+            if answer.status_code != 202:
+                raise SmokeError(f"POST /schedule (CDS): {answer.status_code} {answer.text}")
+            seen = []
+            for path in files.values():  # downloaded and verified, then played in order
+                url = f"{base}/{path.name}"
+                wait_shown(display, url, 120)
+                seen.append(path.name)
+            lines.append(f"CDS of {', '.join(files)}: each shown in turn ({', '.join(seen)})")
+            time.sleep(seconds)
+        finally:
+            screen.stop()
+            requests.post(
+                f"{display}/schedule",
+                data='<content-set name="smoke-videos"/>',
+                headers={"Content-Type": "text/xml"},
+                timeout=10,
+            )
+            server.shutdown()
+        black = screen.black()
+        lines.append(f"screenshots: {len(screen.samples)}, black: {len(black)}")
+        if not screen.samples or black:
+            raise SmokeError(lines[-1])
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--display", default="http://127.0.0.1:8080")
+    parser.add_argument("--seconds", type=float, default=4.0, help="each video's length")
+    args = parser.parse_args()
+    try:
+        for line in run(args.display.rstrip("/"), args.seconds):
+            print(f"play_videos: {line}")
+    except (SmokeError, requests.RequestException, subprocess.SubprocessError) as error:
+        print(f"play_videos: FAILED: {error}", file=sys.stderr)
+        return 1
+    print("play_videos: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
