@@ -13,7 +13,9 @@
 #             for a display with its 'display' extra and a PySide6 this machine can run; the
 #             scheduler, content and sensor roles need no Qt and get none
 #   files     the start wrapper, the README and the systemd units
-#   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet
+#   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet; for a
+#             scheduler, its operator and enrolment tokens in /etc/pdn/scheduler.env when it
+#             has none (printed once)
 #   dirs      /var/lib/pdn and its sub-directories, owned by pdn
 #   enable    enables the units (display by default; see --services)
 #   start     (re)starts them, unless --no-start
@@ -404,6 +406,42 @@ install_private_file() {
     if [ -z "$ROOT" ]; then chgrp "$PDN_USER" "$target"; fi
 }
 
+# A new display serves HTTPS (issue 22). A sensor or content server on this machine pairs with it
+# like any controller (pdn ctl pair, as the pdn user) and pins its certificate.
+tls_line() { echo "tls = true"; }
+
+# A random token: 32 bytes, URL-safe base64 (43 characters).
+new_token() { head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'; }
+
+# The scheduler's operator token (PDN_API_TOKEN) and enrolment token (PDN_ENROLMENT_TOKEN), in
+# /etc/pdn/scheduler.env (0640), made when none is set and printed this once (issue 22).
+OPERATOR_TOKEN_MADE=""
+ENROLMENT_TOKEN_MADE=""
+write_scheduler_tokens() {
+    local env="$ROOT$CONFIG_DIR/scheduler.env" tmp operator enrolment
+    wants_service scheduler || return 0
+    if [ -e "$env" ] && grep -q '^PDN_API_TOKEN=.' "$env"; then
+        say "kept the scheduler's operator token in $CONFIG_DIR/scheduler.env"
+        return 0
+    fi
+    operator=$(new_token)
+    enrolment=$(new_token)
+    tmp=$(mktemp)
+    {
+        if [ -e "$env" ]; then grep -v '^PDN_API_TOKEN=\|^PDN_ENROLMENT_TOKEN=' "$env" || true; fi
+        echo "# The scheduler's secrets (pdn-scheduler.service). Keep this file 0640."
+        echo "# Operator token: schedules, assignments, groups, broadcasts, the console."
+        echo "PDN_API_TOKEN=$operator"
+        echo "# Enrolment token: a display with scheduler_token = this is approved at once."
+        echo "PDN_ENROLMENT_TOKEN=$enrolment"
+    } >"$tmp"
+    install_private_file "$tmp" "$env"
+    rm -f "$tmp"
+    did "made the scheduler's operator and enrolment tokens in $CONFIG_DIR/scheduler.env"
+    OPERATOR_TOKEN_MADE=$operator
+    ENROLMENT_TOKEN_MADE=$enrolment
+}
+
 write_config() {
     local config="$ROOT$CONFIG_DIR/pdn.toml" services="$ROOT$CONFIG_DIR/services.env" platform tmp
     install -d -m 0755 "$ROOT$CONFIG_DIR"
@@ -415,10 +453,11 @@ write_config() {
     else
         platform=$(chosen_platform)
         tmp=$(mktemp)
-        sed "s/^platform = \"auto\"/platform = \"$platform\"/" "$script_dir/pdn.toml.example" >"$tmp"
+        sed -e "s/^platform = \"auto\"/platform = \"$platform\"/" \
+            -e "s/^#tls = false$/$(tls_line)/" "$script_dir/pdn.toml.example" >"$tmp"
         install_private_file "$tmp" "$config"
         rm -f "$tmp"
-        did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\")"
+        did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\", $(tls_line))"
     fi
     if [ ! -e "$services" ]; then
         tmp=$(mktemp)
@@ -437,6 +476,20 @@ EOF
         rm -f "$tmp"
         did "wrote $CONFIG_DIR/services.env"
     fi
+}
+
+# Secrets at rest (ETSI EN 303 645 5.4): the config files may hold tokens, so no one but root
+# and the pdn group may read them; a file someone loosened is tightened again, and said so.
+check_private_files() {
+    local file mode
+    for file in "$ROOT$CONFIG_DIR"/pdn.toml "$ROOT$CONFIG_DIR"/*.env; do
+        [ -e "$file" ] || continue
+        mode=$(stat -c %a "$file")
+        if [ $((8#$mode & 8#007)) -ne 0 ] || [ $((8#$mode & 8#020)) -ne 0 ]; then
+            chmod o-rwx,g-w "$file"
+            warn "$file was mode $mode, readable by others: now $(stat -c %a "$file")"
+        fi
+    done
 }
 
 create_state_dirs() {
@@ -521,16 +574,20 @@ start_units() {
 
 # The display's API URL from the config ([listen]), with this machine's address.
 api_url() {
-    local config="$ROOT$CONFIG_DIR/pdn.toml" host port address
+    local config="$ROOT$CONFIG_DIR/pdn.toml" host port address scheme
     host=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*host[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$config" 2>/dev/null | head -n1)
     port=$(sed -n '/^\[listen\]/,/^\[/s/^[[:space:]]*port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$config" 2>/dev/null | head -n1)
     host=${host:-127.0.0.1}
     port=${port:-8080}
+    scheme=http
+    if sed -n '/^\[listen\]/,/^\[/p' "$config" 2>/dev/null | grep -q '^[[:space:]]*tls[[:space:]]*=[[:space:]]*true'; then
+        scheme=https
+    fi
     if [ "$host" = 0.0.0.0 ] || [ "$host" = "::" ]; then
         address=$(hostname -I 2>/dev/null | awk '{print $1}')
         host=${address:-$(hostname)}
     fi
-    echo "http://$host:$port/"
+    echo "$scheme://$host:$port/"
 }
 
 summary() {
@@ -540,7 +597,21 @@ summary() {
     for line in "${DONE[@]}"; do printf '  - %s\n' "$line"; done
     echo
     say "display API: $(api_url)  (try: curl $(api_url)playback/)"
+    say "to schedule it from another machine, pair with the code on its screen (or from"
+    say "  sudo -u $PDN_USER $PREFIX/venv/bin/pdn display --pairing-code --data-dir $STATE_DIR/display):"
+    say "  pdn ctl pair $(api_url) CODE"
+    if [[ $(api_url) == https:* ]]; then
+        say "(pdn ctl pins the display's certificate; its fingerprint is on the idle page and in"
+        say "  $PREFIX/venv/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
+    fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
+    if [ -n "$OPERATOR_TOKEN_MADE" ]; then
+        say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
+        say "  $OPERATOR_TOKEN_MADE"
+        say "  (the console's sign-in, and PDN_API_TOKEN for pdn ctl assign/approve/add-display)"
+        say "its enrolment token, for displays' scheduler_token (others wait for approval):"
+        say "  $ENROLMENT_TOKEN_MADE"
+    fi
 }
 
 main() {
@@ -551,7 +622,7 @@ main() {
     skipped user || create_user
     skipped venv || install_venv
     skipped files || install_files
-    skipped config || write_config
+    skipped config || { write_config; write_scheduler_tokens; check_private_files; }
     skipped dirs || create_state_dirs
     skipped enable || enable_units
     skipped start || start_units

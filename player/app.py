@@ -27,10 +27,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
+import ssl
 import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 
@@ -63,10 +66,13 @@ from player.renderer.options import add_chromium_flags
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
-from server.display import create_app
+from server.display import DisplaySecurity, create_app
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
-from server.net import local_address, url_host
+from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
+from server.pairing import Pairing
+from server.signing import load_or_make_secret
+from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
@@ -87,7 +93,19 @@ def display_url(config: DisplayConfig, host: str, port: int) -> str:
         return config.public_url
     if host in ("0.0.0.0", "::", ""):
         host = local_address()
-    return f"http://{url_host(host)}:{port}"
+    return f"{'https' if config.tls else 'http'}://{url_host(host)}:{port}"
+
+
+def tls_setup(config: DisplayConfig, data_dir: Path) -> tuple[ssl.SSLContext, str] | None:
+    """The TLS context and certificate fingerprint ([listen] tls), or None for plain HTTP.
+    The operator's files when given, else a self-signed certificate kept in ``data_dir``."""
+    if not config.tls:
+        return None
+    if config.tls_cert is not None and config.tls_key is not None:
+        cert, key = config.tls_cert, config.tls_key
+    else:
+        cert, key = ensure_certificate(data_dir)
+    return server_context(cert, key), fingerprint(cert)
 
 
 def run(
@@ -114,6 +132,14 @@ def run(
             log.error("cannot use the data directory %s: %s", data_dir, error)
             return EXIT_START_FAILED
         log.info("state in %s", store.path)
+        try:
+            pairing = Pairing(data_dir)
+            stopping.callback(pairing.close)
+            # What the publishers this display subscribes to sign their updates with.
+            webhook_secret = load_or_make_secret(data_dir / "webhook-secret")
+        except (OSError, ValueError, RuntimeError, sqlite3.Error) as error:
+            log.error("cannot keep pairings and secrets in %s: %s", data_dir, error)
+            return EXIT_START_FAILED
         delay = restart_delay(data_dir)
         if delay:
             log.warning(
@@ -132,6 +158,26 @@ def run(
             return EXIT_START_FAILED
         host, port = listener.getsockname()[:2]
         url = display_url(config, host, port)
+        try:
+            tls = tls_setup(config, data_dir)
+        except (OSError, ValueError, RuntimeError) as error:  # ssl.SSLError is an OSError
+            log.error("cannot serve HTTPS: %s", error)
+            return EXIT_START_FAILED
+        security = DisplaySecurity(
+            pairing=pairing,
+            beyond_loopback=not is_loopback(host),
+            webhook_secret=webhook_secret,
+            tls_fingerprint=tls[1] if tls else None,
+        )
+        if tls:
+            log.info("serving HTTPS; certificate fingerprint %s", tls[1])
+        if security.beyond_loopback or config.api_token:
+            log.info(
+                "closed: changes need %s",
+                "the API token or a paired controller's token"
+                if config.api_token
+                else "a paired controller's token (the pairing code is on the idle page)",
+            )
 
         # 3. Qt, on this (main) thread: the application, then the kiosk window. systemd's
         #    socket is taken out of the environment first: render processes must not inherit it.
@@ -149,8 +195,11 @@ def run(
         memory = MemoryWatch(
             plan, on_restart=lambda reason: bridge.post(lambda: screen_lost(reason))
         )
+        # The idle page shows the API's URL, and with TLS the fingerprint to pin.
+        shown_url = f"{url}  ·  TLS {tls[1]}" if tls else url
         renderer = KioskRenderer(
-            RendererOptions.from_config(config, url, low_memory=plan.low_memory), memory=memory
+            RendererOptions.from_config(config, shown_url, low_memory=plan.low_memory),
+            memory=memory,
         )
         stopping.callback(renderer.close)
 
@@ -189,7 +238,9 @@ def run(
         renderer.set_context(display.context())
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
-        server = WsgiServer(create_app(display), sock=listener, name="api")
+        server = WsgiServer(
+            create_app(display, security), sock=listener, name="api", tls=tls[0] if tls else None
+        )
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,
             deliver=lambda key, data: display.set_remote(key, parse(data).root),
@@ -206,7 +257,9 @@ def run(
                 location=config.location,
                 name=config.name,
                 groups=list(config.groups),
-                token=os.environ.get("PDN_SCHEDULER_TOKEN") or None,
+                token=config.scheduler_token,
+                signing_secret=webhook_secret,
+                tls_fingerprint=tls[1] if tls else None,
             )
         driver = EngineDriver(engine, waker)
         signals = SignalWatcher(application.quit)
@@ -229,12 +282,21 @@ def run(
         forget.timeout.connect(forget_exits)
         forget.start(RIGHT_FOR_MS)
 
-        # The idle page says how the schedule's files are coming ("2 of 5 ready").
+        # The idle page says how the schedule's files are coming ("2 of 5 ready"), and the
+        # pairing code of now (renewed after use or expiry).
+        shown_code: list[str] = []
+
+        def refresh_idle() -> None:
+            renderer.set_idle_progress(download_progress(content.status()))
+            code, _expires = pairing.current_code()
+            if shown_code != [code]:
+                shown_code[:] = [code]
+                renderer.set_idle_pairing(f"Pairing code {code}")
+
         progress = QTimer()
-        progress.timeout.connect(
-            lambda: renderer.set_idle_progress(download_progress(content.status()))
-        )
+        progress.timeout.connect(refresh_idle)
         progress.start(PROGRESS_MS)
+        refresh_idle()
 
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()

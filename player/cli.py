@@ -7,6 +7,7 @@ import importlib.util
 import logging
 import shlex
 import sys
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from player import videodecode
 from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
 from player.power import describe
 from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
+from server.net import is_loopback
+from server.pairing import read_code_file
 
 log = logging.getLogger("pdn.display")
 
@@ -69,6 +72,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="validate the configuration, print the effective settings and exit",
     )
+    parser.add_argument(
+        "--pairing-code",
+        action="store_true",
+        help="print the pairing code the running display shows now (read from its data "
+        "directory) and exit",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -108,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check_config:
         print_config(config)
         return EXIT_OK
+    if args.pairing_code:
+        return print_pairing_code(config)
     if importlib.util.find_spec("PySide6") is None:
         print(
             "pdn display: the screen needs Qt (PySide6), which this installation lacks: it was "
@@ -124,6 +135,33 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def print_pairing_code(config: DisplayConfig, now: datetime | None = None) -> int:
+    """``pdn display --pairing-code``: the code in the data directory, if still valid."""
+    data_dir = config.data_dir.resolve()
+    try:
+        code, expires = read_code_file(data_dir)
+    except FileNotFoundError:
+        print(
+            f"pdn display: no pairing code in {data_dir}: the display makes one when it starts;"
+            " is it running with this data directory?",
+            file=sys.stderr,
+        )
+        return EXIT_START_FAILED
+    except (OSError, ValueError) as error:
+        print(f"pdn display: cannot read the pairing code: {error}", file=sys.stderr)
+        return EXIT_START_FAILED
+    if expires <= (now or datetime.now(UTC)):
+        print(
+            f"pdn display: the pairing code in {data_dir} expired at {expires.isoformat()}; a"
+            " running display makes a new one within seconds: is it running?",
+            file=sys.stderr,
+        )
+        return EXIT_START_FAILED
+    print(code)
+    print(f"valid once, until {expires.isoformat()}", file=sys.stderr)
+    return EXIT_OK
+
+
 def print_config(config: DisplayConfig) -> None:
     """``pdn display --check-config``: the effective settings."""
     print(f"configuration OK{f' ({config.source})' if config.source else ''}")
@@ -134,7 +172,9 @@ def print_config(config: DisplayConfig) -> None:
     print(f"  location:        {config.location or '(none)'}")
     print(f"  accept CDS:      {'yes' if config.accept_cds else 'no (single items only)'}")
     print(f"  allowed origins: {', '.join(config.allowed_origins) or 'any'}")
-    print(f"  API token:       {'set' if config.api_token else 'none (open)'}")
+    print(f"  API token:       {'set' if config.api_token else 'none'}")
+    print(f"  changes need:    {describe_access(config)}")
+    print(f"  TLS:             {describe_tls(config)}")
     print(f"  schedule:        {config.schedule_url or '(none: only what is sent to it)'}")
     print(f"  register with:   {config.register_url or '(no scheduler)'}")
     print(f"  groups:          {', '.join(config.groups) or '(none)'}")
@@ -156,6 +196,30 @@ def print_config(config: DisplayConfig) -> None:
         "  [clock]:         "
         + ("only NTP sets the clock" if clock.require_ntp else "NTP or a plausible date")
     )
+
+
+def describe_tls(config: DisplayConfig) -> str:
+    """``--check-config``: plain HTTP, or HTTPS and the fingerprint clients pin."""
+    if not config.tls:
+        return "off (plain HTTP)"
+    from server.tls import CERT_FILE, fingerprint  # waitress: only when TLS is on
+
+    cert = config.tls_cert or config.data_dir.resolve() / CERT_FILE
+    try:
+        return f"on, certificate {cert}, fingerprint {fingerprint(cert)}"
+    except FileNotFoundError:
+        return f"on, a self-signed certificate is made at first start ({cert})"
+    except (OSError, ValueError) as error:
+        return f"on, but the certificate {cert} cannot be read: {error}"
+
+
+def describe_access(config: DisplayConfig) -> str:
+    """Who may change the display, as ``--check-config`` says it."""
+    if config.api_token:
+        return "the API token or a paired controller's token"
+    if is_loopback(config.host):
+        return "nothing: open (listening on loopback only)"
+    return "a paired controller's token (pair with the code on the idle page)"
 
 
 # A checkout (an editable install, or running from the source tree) has the lock file here.

@@ -16,6 +16,8 @@ then command-line flags. Example (every key is optional)::
     register = "http://10.0.0.9:8090"   # register with this scheduler (needs [location]);
                                         # 'scheduler' is another name for it
     groups = ["lobby", "floor-2"]       # groups it declares at the scheduler (assignment)
+    scheduler_token = "..."             # the scheduler's enrolment token: approved at once
+                                        # (else it waits for an operator); PDN_SCHEDULER_TOKEN
 
     [location]
     latitude = "N54.0104"               # or "N 54 00.624"
@@ -24,6 +26,9 @@ then command-line flags. Example (every key is optional)::
     [listen]
     host = "0.0.0.0"
     port = 8080
+    tls = true                          # HTTPS; a self-signed certificate in data_dir
+    tls-cert = "/etc/pdn/cert.pem"      # or the operator's own (with tls-key)
+    tls-key = "/etc/pdn/key.pem"
 
     [screen]                            # read by the renderer
     index = 0                           # which screen, when several are attached
@@ -97,12 +102,17 @@ class DisplayConfig:
     location: dict[str, str] | None = None
     timezone: str = "UTC"
     api_token: str | None = None
+    #: The scheduler's enrolment token, sent when registering and following (issue 22).
+    scheduler_token: str | None = None
     protect_reads: bool = False
     allowed_origins: tuple[str, ...] = ()
     accept_cds: bool = True
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     public_url: str | None = None
+    tls: bool = False  # [listen] tls: serve HTTPS (server.tls)
+    tls_cert: Path | None = None  # [listen] tls-cert / tls-key: the operator's own files
+    tls_key: Path | None = None
     data_dir: Path = DEFAULT_DATA_DIR
     screen: ScreenConfig = field(default_factory=ScreenConfig)
     schedule_url: str | None = None  # follow this schedule of a scheduler (schedule = URL)
@@ -386,7 +396,7 @@ _SCREEN_KEYS = {
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
     "screen": _SCREEN_KEYS,
-    "listen": {"host", "port"},
+    "listen": {"host", "port", "tls", "tls_cert", "tls_key"},
     "location": {"latitude", "longitude"},
     "power": {"on", "off", "days", "methods", "cec_device"},
     "clock": {"require_ntp"},
@@ -400,6 +410,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "accept_cds": _bool,
     "allowed_origins": _origins,
     "api_token": _string,
+    "scheduler_token": _string,
     "protect_reads": _bool,
     "public_url": _url,
     "data_dir": _string,
@@ -445,6 +456,9 @@ def load_config(
     token = env.get("PDN_API_TOKEN")
     if token:
         config.api_token = token
+    enrolment = env.get("PDN_SCHEDULER_TOKEN")
+    if enrolment:
+        config.scheduler_token = enrolment
     checks: dict[str, Callable[[str, Any], Any]] = {
         "port": _port,
         "timezone": _timezone,
@@ -492,7 +506,18 @@ def _build(table: dict[str, Any]) -> tuple[DisplayConfig, list[str]]:
                 problems.append("'listen' must be a table with host and port")
                 continue
             listen = _norm(value)
-            problems.extend(_unknown_keys("listen", listen, {"host", "port"}))
+            problems.extend(_unknown_keys("listen", listen, _SECTION_KEYS["listen"]))
+            if "tls" in listen:
+                tls = _check(problems, _bool, "listen.tls", listen["tls"])
+                config.tls = bool(tls)
+            for name in ("tls_cert", "tls_key"):
+                if name in listen:
+                    flag = f"listen.{name.replace('_', '-')}"
+                    path = _check(problems, _string, flag, listen[name])
+                    if path is not None:
+                        setattr(config, name, Path(path))
+            if (config.tls_cert is None) != (config.tls_key is None):
+                problems.append("'listen.tls-cert' and 'listen.tls-key' go together: give both")
             if "host" in listen:
                 host = _check(problems, _string, "listen.host", listen["host"])
                 config.host = host if host is not None else config.host

@@ -220,8 +220,8 @@ class Display:
     def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
         return self._playback.updates_after(after, timeout)
 
-    def subscribe(self, uri: str) -> bool:
-        return self._playback.subscribe(uri)
+    def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
+        return self._playback.subscribe(uri, signing_secret)
 
     def unsubscribe(self, uri: str) -> bool:
         return self._playback.unsubscribe(uri)

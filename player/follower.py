@@ -31,7 +31,7 @@ from typing import Any
 import requests
 
 from cds.errors import CdsError
-from player.atomicfile import write_atomically
+from server.atomicfile import write_atomically
 
 log = logging.getLogger("pdn.follower")
 
@@ -65,6 +65,8 @@ class ScheduleFollower:
         poll_interval: float = POLL_INTERVAL,
         first_retry: float = FIRST_RETRY,
         token: str | None = None,
+        signing_secret: str | None = None,
+        tls_fingerprint: str | None = None,
     ) -> None:
         self._apply = apply_cds
         self._display_url = display_url
@@ -81,6 +83,11 @@ class ScheduleFollower:
         self._session.headers["Connection"] = "close"
         if token:
             self._session.headers["Authorization"] = f"Bearer {token}"
+        # Given when subscribing: the scheduler signs its updates with it, and the display
+        # takes a rightly signed update without a token (server.display).
+        self._signing_secret = signing_secret
+        # The display's certificate, when it serves HTTPS: the scheduler pins it.
+        self._tls_fingerprint = tls_fingerprint
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: bytes | None = None
@@ -204,8 +211,11 @@ class ScheduleFollower:
         assert self.schedule_url is not None
         subscriber = self._display_url().rstrip("/") + "/schedule"
         url = schedule_subscription_url(self.schedule_url, "subscribe")
+        body = {"subscriber-uri": subscriber}
+        if self._signing_secret:
+            body["signing-secret"] = self._signing_secret
         try:
-            response = self._session.post(url, json={"subscriber-uri": subscriber}, timeout=TIMEOUT)
+            response = self._session.post(url, json=body, timeout=TIMEOUT)
         except requests.RequestException as error:
             self._subscribed = False
             self._registered_at = None
@@ -240,6 +250,10 @@ class ScheduleFollower:
             body["name"] = self._name
         if self._groups is not None:
             body["groups"] = self._groups
+        if self._signing_secret:  # the scheduler signs what it pushes to the display with it
+            body["signing-secret"] = self._signing_secret
+        if self._tls_fingerprint:
+            body["tls-fingerprint"] = self._tls_fingerprint
         url = f"{self.register_url}/displays"
         try:
             response = self._session.post(url, json=body, timeout=TIMEOUT)
@@ -253,5 +267,21 @@ class ScheduleFollower:
             return False
         self._registered_at = time.monotonic()
         self._warned.discard("register")
-        log.info("registered %s with %s", body["url"], self.register_url)
+        pending = _answer(response).get("state") == "pending"
+        log.info(
+            "registered %s with %s%s",
+            body["url"],
+            self.register_url,
+            " (waiting for an operator's approval: set scheduler_token to be taken at once)"
+            if pending
+            else "",
+        )
         return True
+
+
+def _answer(response: requests.Response) -> dict[str, Any]:
+    try:
+        value = response.json()
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -164,8 +164,8 @@ class PlaybackRecord:
         """For health: whether the current record is stored, and why not."""
         return {"record-stored": self._unsaved is None, "error": self._unsaved}
 
-    def subscribe(self, uri: str) -> bool:
-        return self._outbox.subscribe(PLAYBACK_TOPIC, uri)
+    def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
+        return self._outbox.subscribe(PLAYBACK_TOPIC, uri, signing_secret)
 
     def unsubscribe(self, uri: str) -> bool:
         return self._outbox.unsubscribe(PLAYBACK_TOPIC, uri)

@@ -20,7 +20,8 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from cds.errors import CdsError
-from player.atomicfile import write_atomically
+from server.atomicfile import write_atomically
+from server.net import shown_uri
 
 log = logging.getLogger("pdn.remotesets")
 
@@ -147,7 +148,7 @@ class RemoteSetFetcher:
                 data = fetch_document(self._session, uri)
                 self._deliver(remote.key, data)
             except (OSError, requests.RequestException, CdsError) as error:
-                errors.append(f"{uri}: {error}")
+                errors.append(f"{shown_uri(uri)}: {error}")
                 continue
             try:
                 write_atomically(self.cache_path(remote.key), data)
@@ -155,7 +156,9 @@ class RemoteSetFetcher:
                 log.error("remote set %s: cannot keep a copy: %s", remote.key, error)
             self._retry.pop(remote.key, None)
             self._due[remote.key] = now + refresh
-            log.info("remote set %s fetched from %s; next in %.0f s", remote.key, uri, refresh)
+            log.info(
+                "remote set %s fetched from %s; next in %.0f s", remote.key, shown_uri(uri), refresh
+            )
             return
         retry = min(refresh, self._retry.get(remote.key, self._first_retry / 2) * 2)
         self._retry[remote.key] = retry

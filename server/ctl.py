@@ -13,6 +13,8 @@
     pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]      a display in a group
     pdn ctl plays SCHEDULER_URL [--display URL] [--since T] [--until T] [--csv]  proof of play
     pdn ctl broadcast SCHEDULER_URL --group NAME CONTENT_URL --for DURATION   urgent, confirmed
+    pdn ctl pair DISPLAY_URL CODE [--name NAME]                  pair; its token is kept
+    pdn ctl pairings DISPLAY_URL / unpair DISPLAY_URL NAME       paired controllers
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
@@ -22,7 +24,9 @@ Exit codes (for scripts):
       3  unreachable: no answer from the display or scheduler (connection refused, timed out)
       4  unexpected answer: a 5xx or something that is not the Display Segment API
     130  interrupted (Ctrl-C) before it was done
-Set PDN_API_TOKEN when the display requires a bearer token (for changes, or for reads too).
+A display beyond loopback takes changes only from paired controllers: `pdn ctl pair DISPLAY_URL
+CODE` (the code on its screen) keeps a token in ~/.config/pdn/ctl.toml, sent from then on; or set
+PDN_API_TOKEN to the display's configured token.
 """
 
 from __future__ import annotations
@@ -150,6 +154,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
 
+    from server.ctlpair import add_pair_commands  # it uses this module's helpers too
+
+    add_pair_commands(commands)  # pair, pairings, unpair
+
     parser.set_defaults(func=run)
 
 
@@ -173,13 +181,17 @@ def _base(url: str, what: str) -> str:
 
 
 def _headers(
-    *, content_type: str | None = None, accept: str = "application/json"
+    url: str, *, content_type: str | None = None, accept: str = "application/json"
 ) -> dict[str, str]:
     headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type
-    token = os.environ.get("PDN_API_TOKEN", "").strip()
-    if token:  # changes need it; reads too, on a display that protects them
+    # Changes need a token; reads too, on a display that protects them. PDN_API_TOKEN wins
+    # over the one `pdn ctl pair` kept for this display.
+    from server.ctlpair import token_for
+
+    token = os.environ.get("PDN_API_TOKEN", "").strip() or token_for(url)
+    if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
 
@@ -191,16 +203,31 @@ def _call(
     body: bytes | None = None,
     content_type: str | None = None,
     accept: str = "application/json",
+    pin: str | None = None,
 ) -> requests.Response:
+    """One request; to a display paired over HTTPS, pinned to its certificate (``pin``, or the
+    one ``pdn ctl pair`` kept)."""
+    from server.ctlpair import pinned_fingerprint, session_for
+
     try:
-        return requests.request(
-            method,
-            url,
-            data=body,
-            headers=_headers(content_type=content_type, accept=accept),
-            timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-            allow_redirects=False,
-        )
+        with session_for(url, pin) as session:
+            return session.request(
+                method,
+                url,
+                data=body,
+                headers=_headers(url, content_type=content_type, accept=accept),
+                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                allow_redirects=False,
+            )
+    except requests.exceptions.SSLError as error:
+        expected = pin or pinned_fingerprint(url)
+        if expected and "ingerprint" in str(error):
+            raise CtlError(
+                EXIT_REFUSED,
+                f"{url}: the display's certificate is not the one pinned when it was paired"
+                f" ({expected}); if it was replaced on purpose, pair again (pdn ctl pair)",
+            ) from None
+        raise CtlError(EXIT_UNREACHABLE, f"cannot reach {url} over TLS: {_reason(error)}") from None
     except requests.ConnectionError as error:
         raise CtlError(
             EXIT_UNREACHABLE,
@@ -247,8 +274,10 @@ def _check(response: requests.Response) -> Any:
         message = answer.get("message") if isinstance(answer, dict) else None
         detail = message or response.reason
         code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
-        if response.status_code == 401:
-            detail += " (set PDN_API_TOKEN to the display's token)"
+        if response.status_code == 401 and "scheduler" in detail:
+            detail += " (set PDN_API_TOKEN to the scheduler's operator token)"
+        elif response.status_code == 401:
+            detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
         raise CtlError(code, f"{response.status_code}: {detail}")
     return _json(response)
 
@@ -424,6 +453,8 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise _StopError
 
+    from server.ctlpair import session_for  # pinned when paired over HTTPS
+
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     last_id: str | None = None
     last_sequence: int | None = None
@@ -431,11 +462,11 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     delay = 1.0
     try:
         while True:
-            headers = _headers(accept="text/event-stream")
+            headers = _headers(url, accept="text/event-stream")
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
-                with requests.get(
+                with session_for(url).get(
                     url,
                     headers=headers,
                     stream=True,

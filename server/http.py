@@ -32,6 +32,8 @@ from werkzeug.exceptions import HTTPException
 from cds.errors import CdsError
 from server.db import disk_full, note_disk_full
 from server.limits import SubscriptionLimitError, protect_reads_from_env
+from server.lockout import TOKEN_GUESSES, Lockout
+from server.signing import HEADERS
 from server.validation import ValidationError, invalid_field
 
 __all__ = [
@@ -50,8 +52,11 @@ __all__ = [
     "loads_bounded",
     "read_json_body",
     "read_json_object",
+    "read_raw_body",
     "read_xml_body",
     "require_token",
+    "too_many_attempts",
+    "webhook_headers",
 ]
 
 log = logging.getLogger("pdn.http")
@@ -283,6 +288,16 @@ def read_xml_body() -> bytes:
     return _raw_body(XML_LIMIT)
 
 
+def webhook_headers() -> dict[str, str]:
+    """The request's Standard Webhooks headers ("" for those missing), for a Verifier."""
+    return {name: request.headers.get(name, "") for name in HEADERS}
+
+
+def read_raw_body(limit: int = JSON_LIMIT) -> bytes:
+    """The body's bytes as sent (413 over ``limit``), e.g. to check a signature over them."""
+    return _raw_body(limit)
+
+
 def read_json_body(*, required: bool = True) -> Any:
     """The request's JSON value; a missing body is ``{}`` unless ``required``."""
     kind = body_kind()
@@ -326,38 +341,61 @@ def require_token(
     *,
     service: str,
     protect_reads: Callable[[], bool] | None = None,
+    open_endpoints: frozenset[str] = frozenset(),
 ) -> None:
     """Demand ``Authorization: Bearer <token>`` on state-changing requests when a token is set,
     and on reads too when ``protect_reads()`` says so (default: ``PDN_PROTECT_READS``).
 
     ``service`` names the segment in the refusal: "This <service> needs ...". Every 401
-    carries ``WWW-Authenticate: Bearer`` (RFC 6750).
+    carries ``WWW-Authenticate: Bearer`` (RFC 6750). 10 wrong tokens from one address within
+    a minute lock that address out (429, ``server.lockout``), as on the display.
+    ``open_endpoints``: endpoints open to anyone by design (the content segment's
+    ``POST /<app>/schedule``).
     """
     reads_protected = protect_reads or protect_reads_from_env
+    guard = Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
+    app.extensions["pdn.token-guard"] = guard
 
     @app.before_request
     def _check_token() -> None:
         token = token_getter()
-        if not token or request.method == "OPTIONS":
+        if not token or request.method == "OPTIONS" or request.endpoint in open_endpoints:
             return
         reading = request.method in ("GET", "HEAD")
         if reading and not reads_protected():
             return
+        address = request.remote_addr or ""
+        wait = guard.retry_after(address)
+        if wait is not None:
+            raise too_many_attempts(wait, "tokens")
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
+        if scheme.lower() == "bearer" and hmac.compare_digest(
             given.strip().encode(), token.encode()
         ):
-            what = "for reading too" if reading else "for changes"
-            raise ApiError(
-                401,
-                "unauthorized",
-                f"This {service} needs 'Authorization: Bearer <token>' {what}.",
-                headers={
-                    "WWW-Authenticate": f'Bearer realm="pdn {service}"'
-                    + (', error="invalid_token"' if header else "")
-                },
-            )
+            return
+        if header:
+            guard.failed(address)
+        what = "for reading too" if reading else "for changes"
+        raise ApiError(
+            401,
+            "unauthorized",
+            f"This {service} needs 'Authorization: Bearer <token>' {what}.",
+            headers={
+                "WWW-Authenticate": f'Bearer realm="pdn {service}"'
+                + (', error="invalid_token"' if header else "")
+            },
+        )
+
+
+def too_many_attempts(wait: int, what: str) -> ApiError:
+    """429 for an address locked out after wrong guesses (``server.lockout``)."""
+    return ApiError(
+        429,
+        "too-many-attempts",
+        f"Too many wrong {what} from this address; try again in {wait} s.",
+        headers={"Retry-After": str(wait)},
+    )
 
 
 def create_base_app(name: str, *, openapi: str | None = None) -> Flask:

@@ -22,18 +22,22 @@ after your commit so delivery starts at once (a poll every 2 s catches a forgott
         outbox.publish("playback", body, "application/json", connection=connection)
     outbox.notify()
 
-A segment that pushes to token-protected displays passes ``bearer_token`` (the scheduler and
-a sensor take it from ``PDN_DISPLAY_TOKEN``, as the content server does).
+A segment that pushes to token-protected displays passes ``tokens``, the token of each
+display by its URL (got by pairing or configured: ``server.displaycreds``, the scheduler's
+``PinBook`` of its paired displays), and may pass ``bearer_token`` for every other subscriber
+(``PDN_DISPLAY_TOKEN``).
 
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
 
 Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
 published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
-subscriber, the same on every retry) and ``X-PDN-Topic``, with a 5 s limit for connect and
-answer together. Anything but a 2xx is retried with exponential backoff (1 s, 2 s, 4 s ...
-capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a subscriber that
-stays dead *expires*) the subscription and its events are dropped, with a warning in the log.
+subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that gave a
+signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a 5 s
+limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
+(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h;
+a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
+warning in the log.
 
 Bounds (defaults from ``server.limits``): at most ``max_subscriptions`` subscriptions per topic
 (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
@@ -74,6 +78,9 @@ from urllib.parse import urlsplit
 
 from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 from server.limits import SubscriptionLimitError, limits
+from server.net import shown_uri
+from server.pins import Pins
+from server.signing import signed_headers
 from server.webhookpost import Poster
 
 log = logging.getLogger("pdn.outbox")
@@ -105,6 +112,8 @@ MIGRATIONS: Migrations = (
     )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
+    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    ("ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -113,6 +122,14 @@ FIRST_RETRY = 1.0
 MAX_BACKOFF = 300.0
 GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
 POLL_INTERVAL = 2.0
+
+
+def bearer_for(uri: str, tokens: Pins | None, fallback: str | None) -> str | None:
+    """The bearer token sent with an update to ``uri``: its own (``tokens``), else
+    ``fallback``; none to a subscriber-uri with ``user:password@`` (Basic is sent instead)."""
+    if "@" in urlsplit(uri).netloc:
+        return None
+    return (tokens(uri) if tokens is not None else None) or fallback
 
 
 def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
@@ -146,9 +163,15 @@ class Outbox:
         bearer_token: str | None = None,
         max_subscriptions: int | None = None,
         max_backlog: int | None = None,
+        pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
         """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
-        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...)."""
+        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
+        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens(uri)``: the
+        bearer token of that subscriber (a display's), before ``bearer_token``."""
+        self.pins = pins
+        self.tokens = tokens
         bounds = limits()
         self.db_path = db_path
         # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
@@ -178,15 +201,23 @@ class Outbox:
 
     # Subscriptions
 
-    def subscribe(self, topic: str, uri: str) -> bool:
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool:
         """Add (topic, uri); True when it is new, False when it already existed.
 
-        SubscriptionLimitError when ``topic`` has ``max_subscriptions`` already."""
+        ``signing_secret`` (``whsec_...``, checked by the caller): every update to it is signed
+        (``server.signing``). Subscribing again sets the secret given (or none) on the
+        existing subscription. SubscriptionLimitError when ``topic`` has
+        ``max_subscriptions`` already."""
         with self._lock, transaction(self._connection) as connection:
             exists = connection.execute(
                 "SELECT 1 FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
             ).fetchone()
             if exists is not None:
+                connection.execute(
+                    "UPDATE outbox_subscriptions SET signing_secret = ?"
+                    " WHERE topic = ? AND uri = ?",
+                    (signing_secret, topic, uri),
+                )
                 return False
             (count,) = connection.execute(
                 "SELECT COUNT(*) FROM outbox_subscriptions WHERE topic = ?", (topic,)
@@ -194,13 +225,13 @@ class Outbox:
             if count >= self.max_subscriptions:
                 raise SubscriptionLimitError(self.max_subscriptions)
             cursor = connection.execute(
-                "INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)"
-                " ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri, time.time()),
+                "INSERT INTO outbox_subscriptions (topic, uri, created, signing_secret)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (topic, uri) DO NOTHING",
+                (topic, uri, time.time(), signing_secret),
             )
             created = cursor.rowcount > 0
         if created:
-            log.info("%s: %s subscribed to %s", self.name, uri, topic)
+            log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
         return created
 
     def unsubscribe(self, topic: str, uri: str) -> bool:
@@ -208,7 +239,7 @@ class Outbox:
         with self._lock, transaction(self._connection) as connection:
             existed = _drop_subscription(connection, topic, uri)
         if existed:
-            log.info("%s: %s unsubscribed from %s", self.name, uri, topic)
+            log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
         return existed
 
     def subscribers(self, topic: str) -> list[str]:
@@ -360,7 +391,7 @@ class Outbox:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         connection = connect(self.db_path, synchronous="NORMAL")
-        poster = Poster(fallback_connections=self.max_connections)
+        poster = Poster(fallback_connections=self.max_connections, pins=self.pins)
         semaphore = asyncio.Semaphore(self.max_connections)
         lanes: dict[int, asyncio.Task[None]] = {}
         ready.set()
@@ -399,7 +430,7 @@ class Outbox:
         while not self._stopping:
             row = connection.execute(
                 "SELECT e.id, e.event_id, e.topic, e.body, e.content_type, e.attempts,"
-                " e.next_attempt, e.first_failure, s.uri"
+                " e.next_attempt, e.first_failure, s.uri, s.signing_secret"
                 " FROM outbox_events e JOIN outbox_subscriptions s ON s.id = e.subscription_id"
                 " WHERE e.subscription_id = ? ORDER BY e.id LIMIT 1",
                 (subscription_id,),
@@ -422,6 +453,7 @@ class Outbox:
                 next_attempt,
                 first_failure,
                 uri,
+                signing_secret,
             ) = row
             wait = next_attempt - time.time()
             if wait > 0:
@@ -433,15 +465,18 @@ class Outbox:
                     "X-PDN-Event-Id": event_id,
                     "X-PDN-Topic": topic,
                 }
-                if self.bearer_token and "@" not in urlsplit(uri).netloc:
-                    headers["Authorization"] = f"Bearer {self.bearer_token}"
+                token = bearer_for(uri, self.tokens, self.bearer_token)
+                if token:
+                    headers["Authorization"] = f"Bearer {token}"
+                if signing_secret:  # signed as sent: each retry has its own timestamp
+                    headers.update(signed_headers(signing_secret, event_id, bytes(body)))
                 result = await poster.post(uri, bytes(body), headers, timeout=self.timeout)
             now = time.time()
             if result.ok:
                 connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))
                 self._delivered += 1
                 if attempts:
-                    log.info("%s: %s answers again (event %s)", self.name, uri, event_id)
+                    log.info("%s: %s answers again (event %s)", self.name, shown_uri(uri), event_id)
                 continue
             attempts += 1
             first_failure = first_failure or now
@@ -452,7 +487,7 @@ class Outbox:
                 log.warning(
                     "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
                     self.name,
-                    uri,
+                    shown_uri(uri),
                     topic,
                     now - first_failure,
                     result.error,
@@ -467,7 +502,7 @@ class Outbox:
             level = logging.INFO if attempts == 1 else logging.DEBUG
             log.log(
                 level, "%s: POST to %s failed (%s); retry %d in %.0f s",
-                self.name, uri, result.error, attempts, delay,
+                self.name, shown_uri(uri), result.error, attempts, delay,
             )  # fmt: skip
 
 

@@ -43,12 +43,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from server.outbox import backoff
+from server.net import shown_uri
+from server.outbox import backoff, bearer_for
+from server.signing import signed_headers
 from server.webhookpost import Delivery, Poster
 
 if TYPE_CHECKING:
@@ -69,7 +70,9 @@ AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 # column; {skip}: an event to pass over, the one just acknowledged, whose delete the statement's
 # own snapshot does not see yet).
 _HEAD = (
-    "LEFT JOIN LATERAL (SELECT e.id, e.event_id, e.topic, e.body, e.content_type"
+    "LEFT JOIN LATERAL (SELECT e.id, e.event_id, e.topic, e.body, e.content_type,"
+    " (SELECT ss.signing_secret FROM pdn_outbox_subscriptions ss WHERE ss.id = {sub})"
+    " AS signing_secret"
     " FROM pdn_outbox_events e WHERE e.subscription_id = {sub}{skip}"
     " ORDER BY e.id LIMIT 1) h ON true"
 )
@@ -84,7 +87,7 @@ CLAIM = (
     " RETURNING s.id, s.uri, s.attempts, s.next_attempt, s.first_failure)"
     " SELECT c.id, c.uri, c.attempts, EXTRACT(EPOCH FROM c.next_attempt - now()),"
     " EXTRACT(EPOCH FROM now() - c.first_failure),"
-    " h.id, h.event_id, h.topic, h.body, h.content_type FROM claimed c "
+    " h.id, h.event_id, h.topic, h.body, h.content_type, h.signing_secret FROM claimed c "
     + _HEAD.format(sub="c.id", skip="")
     + " ORDER BY c.id"
 )
@@ -92,14 +95,15 @@ CLAIM = (
 ACKNOWLEDGE = (
     "WITH done(sub, row) AS (SELECT * FROM unnest(%(subs)s::bigint[], %(rows)s::bigint[])),"
     " acked AS (DELETE FROM pdn_outbox_events e USING done WHERE e.id = done.row),"
-    " following AS (SELECT done.sub, h.id, h.event_id, h.topic, h.body, h.content_type"
+    " following AS (SELECT done.sub, h.id, h.event_id, h.topic, h.body, h.content_type,"
+    " h.signing_secret"
     " FROM done " + _HEAD.format(sub="done.sub", skip=" AND e.id <> done.row") + "),"
     " kept AS (UPDATE pdn_outbox_subscriptions s SET attempts = 0, next_attempt = NULL,"
     " first_failure = NULL, last_error = NULL,"
     " owner = CASE WHEN f.id IS NULL THEN NULL ELSE s.owner END,"
     " lease_until = CASE WHEN f.id IS NULL THEN NULL ELSE now() + %(lease)s END"
     " FROM following f WHERE s.id = f.sub AND s.owner = %(worker)s RETURNING s.id, s.uri)"
-    " SELECT k.id, k.uri, f.id, f.event_id, f.topic, f.body, f.content_type"
+    " SELECT k.id, k.uri, f.id, f.event_id, f.topic, f.body, f.content_type, f.signing_secret"
     " FROM kept k JOIN following f ON f.sub = k.id"
 )
 
@@ -122,7 +126,7 @@ REREAD = (
     "WITH owned AS (SELECT s.id, s.uri, s.attempts,"
     " EXTRACT(EPOCH FROM s.next_attempt - now()) AS wait,"
     " EXTRACT(EPOCH FROM now() - s.first_failure) AS failing,"
-    " h.id AS row, h.event_id, h.topic, h.body, h.content_type"
+    " h.id AS row, h.event_id, h.topic, h.body, h.content_type, h.signing_secret"
     " FROM pdn_outbox_subscriptions s " + _HEAD.format(sub="s.id", skip="") + ""
     " WHERE s.id = ANY(%(subs)s) AND s.owner = %(worker)s),"
     " released AS (UPDATE pdn_outbox_subscriptions s SET owner = NULL, lease_until = NULL"
@@ -165,10 +169,11 @@ class Head:
     topic: str = ""
     body: bytes = b""
     content_type: str = ""
+    signing_secret: str | None = None  # whsec_...: the updates are signed
 
 
 def _head(row: tuple[Any, ...]) -> Head:
-    sub, uri, attempts, wait, failing, event_row, event_id, topic, body, content_type = row
+    sub, uri, attempts, wait, failing, event_row, event_id, topic, body, content_type, secret = row
     return Head(
         subscription=int(sub),
         uri=str(uri),
@@ -180,6 +185,7 @@ def _head(row: tuple[Any, ...]) -> Head:
         topic=str(topic or ""),
         body=bytes(body or b""),
         content_type=str(content_type or ""),
+        signing_secret=str(secret) if secret else None,
     )
 
 
@@ -404,7 +410,10 @@ class DeliveryLoop:
                 self.outbox.tally.delivered += 1
                 if head.attempts:
                     log.info(
-                        "%s: %s answers again (event %s)", self.outbox.name, head.uri, head.event_id
+                        "%s: %s answers again (event %s)",
+                        self.outbox.name,
+                        shown_uri(head.uri),
+                        head.event_id,
                     )
                 head = following
             else:
@@ -416,9 +425,11 @@ class DeliveryLoop:
             "X-PDN-Event-Id": head.event_id,
             "X-PDN-Topic": head.topic,
         }
-        token = self.outbox.bearer_token
-        if token and "@" not in urlsplit(head.uri).netloc:
+        token = bearer_for(head.uri, self.outbox.tokens, self.outbox.bearer_token)
+        if token:
             headers["Authorization"] = f"Bearer {token}"
+        if head.signing_secret:  # signed as sent: each retry has its own timestamp
+            headers.update(signed_headers(head.signing_secret, head.event_id, head.body))
         return await self.poster.post(head.uri, head.body, headers, timeout=self.outbox.timeout)
 
     async def _failed(self, head: Head, result: Delivery) -> Head | None:
@@ -432,7 +443,7 @@ class DeliveryLoop:
             outbox.tally.expired += 1
             log.warning(
                 "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
-                outbox.name, head.uri, head.topic, failed_for, result.error,
+                outbox.name, shown_uri(head.uri), head.topic, failed_for, result.error,
             )  # fmt: skip
             return None
         if outcome == "lost":
@@ -440,7 +451,7 @@ class DeliveryLoop:
         level = logging.INFO if attempts == 1 else logging.DEBUG
         log.log(
             level, "%s: POST to %s failed (%s); retry %d in %.3g s",
-            outbox.name, head.uri, result.error, attempts, delay,
+            outbox.name, shown_uri(head.uri), result.error, attempts, delay,
         )  # fmt: skip
         await self._pause(delay)
         return await self._rereads.submit(head.subscription)
@@ -470,8 +481,10 @@ class DeliveryLoop:
             )
             rows = await cursor.fetchall()
         following = {
-            int(sub): _head((sub, uri, 0, 0.0, None, row, event_id, topic, body, content_type))
-            for sub, uri, row, event_id, topic, body, content_type in rows
+            int(sub): _head(
+                (sub, uri, 0, 0.0, None, row, event_id, topic, body, content_type, secret)
+            )
+            for sub, uri, row, event_id, topic, body, content_type, secret in rows
         }
         return [following.get(sub) for sub, _ in done]
 

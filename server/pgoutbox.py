@@ -61,9 +61,11 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from server.db import Migrations, SchemaTooNewError
 from server.limits import SubscriptionLimitError, limits
+from server.net import shown_uri
 from server.outbox import FIRST_RETRY, MAX_BACKOFF, TIMEOUT
 from server.pg import Connection, migrate
 from server.pgdelivery import DeliveryLoop, Tally
+from server.pins import Pins
 from server.webhookpost import Poster
 
 __all__ = ["CHANNEL", "MIGRATIONS", "PgOutbox"]
@@ -101,6 +103,8 @@ MIGRATIONS: Migrations = (
     )""",
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
+    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    ("ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -134,11 +138,15 @@ class PgOutbox:
         lease: float = LEASE,
         delivery_pool_size: int = 6,
         slow_after: float = SLOW_AFTER,
+        pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
-        """``max_connections``: POSTs in flight at once (a quarter of them for subscribers
-        that are failing, see ``server.pgdelivery.Slots``); ``slow_after``: seconds a POST may
-        go unanswered before it leaves the live subscribers' share. ``delivery_pool_size``:
-        the delivery loop's database connections (claims, and one per kind of batch)."""
+        """``tokens(uri)``: a subscriber's own bearer token (a display's), before
+        ``bearer_token``. ``max_connections``: POSTs in flight at once (a quarter of them for
+        subscribers that are failing, see ``server.pgdelivery.Slots``); ``slow_after``:
+        seconds a POST may go unanswered before it leaves the live subscribers' share.
+        ``delivery_pool_size``: the delivery loop's database connections (claims, and one per
+        kind of batch)."""
         bounds = limits()
         self.pool = pool
         self.url = str(pool.conninfo)
@@ -153,6 +161,8 @@ class PgOutbox:
         self.max_backlog = bounds.max_backlog if max_backlog is None else max_backlog
         self.max_connections = max_connections
         self.bearer_token = bearer_token
+        self.pins = pins  # the certificates of HTTPS subscribers, pinned (server.pins)
+        self.tokens = tokens
         # A lease must outlast a POST (timeout) by a margin: a live owner keeps renewing it.
         self.lease = max(lease, timeout + 1.0)
         self.delivery_pool_size = delivery_pool_size
@@ -167,17 +177,20 @@ class PgOutbox:
 
     # Subscriptions
 
-    def subscribe(self, topic: str, uri: str) -> bool:
-        """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``."""
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool:
+        """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``.
+
+        ``signing_secret`` (``whsec_...``): its updates are signed; subscribing again sets the
+        secret given (or none)."""
         with self.pool.connection() as connection:
             # Displays renew their subscriptions every minute: one read answers those, without
             # the transaction and the topic-wide lock a new subscriber needs.
-            if self._subscribed(connection, topic, uri):
+            if self._subscribed(connection, topic, uri, signing_secret):
                 return False
         with self.pool.connection() as connection, connection.transaction():
             # One subscriber at a time per topic, across processes: the count stays exact.
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (topic,))
-            if self._subscribed(connection, topic, uri):
+            if self._subscribed(connection, topic, uri, signing_secret):
                 return False
             row = connection.execute(
                 "SELECT COUNT(*) FROM pdn_outbox_subscriptions WHERE topic = %s", (topic,)
@@ -185,31 +198,41 @@ class PgOutbox:
             if row is not None and row[0] >= self.max_subscriptions:
                 raise SubscriptionLimitError(self.max_subscriptions)
             cursor = connection.execute(
-                "INSERT INTO pdn_outbox_subscriptions (topic, uri) VALUES (%s, %s)"
-                " ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri),
+                "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
+                " VALUES (%s, %s, %s) ON CONFLICT (topic, uri) DO NOTHING",
+                (topic, uri, signing_secret),
             )
             created = cursor.rowcount > 0
         if created:
-            log.info("%s: %s subscribed to %s", self.name, uri, topic)
+            log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
         return created
 
     @staticmethod
-    def _subscribed(connection: Connection, topic: str, uri: str) -> bool:
-        return (
+    def _subscribed(
+        connection: Connection, topic: str, uri: str, signing_secret: str | None
+    ) -> bool:
+        """True when (topic, uri) exists, its signing secret then set to ``signing_secret``
+        (written only when it changes: a renewal is a read)."""
+        found = connection.execute(
+            "SELECT signing_secret FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
+            (topic, uri),
+        ).fetchone()
+        if found is None:
+            return False
+        if found[0] != signing_secret:
             connection.execute(
-                "SELECT 1 FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
-                (topic, uri),
-            ).fetchone()
-            is not None
-        )
+                "UPDATE pdn_outbox_subscriptions SET signing_secret = %s"
+                " WHERE topic = %s AND uri = %s",
+                (signing_secret, topic, uri),
+            )
+        return True
 
     def unsubscribe(self, topic: str, uri: str) -> bool:
         """Remove (topic, uri) and its pending events; False when it was not subscribed."""
         with self.pool.connection() as connection:
             existed = _drop_subscription(connection, topic, uri)
         if existed:
-            log.info("%s: %s unsubscribed from %s", self.name, uri, topic)
+            log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
         return existed
 
     def subscribers(self, topic: str) -> list[str]:
@@ -356,6 +379,7 @@ class PgOutbox:
             idle_per_origin=self.max_connections,
             max_idle=self.max_connections,
             fallback_connections=self.max_connections,
+            pins=self.pins,
         )
         delivery = DeliveryLoop(self, pool, poster, wake)
         listener = asyncio.create_task(delivery.listen(CHANNEL))

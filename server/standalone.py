@@ -32,6 +32,7 @@ from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
+    from server.pins import Pins
     from server.wsgi import WsgiServer
 
 log = logging.getLogger("pdn.service")
@@ -40,6 +41,13 @@ log = logging.getLogger("pdn.service")
 def api_token() -> str | None:
     """The API token from the environment (never a command-line flag: it would show in ps)."""
     token = os.environ.get("PDN_API_TOKEN", "").strip()
+    return token or None
+
+
+def enrolment_token() -> str | None:
+    """The scheduler's enrolment token (PDN_ENROLMENT_TOKEN): a display registering with it
+    as bearer is approved at once (``server.scheduler.enrol``)."""
+    token = os.environ.get("PDN_ENROLMENT_TOKEN", "").strip()
     return token or None
 
 
@@ -105,8 +113,12 @@ class SegmentService:
         self.name = name
         self._parts: tuple[Part, ...] = ()
 
-    def _outbox(self, data_dir: Path) -> Outbox:
-        """The segment's durable outbox, in ``data_dir`` (created if need be)."""
+    def _outbox(
+        self, data_dir: Path, pins: Pins | None = None, tokens: Pins | None = None
+    ) -> Outbox:
+        """The segment's durable outbox, in ``data_dir`` (created if need be); ``pins``: the
+        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens``: each
+        display's own token, by its URL."""
         from server.outbox import Outbox
 
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -115,6 +127,8 @@ class SegmentService:
             name=self.name,
             # Displays with an API token refuse unauthenticated updates.
             bearer_token=display_token(),
+            pins=pins,
+            tokens=tokens,
         )
 
     def _listen(self, app: Any, host: str, port: int, *parts: Part) -> None:

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from cds.durations import MAX_SECONDS, parse_duration
+from server.signing import SIGNING_SECRET_PATTERN, parse_secret
 
 HTTP = ("http", "https")
 
@@ -178,7 +179,16 @@ LATITUDE_PATTERN = _coordinate_pattern("NS", "0{0,2}[0-9]|0?[1-8][0-9]", "90")
 LONGITUDE_PATTERN = _coordinate_pattern("EW", "0{0,2}[0-9]|0?[1-9][0-9]|1[0-7][0-9]", "180")
 
 #: The patterns as the OpenAPI documents name them (components/schemas/<name>/pattern).
+#: A TLS certificate's fingerprint: sha256 and the lowercase hex of the DER certificate's hash.
+FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
+
+#: A controller's name when it pairs with a display (server.pairing): it is also a path segment.
+CONTROLLER_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$"
+
 PATTERNS = {
+    "ControllerName": CONTROLLER_NAME_PATTERN,
+    "SigningSecret": SIGNING_SECRET_PATTERN,
+    "Fingerprint": FINGERPRINT_PATTERN,
     "HttpUri": HTTP_URI_PATTERN,
     "Uri": URI_PATTERN,
     "Duration": DURATION_PATTERN,
@@ -191,6 +201,7 @@ _NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
 _HTTP_URI = re.compile(HTTP_URI_PATTERN)
 _URI = re.compile(URI_PATTERN)
 _DURATION = re.compile(DURATION_PATTERN)
+_FINGERPRINT = re.compile(FINGERPRINT_PATTERN)
 
 
 def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
@@ -203,6 +214,34 @@ def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
             raise invalid_field(name, f"'{name}' must not be empty.")
         if len(value) > max_length:
             raise invalid_field(name, f"'{name}' is longer than {max_length} characters.")
+        return value
+
+    return check
+
+
+def SigningSecret() -> Validator:  # noqa: N802
+    """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>`` (``server.signing``)."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise invalid_field(name, f"'{name}' must be a string 'whsec_<base64>'.")
+        try:
+            parse_secret(value)
+        except ValueError as error:
+            raise invalid_field(
+                name, f"'{name}' is not a signing secret: {error} (whsec_<base64 of 24-64 bytes>)."
+            ) from None
+        return value
+
+    return check
+
+
+def Fingerprint() -> Validator:  # noqa: N802
+    """A TLS certificate fingerprint, ``sha256:`` and 64 lowercase hex digits."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str) or not _FINGERPRINT.match(value):
+            raise invalid_field(name, f"'{name}' must be 'sha256:' and 64 lowercase hex digits.")
         return value
 
     return check

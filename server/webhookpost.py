@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import ssl
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import h11
+
+from server.pins import Pins, check_peer, unverified_context
 
 if TYPE_CHECKING:
     import httpx
@@ -96,8 +99,16 @@ class Poster:
     """POSTs with kept-alive connections; one per delivery loop (not thread-safe)."""
 
     def __init__(
-        self, *, idle_per_origin: int = 32, max_idle: int = 256, fallback_connections: int = 256
+        self,
+        *,
+        idle_per_origin: int = 32,
+        max_idle: int = 256,
+        fallback_connections: int = 256,
+        pins: Pins | None = None,
     ) -> None:
+        """``pins(url)``: the pinned certificate fingerprint of an HTTPS origin (a display's
+        self-signed certificate, ``server.pins``); such connections are checked by it alone."""
+        self.pins = pins
         self.idle_per_origin = idle_per_origin
         self.max_idle = max_idle
         self._idle: dict[Origin, list[_Connection]] = {}
@@ -125,6 +136,11 @@ class Poster:
         for connections in self._idle.values():
             for connection in connections:
                 connection.close()
+        # A TLS connection finishes closing on the loop: let it, before the loop may end.
+        for connections in self._idle.values():
+            for connection in connections:
+                with contextlib.suppress(OSError, ssl.SSLError):
+                    await connection.writer.wait_closed()
         self._idle.clear()
         self._idle_count = 0
         if self._fallback is not None:
@@ -175,10 +191,19 @@ class Poster:
 
     async def _open(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
-        tls = self._tls if scheme == "https" else None
+        pin = self.pins(f"https://{host}:{port}/") if scheme == "https" and self.pins else None
+        tls = (unverified_context() if pin else self._tls) if scheme == "https" else None
         reader, writer = await asyncio.open_connection(
             host, port, ssl=tls, server_hostname=host if tls else None
         )
+        if pin:
+            try:
+                check_peer(writer.get_extra_info("ssl_object"), pin)
+            except ssl.SSLError:
+                writer.close()
+                with contextlib.suppress(OSError, ssl.SSLError):
+                    await writer.wait_closed()
+                raise
         return _Connection(reader, writer)
 
     def _take(self, origin: Origin) -> _Connection | None:

@@ -30,6 +30,7 @@ import json
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 from typing import Any
@@ -40,6 +41,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
 from server.limits import Limits, limits
+from server.tls import TlsChannelMixin
 
 log = logging.getLogger("pdn.wsgi")
 
@@ -132,6 +134,7 @@ class GuardedChannel(HTTPChannel):
 
     error_task_class = JsonErrorTask
     request_began: float | None = None
+    accepted_at = 0.0  # time.monotonic() of the accept
 
     def received(self, data: bytes) -> bool:
         if self.request is None and data:
@@ -149,13 +152,22 @@ class GuardedChannel(HTTPChannel):
             server.forget_client(self.addr)
 
 
+class TlsGuardedChannel(TlsChannelMixin, GuardedChannel):
+    """A guarded connection over TLS (``server.tls``)."""
+
+
 class GuardedServer(TcpWSGIServer):
     """waitress's TCP server with request deadlines and connection bounds (module docstring)."""
 
     channel_class = GuardedChannel
 
-    def __init__(self, *args: Any, bounds: Limits, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, bounds: Limits, tls: ssl.SSLContext | None = None, **kwargs: Any
+    ) -> None:
         self.bounds = bounds
+        self.tls = tls
+        if tls is not None:
+            self.channel_class = TlsGuardedChannel
         self.per_client: dict[str, int] = {}
         self.refused = 0
         self.evicted = 0
@@ -199,8 +211,16 @@ class GuardedServer(TcpWSGIServer):
                 "Every connection this server allows is busy; try again in a moment.",
             )  # fmt: skip
             return
+        if self.tls is not None:
+            try:  # the handshake runs on this loop later (server.tls), never blocking it
+                conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+            except (ssl.SSLError, OSError):
+                with contextlib.suppress(OSError):
+                    conn.close()
+                return
         self.per_client[host] = self.per_client.get(host, 0) + 1
-        self.channel_class(self, conn, addr, self.adj, map=getattr(self, "_map"))  # noqa: B009
+        channel = self.channel_class(self, conn, addr, self.adj, map=getattr(self, "_map"))  # noqa: B009
+        channel.accepted_at = time.monotonic()
 
     def _refuse(self, conn: socket.socket, status: int, reason: str, message: str) -> None:
         self.refused += 1
@@ -233,6 +253,12 @@ class GuardedServer(TcpWSGIServer):
         super().maintenance(now)
         clock = time.monotonic()
         for channel in list(self._open().values()):
+            if getattr(channel, "handshaken", True) is False:
+                # A TLS handshake is bounded like request headers (a drip-fed handshake too).
+                if clock - channel.accepted_at > self.bounds.header_timeout:
+                    self.timed_out += 1
+                    channel.handle_close()
+                continue
             began = channel.request_began
             request = channel.request
             if began is None or request is None or channel.requests or channel.will_close:
@@ -282,12 +308,14 @@ class WsgiServer:
         threads: int = 8,
         name: str = "api",
         bounds: Limits | None = None,
+        tls: ssl.SSLContext | None = None,
     ):
         """Listen on ``host``:``port``, or on ``sock`` when one was bound already (:func:`bind`).
 
         The socket is always bound first, so a taken port raises OSError before waitress has
-        made any thread or pipe that would then leak."""
+        made any thread or pipe that would then leak. ``tls``: serve HTTPS (``server.tls``)."""
         self.name = name
+        self.tls = tls
         if sock is None:
             sock = bind(host, port)
         self.bounds = bounds or limits()
@@ -319,6 +347,7 @@ class WsgiServer:
             bind_socket=False,
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bounds=self.bounds,
+            tls=tls,
         )
         self._thread: threading.Thread | None = None
 
@@ -340,7 +369,7 @@ class WsgiServer:
         host = self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{self.port}"
 
     def start(self) -> WsgiServer:
         """Serve in a daemon thread (the display's GUI owns the main thread)."""

@@ -1,4 +1,4 @@
-"""The idle page: the display's name, its addresses and API URL, for whoever installs it.
+"""The idle page: the display's name, addresses, API URL and pairing code, for its installer.
 
 The page is HTML from ``player/assets`` rendered in a web view. Should the web engine itself be
 unable to draw (its render process dying), the stage's cover (``layers.Cover``) draws the same
@@ -32,19 +32,27 @@ def assets_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "assets"
 
 
-def idle_html(name: str, api_url: str, ips: list[str], progress: str = "") -> str:
+def idle_html(
+    name: str, api_url: str, ips: list[str], progress: str = "", pairing: str = ""
+) -> str:
     template = (assets_dir() / "idle.html").read_text(encoding="utf-8")
     return (
         template.replace("{name}", escape(name or "pdn display"))
         .replace("{api_url}", escape(api_url or "not configured"))
         .replace("{addresses}", "<br>".join(escape(ip) for ip in ips) or "no network")
         .replace("{progress}", escape(progress))
+        .replace("{pairing}", escape(pairing))
     )
 
 
 def progress_script(progress: str) -> str:
     """JavaScript that puts ``progress`` on an idle page already shown."""
     return f"window.pdnIdleProgress && window.pdnIdleProgress({json.dumps(progress)});"
+
+
+def pairing_script(pairing: str) -> str:
+    """JavaScript that puts the pairing line on an idle page already shown."""
+    return f"window.pdnIdlePairing && window.pdnIdlePairing({json.dumps(pairing)});"
 
 
 def download_progress(status: dict[str, object]) -> str:

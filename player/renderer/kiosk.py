@@ -28,7 +28,13 @@ from PySide6.QtQuick import QQuickItem
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
 from player.renderer.engineprocs import ZygoteWatch
-from player.renderer.idle import addresses, idle_base_url, idle_html, progress_script
+from player.renderer.idle import (
+    addresses,
+    idle_base_url,
+    idle_html,
+    pairing_script,
+    progress_script,
+)
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Cover, Layer, Still
 from player.renderer.native import NativeMedia, Pending
@@ -89,6 +95,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._last_frame: float | None = None
         self._idle_ips: list[str] = []
         self._idle_progress = ""
+        self._idle_pairing = ""
         self._closed = False
         self._started = time.monotonic()
         self._crash_times: deque[float] = deque(maxlen=64)
@@ -231,7 +238,11 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         slot, behind_still = self._slot_to_show_in()
         slot.load_html(
             idle_html(
-                self.options.display_name, self.options.api_url, self._idle_ips, self._idle_progress
+                self.options.display_name,
+                self.options.api_url,
+                self._idle_ips,
+                self._idle_progress,
+                self._idle_pairing,
             ),
             idle_base_url(),
             item,
@@ -246,6 +257,12 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._idle_progress = text
         for slot in (s for s in self.slots if s.item is not None and s.item.token == IDLE_TOKEN):
             slot.run_in_page(progress_script(text))
+
+    def set_idle_pairing(self, text: str) -> None:
+        """The pairing line of the idle page ("" for none); shown at once if it is up."""
+        self._idle_pairing = text
+        for slot in (s for s in self.slots if s.item is not None and s.item.token == IDLE_TOKEN):
+            slot.run_in_page(pairing_script(text))
 
     def grab_png(self) -> bytes:
         """A PNG of what the window shows now (rotation included). GUI thread only."""

@@ -33,9 +33,12 @@ import requests
 from flask import Flask, Response, redirect, request, send_from_directory
 
 from cds.durations import format_duration
+from server.displaycreds import DisplayCredentials
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
-from server.net import local_address, url_host
+from server.lockout import RateLimit
+from server.net import local_address, shown_uri, url_host
+from server.pins import PinningAdapter
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
 log = logging.getLogger("pdn.content")
@@ -94,9 +97,18 @@ class ForwardResult:
 class DisplayForwarder:
     """POSTs a scheduling request to a display, with a hard deadline on the whole exchange."""
 
-    def __init__(self, *, timeout: float = FORWARD_TIMEOUT, token: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float = FORWARD_TIMEOUT,
+        token: str | None = None,
+        credentials: DisplayCredentials | None = None,
+    ) -> None:
+        """``token``: sent to every display (``PDN_DISPLAY_TOKEN``); ``credentials``: each
+        display's own token and pinned certificate, sent and checked for that display only."""
         self._timeout = timeout
         self._token = token
+        self._credentials = credentials
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="forward")
 
     def close(self) -> None:
@@ -113,16 +125,21 @@ class DisplayForwarder:
 
     def _post(self, target: str, body: dict[str, Any]) -> ForwardResult:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        own = self._credentials.token(target) if self._credentials is not None else None
+        token = own or self._token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         try:
-            response = requests.post(
-                target,
-                data=json.dumps(body),
-                headers=headers,
-                timeout=(self._timeout, self._timeout),
-                allow_redirects=False,
-            )
+            with requests.Session() as session:
+                if self._credentials is not None:  # HTTPS displays paired: pinned
+                    session.mount("https://", PinningAdapter(self._credentials.pin))
+                response = session.post(
+                    target,
+                    data=json.dumps(body),
+                    headers=headers,
+                    timeout=(self._timeout, self._timeout),
+                    allow_redirects=False,
+                )
         except requests.RequestException as error:
             return ForwardResult("unreachable", f"cannot reach {target}: {_short(error)}")
         try:
@@ -184,6 +201,10 @@ def advertised_base(
     return base
 
 
+#: Requests per client address to POST /<app>/schedule: 30 a minute (issue 22).
+SCHEDULE_RATE = (30, 60.0)
+
+
 def create_app(
     catalog: AppCatalog,
     forwarder: DisplayForwarder,
@@ -192,7 +213,16 @@ def create_app(
     token: str | None = None,
 ) -> Flask:
     app = create_base_app("pdn.content", openapi="content")
-    install_token_check(app, lambda: token, service="content server")
+    # POST /<app>/schedule stays open with a token set too (INTERFACE.md): rate-limited below.
+    install_token_check(
+        app,
+        lambda: token,
+        service="content server",
+        open_endpoints=frozenset(("schedule", "schedule_default")),
+    )
+    # POST /<app>/schedule is open to anyone by design (a visitor's phone asks an app onto a
+    # screen): so it is rate-limited per address instead (tests may swap the limiter).
+    app.extensions["pdn.schedule-rate"] = RateLimit(limit=SCHEDULE_RATE[0], window=SCHEDULE_RATE[1])
 
     def app_folder(name: str) -> Path:
         folder = catalog.find(name)
@@ -217,6 +247,16 @@ def create_app(
 
     @app.post("/<name>/schedule")
     def schedule(name: str) -> Response:
+        rate: RateLimit = app.extensions["pdn.schedule-rate"]
+        wait = rate.take(request.remote_addr or "")
+        if wait is not None:
+            raise ApiError(
+                429,
+                "too-many-requests",
+                f"This address asked for {rate.limit} screens within {rate.window:g} s, the"
+                f" most it may; try again in {wait} s.",
+                headers={"Retry-After": str(wait)},
+            )
         app_folder(name)
         body = read_json_object()
         fields = SCHEDULE_REQUEST.validate(body)
@@ -244,7 +284,7 @@ def create_app(
         log.info(
             "%s for %s (requestor %s): %s%s",
             name,
-            display_uri,
+            shown_uri(display_uri),  # a display-uri may carry a credential: masked
             json.dumps(requestor)[:200],
             result.status,
             f" ({result.reason})" if result.reason else "",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from server.content.app import AppCatalog, DisplayForwarder, advertised_base, create_app
+from server.displaycreds import DisplayCredentials
 from server.standalone import SegmentService, display_token
 
 
@@ -23,7 +24,8 @@ class ContentService(SegmentService):
     ) -> None:
         super().__init__("content")
         self.catalog = AppCatalog(directories)
-        self.forwarder = DisplayForwarder(token=display_token())
+        # The displays' tokens and certificates, by pairing or configuration (issue 22).
+        self.forwarder = DisplayForwarder(token=display_token(), credentials=DisplayCredentials())
         base_url_for = advertised_base(public_url, host, lambda: self.server.port)
         self.app = create_app(self.catalog, self.forwarder, base_url_for, token=token)
         self._listen(self.app, host, port)

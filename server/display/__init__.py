@@ -1,35 +1,184 @@
 """The Display Segment's HTTP face (Flask), served by waitress inside ``pdn display``.
 
-It knows a display only through :class:`server.display.port.DisplayPort`."""
+It knows a display only through :class:`server.display.port.DisplayPort`, and who may change it
+through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
+
+- listening on loopback only with no ``api_token``: open, as the spec shows it;
+- otherwise every state-changing request needs ``Authorization: Bearer`` with the configured
+  ``api_token`` or a paired controller's token (``server.pairing``); without one it is refused
+  with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
+  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings`` and ``GET
+  /x/screenshot`` (it may show the pairing code) are never free reads;
+- ``POST /x/pair`` is open: the pairing code is the credential;
+- a signed update (Standard Webhooks headers) to ``POST /schedule`` or ``POST /sensing`` is
+  checked against the display's own signing secret, which it gives to the publishers it
+  subscribes to (its scheduler): rightly signed, it needs no token; wrongly signed, stale or
+  unsigned-but-claiming it is refused with 401 ``invalid-signature``; an id already taken is
+  answered 200 and dropped; the bearer token that goes with that secret
+  (``server.signing.bearer_from_secret``) is the scheduler's token, as a paired one;
+- wrong tokens and wrong codes lock the client's address out (``server.lockout``).
+"""
 
 from __future__ import annotations
 
+import hmac
+import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask
+from flask import Flask, Response, current_app, request
 
 from server.display.api import api
 from server.display.port import DisplayPort
-from server.http import create_base_app, require_token
+from server.http import (
+    JSON_LIMIT,
+    XML_LIMIT,
+    ApiError,
+    create_base_app,
+    json_response,
+    read_raw_body,
+    too_many_attempts,
+    webhook_headers,
+)
+from server.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
+from server.pairing import Pairing
+from server.signing import HEADERS, SignatureError, Verifier, bearer_from_secret, parse_secret
 
-__all__ = ["DisplayPort", "create_app"]
+__all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
+
+#: Endpoints that are never free reads on a closed display: the list of controllers is for
+#: controllers, and a screenshot of the idle page shows the pairing code, meant to be read off
+#: the screen by someone in front of it, not over the network.
+_GUARDED_READS = frozenset(("display.pairings", "display.screenshot"))
+#: Endpoints publishers POST signed updates to (a schedule, a sensor's readings).
+_SIGNED_UPDATES = frozenset(("display.schedule", "display.post_sensing"))
+log = logging.getLogger("pdn.display.access")
 
 
-def create_app(display: DisplayPort) -> Flask:
-    """The Display Segment app for one display."""
-    app = create_base_app("pdn.display", openapi="display")
-    app.extensions["pdn.display"] = display
-    # Read through the app, so the display can be swapped (tests reuse one server).
-    require_token(
-        app,
-        lambda: app.extensions["pdn.display"].api_token,
-        service="display",
-        protect_reads=lambda: bool(getattr(app.extensions["pdn.display"], "protect_reads", False)),
+@dataclass
+class DisplaySecurity:
+    """Who may change the display: its pairing, where it listens, the brute-force guards."""
+
+    pairing: Pairing | None = None
+    #: Listening on an address other than loopback: closed until paired.
+    beyond_loopback: bool = False
+    codes: Lockout = field(
+        default_factory=lambda: Lockout(limit=CODE_GUESSES[0], window=CODE_GUESSES[1])
     )
+    tokens: Lockout = field(
+        default_factory=lambda: Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
+    )
+    #: ``sha256:<hex>`` of the certificate when the API is served over TLS.
+    tls_fingerprint: str | None = None
+    #: The secret publishers sign their updates to this display with (``whsec_...``).
+    webhook_secret: str | None = None
+    verifier: Verifier = field(default_factory=Verifier)
+
+    def closed(self, display: DisplayPort) -> bool:
+        """True when changes need a token."""
+        return self.beyond_loopback or bool(display.api_token)
+
+
+def create_app(display: DisplayPort, security: DisplaySecurity | None = None) -> Flask:
+    """The Display Segment app for one display (open on loopback when ``security`` is None)."""
+    app = create_base_app("pdn.display", openapi="display")
+    # Read through the app, so the display can be swapped (tests reuse one server).
+    app.extensions["pdn.display"] = display
+    app.extensions["pdn.security"] = security or DisplaySecurity()
+    app.before_request(_check_access)
     app.register_blueprint(api)
     app.wsgi_app = PlaybackFastPath(app.wsgi_app, app)  # type: ignore[method-assign]
     return app
+
+
+def _check_access() -> Response | None:
+    """Refuse the request unless this client may make it (see the module's docstring)."""
+    if request.method == "OPTIONS" or request.endpoint == "display.pair":
+        return None
+    extensions = current_app.extensions
+    display: DisplayPort = extensions["pdn.display"]
+    security: DisplaySecurity = extensions["pdn.security"]
+    if request.endpoint in _SIGNED_UPDATES and any(h in request.headers for h in HEADERS):
+        return _check_signature(security)
+    if not security.closed(display):
+        return None
+    reading = request.method in ("GET", "HEAD") and request.endpoint not in _GUARDED_READS
+    if reading and not getattr(display, "protect_reads", False):
+        return None
+    address = request.remote_addr or ""
+    wait = security.tokens.retry_after(address)
+    if wait is not None:
+        raise too_many_attempts(wait, "tokens")
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    given = given.strip()
+    if scheme.lower() == "bearer" and given:
+        if _known_token(given, display, security):
+            return None
+        security.tokens.failed(address)
+    raise _refusal(display, reading, wrong=bool(header))
+
+
+def _known_token(given: str, display: DisplayPort, security: DisplaySecurity) -> bool:
+    """The configured api_token, a paired controller's token, or the scheduler's (the one that
+    goes with the signing secret the display gave it); compared in constant time."""
+    candidates = [display.api_token]
+    if security.webhook_secret is not None:
+        candidates.append(bearer_from_secret(security.webhook_secret))
+    known = False
+    for token in candidates:
+        if token:
+            known |= hmac.compare_digest(given.encode(), token.encode())
+    return known or (security.pairing is not None and security.pairing.authorise(given) is not None)
+
+
+def _check_signature(security: DisplaySecurity) -> Response | None:
+    """A signed update: None to go on (rightly signed and new), 200 for an id already taken
+    (the sender stops; nothing is applied twice), else 401."""
+    address = request.remote_addr or ""
+    wait = security.tokens.retry_after(address)
+    if wait is not None:
+        raise too_many_attempts(wait, "signatures")
+    keys = [parse_secret(security.webhook_secret)] if security.webhook_secret else []
+    try:
+        # A CDS may be up to 8 MiB (XML_LIMIT); the JSON limit is checked as the body is read.
+        body = read_raw_body(XML_LIMIT if request.endpoint == "display.schedule" else JSON_LIMIT)
+        fresh = security.verifier.verify(keys, webhook_headers(), body)
+    except SignatureError as error:
+        security.tokens.failed(address)
+        log.warning("refused a signed update to %s: %s", request.path, error)
+        raise ApiError(
+            401,
+            "invalid-signature",
+            str(error),
+            headers={"WWW-Authenticate": 'Bearer realm="pdn display"'},
+        ) from None
+    if not fresh:
+        log.debug("dropped a repeated update to %s", request.path)
+        return json_response({}, 200)
+    return None
+
+
+def _refusal(display: DisplayPort, reading: bool, *, wrong: bool) -> ApiError:
+    what = "reading too" if reading else "changes"
+    challenge = 'Bearer realm="pdn display"' + (', error="invalid_token"' if wrong else "")
+    if display.api_token:
+        return ApiError(
+            401,
+            "unauthorized",
+            f"This display needs 'Authorization: Bearer <token>' for {what}.",
+            headers={"WWW-Authenticate": challenge},
+        )
+    given = "The token sent is not one this display gave out. " if wrong else ""
+    return ApiError(
+        401,
+        "not-paired",
+        f"{given}This display takes {what} only from paired controllers: pair with the code "
+        "shown on its screen ('pdn ctl pair DISPLAY_URL CODE', or POST /x/pair with "
+        '{"code": ..., "name": ...}), then send \'Authorization: Bearer <token>\'.',
+        headers={"WWW-Authenticate": challenge},
+    )
 
 
 class PlaybackFastPath:
@@ -37,8 +186,8 @@ class PlaybackFastPath:
 
     Controllers poll this endpoint far more than any other; on a Pi-class CPU Flask's
     per-request machinery costs several times what waitress itself does, so the answer (the
-    same bytes and headers as the Flask route) is served here, unless reads need the token
-    (``protect_reads``): then Flask answers, with its token check.
+    same bytes and headers as the Flask route) is served here, unless reads need a token
+    (``protect_reads`` on a closed display): then Flask answers, with its token check.
     """
 
     PATHS = frozenset(("/playback/", "/playback"))
@@ -51,10 +200,11 @@ class PlaybackFastPath:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         display = self.app.extensions["pdn.display"]
+        security: DisplaySecurity = self.app.extensions["pdn.security"]
         if (
             environ.get("REQUEST_METHOD") == "GET"
             and environ.get("PATH_INFO") in self.PATHS
-            and not (getattr(display, "protect_reads", False) and display.api_token)
+            and not (getattr(display, "protect_reads", False) and security.closed(display))
         ):
             body: bytes = display.playback_json()
             start_response(

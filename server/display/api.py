@@ -21,8 +21,19 @@ from server.http import (
     json_response,
     read_json_object,
     read_xml_body,
+    too_many_attempts,
 )
-from server.validation import HTTP, Anything, Duration, Field, Schema, String, Uri
+from server.pairing import NAME_PATTERN, Pairing
+from server.validation import (
+    HTTP,
+    Anything,
+    Duration,
+    Field,
+    Schema,
+    SigningSecret,
+    String,
+    Uri,
+)
 
 log = logging.getLogger("pdn.display.api")
 
@@ -45,7 +56,16 @@ SENSING = Schema(
     Field("data", Anything()),
     Field("data-source", Uri()),
 )
-SUBSCRIPTION = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+# A subscriber that gives a signing secret gets signed updates (Standard Webhooks); a malformed
+# one is 400 when unsubscribing too, as the document has one schema for both.
+SUBSCRIBE = Schema(
+    Field("subscriber-uri", Uri(schemes=HTTP), required=True),
+    Field("signing-secret", SigningSecret()),
+)
+PAIR = Schema(
+    Field("code", String(max_length=64), required=True),
+    Field("name", String(max_length=100), required=True),
+)
 
 
 def validate_sensing(body: dict[str, Any]) -> dict[str, Any]:
@@ -135,14 +155,14 @@ def playback() -> Response:
 
 @api.post("/playback/subscribe/")
 def subscribe() -> Response:
-    fields = SUBSCRIPTION.validate(read_json_object())
-    display().subscribe(fields["subscriber-uri"])
+    fields = SUBSCRIBE.validate(read_json_object())
+    display().subscribe(fields["subscriber-uri"], fields.get("signing-secret"))
     return json_response({}, 201)
 
 
 @api.post("/playback/unsubscribe/")
 def unsubscribe() -> Response:
-    fields = SUBSCRIPTION.validate(read_json_object())
+    fields = SUBSCRIBE.validate(read_json_object())  # a malformed signing-secret: 400 here too
     if not display().unsubscribe(fields["subscriber-uri"]):
         raise ApiError(
             404,
@@ -158,7 +178,62 @@ def unsubscribe() -> Response:
 @api.get("/x/health")
 def health() -> Response:
     body = display().health()
+    tls = current_app.extensions["pdn.security"].tls_fingerprint
+    body["tls"] = {"fingerprint": tls} if tls else None
     return json_response(body, 200 if body["status"] == "ok" else 503)
+
+
+@api.post("/x/pair")
+def pair() -> Response:
+    """A controller pairs with the code on the screen and gets a token of its own."""
+    security = current_app.extensions["pdn.security"]
+    address = request.remote_addr or ""
+    wait = security.codes.retry_after(address)
+    if wait is not None:
+        raise too_many_attempts(wait, "pairing codes")
+    fields = PAIR.validate(read_json_object())
+    name = fields["name"]
+    if not NAME_PATTERN.match(name):
+        raise invalid_field(
+            "name",
+            "'name' must be 1 to 100 letters, digits, spaces or '._@-', starting with a letter"
+            " or digit.",
+        )
+    token = _pairing().pair(fields["code"], name)
+    if token is None:
+        security.codes.failed(address)
+        raise ApiError(
+            403,
+            "wrong-code",
+            "That is not the pairing code this display shows now (a code works once, for 15"
+            " minutes); read the code on its screen and try again.",
+        )
+    security.codes.succeeded(address)
+    body = {"token": token}
+    if security.tls_fingerprint:
+        body["tls-fingerprint"] = security.tls_fingerprint
+    return json_response(body, 201)
+
+
+@api.get("/x/pairings")
+def pairings() -> Response:
+    return json_response(_pairing().controllers())
+
+
+@api.delete("/x/pairings/<name>")
+def revoke_pairing(name: str) -> Response:
+    if not _pairing().revoke(name):
+        raise ApiError(404, "not-paired", f"No controller named {name!r} is paired here.")
+    return json_response({})
+
+
+def _pairing() -> Pairing:
+    pairing: Pairing | None = current_app.extensions["pdn.security"].pairing
+    if pairing is None:
+        raise ApiError(
+            404, "no-pairing", "This display does not pair controllers (it keeps no pairings)."
+        )
+    return pairing
 
 
 @api.get("/x/screenshot")

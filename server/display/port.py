@@ -73,8 +73,9 @@ class DisplayPort(Protocol):
         oldest first; waits up to ``timeout`` seconds for one and returns [] if none came.
         ``after=None`` (or a sequence too old to replay): the current record alone, at once."""
 
-    def subscribe(self, uri: str) -> bool:
-        """Subscribe ``uri`` to playback updates (idempotent)."""
+    def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
+        """Subscribe ``uri`` to playback updates (idempotent), signed with ``signing_secret``
+        (``whsec_...``, already checked) when one is given."""
 
     def unsubscribe(self, uri: str) -> bool:
         """False when ``uri`` was not subscribed."""

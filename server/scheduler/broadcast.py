@@ -140,7 +140,8 @@ class Broadcasts:
 
     def start(self, group: str, item: str, duration: float, timeout: float) -> Broadcast:
         assert self.fleet is not None
-        displays = self.fleet.group_members(group)
+        # Displays waiting for an operator's approval get nothing, so none is waited for.
+        displays = self.fleet.approved_members(group)
         if not displays:
             raise ApiError(404, "unknown-group", f"No display is in the group '{group}'.")
         with self._lock:

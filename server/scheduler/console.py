@@ -5,10 +5,16 @@ A Flask app of its own, mounted at ``/console`` in front of the scheduler's API
 its own (``templates/console``, ``static/console.css`` and ``console.js``); its
 Content-Security-Policy allows nothing from elsewhere.
 
-When the scheduler has an API token, every page asks for it once (``/console/signin``) and then
-carries a cookie (HttpOnly, SameSite=Strict: no other site can send it, so no other site can
-post a form here): an HMAC of the token, so changing the token signs everyone out. The API
-itself keeps ``Authorization: Bearer``.
+When the scheduler has an operator token, every page asks for it once (``/console/signin``;
+10 wrong tokens a minute lock the address out, as the API does) and then carries a cookie
+(HttpOnly, SameSite=Strict: no other site can send it, so no other site can post a form here):
+an HMAC of the token, so changing the token signs everyone out. The API itself keeps
+``Authorization: Bearer``. A scheduler listening beyond loopback with no operator token
+serves no console page (401, saying to set one).
+
+The displays page shows displays waiting for approval (registered without the enrolment
+token), with a button to approve each, and "Add a display": its URL and the code shown on its
+screen (the scheduler pairs with it, ``server.scheduler.enrol``).
 
 Pages: the displays (thumbnail, online state, now playing; live through server-sent events at
 ``/console/events``, polling ``/console/fleet.json`` when the stream is refused), a display
@@ -23,7 +29,7 @@ import hashlib
 import hmac
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -33,6 +39,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from cds.errors import CdsError
 from server.http import ApiError
+from server.lockout import TOKEN_GUESSES, Lockout
 from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
 from server.scheduler.consolecharts import plays_per_item_per_day, timeline
 from server.scheduler.fleet import Fleet
@@ -91,7 +98,12 @@ def create_console_app(
     status: FleetStatus,
     broadcasts: Broadcasts,
     token: str | None = None,
+    closed: bool = False,
+    approve: Callable[[str], str] | None = None,
+    add_display: Callable[[str, str], str | None] | None = None,
 ) -> Flask:
+    """``closed`` with no ``token``: every page is refused. ``approve(url)`` and
+    ``add_display(url, code)`` (ApiError when refused) back the displays page's buttons."""
     app = Flask(
         __name__,
         template_folder="templates",
@@ -103,6 +115,7 @@ def create_console_app(
     app.jinja_env.filters["q"] = lambda text: quote(str(text), safe="")
     streams = threading.BoundedSemaphore(MAX_STREAMS)
     expected = cookie_value(token) if token else None
+    guesses = Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
 
     @app.after_request
     def _headers(response: Response) -> Response:
@@ -115,6 +128,13 @@ def create_console_app(
 
     @app.before_request
     def _signed_in() -> Redirect | None:
+        if expected is None and closed and request.endpoint != "static":
+            return Response(
+                "This scheduler listens beyond loopback and has no operator token: set"
+                " PDN_API_TOKEN in its environment (install.sh makes one) and restart it.\n",
+                status=401,
+                mimetype="text/plain",
+            )
         if expected is None or request.endpoint in ("signin", "static"):
             return None
         given = request.cookies.get(COOKIE, "")
@@ -139,7 +159,10 @@ def create_console_app(
         if expected is None:
             return redirect(target)
         error = None
-        if request.method == "POST":
+        wait = guesses.retry_after(request.remote_addr or "")
+        if request.method == "POST" and wait is not None:
+            error = f"Too many wrong tokens from this address; try again in {wait} s."
+        elif request.method == "POST":
             given = request.form.get("token", "")
             if token is not None and hmac.compare_digest(given.encode(), token.encode()):
                 response = redirect(target)
@@ -153,7 +176,8 @@ def create_console_app(
                     max_age=30 * 24 * 3600,
                 )
                 return response
-            error = "That is not the scheduler's API token."
+            guesses.failed(request.remote_addr or "")
+            error = "That is not the scheduler's operator token."
         page = render_template("console/signin.html", error=error, next=target)
         return Response(page, status=401 if error else 200, mimetype="text/html")
 
@@ -170,7 +194,34 @@ def create_console_app(
 
     @app.get("/")
     def displays() -> str:
-        return render_template("console/displays.html", displays=cards())
+        return render_template(
+            "console/displays.html",
+            displays=cards(),
+            error=request.args.get("error"),
+            added=request.args.get("added"),
+            can_add=add_display is not None,
+        )
+
+    @app.post("/displays/approve")
+    def approve_display() -> Redirect:
+        url = registered(request.form.get("display"))
+        if approve is not None:
+            approve(url)
+        return redirect(url_for("displays"))
+
+    @app.post("/displays/add")
+    def add_new_display() -> Redirect:
+        url = request.form.get("url", "").strip().rstrip("/")
+        code = request.form.get("code", "").strip()
+        if add_display is None:
+            abort(404)
+        if not url.startswith(("http://", "https://")) or not code:
+            return redirect(url_for("displays", error="Give the display's URL and its code."))
+        try:
+            add_display(url, code)
+        except ApiError as error:
+            return redirect(url_for("displays", error=error.message))
+        return redirect(url_for("displays", added=url))
 
     @app.get("/fleet.json")
     def fleet_json() -> Response:

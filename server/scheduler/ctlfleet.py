@@ -4,6 +4,10 @@ pdn ctl assign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
 pdn ctl unassign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
 pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]
 pdn ctl fleet SCHEDULER_URL [--json] [--thumbnail DISPLAY_URL -o FILE]
+pdn ctl approve SCHEDULER_URL DISPLAY_URL
+pdn ctl add-display SCHEDULER_URL DISPLAY_URL CODE [--pin sha256:HEX]
+
+Each needs the scheduler's operator token in PDN_API_TOKEN.
 """
 
 from __future__ import annotations
@@ -61,6 +65,32 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     group.add_argument("name", metavar="NAME")
     group.add_argument("--remove", action="store_true", help="take the display out of the group")
     group.set_defaults(ctl_func=cmd_group)
+
+    approve = commands.add_parser(
+        "approve",
+        help="approve a display waiting for it (registered without the enrolment token)",
+        description=(
+            "POST /x/displays/approve on the scheduler: the display joins the fleet and gets "
+            "its schedules at once. 'pdn ctl fleet' lists those waiting."
+        ),
+    )
+    approve.add_argument("scheduler", metavar="SCHEDULER_URL")
+    approve.add_argument("display", metavar="DISPLAY_URL")
+    approve.set_defaults(ctl_func=cmd_approve)
+
+    add = commands.add_parser(
+        "add-display",
+        help="have the scheduler pair with a display, using the code on its screen",
+        description=(
+            "POST /x/displays/pair on the scheduler: it pairs with the display, keeps the token "
+            "it gives, pins its certificate (HTTPS) and pushes its schedules to it."
+        ),
+    )
+    add.add_argument("scheduler", metavar="SCHEDULER_URL")
+    add.add_argument("display", metavar="DISPLAY_URL")
+    add.add_argument("code", metavar="CODE", help="the pairing code on the display's screen")
+    add.add_argument("--pin", metavar="sha256:HEX", help="the certificate the display must have")
+    add.set_defaults(ctl_func=cmd_add_display)
 
     plays = commands.add_parser(
         "plays",
@@ -172,6 +202,30 @@ def cmd_group(args: argparse.Namespace) -> int:
     else:
         already = " (it already was)" if response.status_code == 200 else ""
         print(f"{display} is in the group {args.name}{already}")
+    return EXIT_OK
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    display = _base(args.display, "DISPLAY_URL")
+    body = _body({"display": display})
+    _check(_call("POST", f"{scheduler}/x/displays/approve", body=body, content_type=JSON))
+    print(f"{display} is approved: it gets its schedules now")
+    return EXIT_OK
+
+
+def cmd_add_display(args: argparse.Namespace) -> int:
+    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    body: dict[str, Any] = {"url": _base(args.display, "DISPLAY_URL"), "code": args.code}
+    if args.pin:
+        body["pin"] = args.pin.lower()
+    answer = _check(
+        _call("POST", f"{scheduler}/x/displays/pair", body=_body(body), content_type=JSON)
+    )
+    pinned = (
+        f", certificate {answer['tls-fingerprint']} pinned" if "tls-fingerprint" in answer else ""
+    )
+    print(f"the scheduler paired with {body['url']}{pinned}")
     return EXIT_OK
 
 
@@ -307,7 +361,11 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 def describe_fleet_entry(display: dict[str, Any]) -> str:
     """Two lines: who and in what state; what it shows."""
     name = f"{display['name']}  " if display.get("name") else ""
-    if display.get("online"):
+    if display.get("pending"):
+        state = "WAITING FOR APPROVAL (pdn ctl approve)"
+        if display.get("tls-fingerprint"):
+            state += f", certificate {display['tls-fingerprint']}"
+    elif display.get("online"):
         state = f"online (seen {display.get('last-seen')})"
     elif display.get("online") is None:
         state = "not read yet"

@@ -10,9 +10,12 @@ removes it). The display keeps what it was pushed across restarts (its own store
 Pushes go through the durable outbox (topic ``display:<key>``, one subscriber: the display's
 ``/schedule``), in order, retried until delivered. The fleet remembers what it pushed to each
 display (``storage.pushed``), so a change pushes only what differs. When a display registers
-(at its start) or answers again after being unreachable, its pending pushes are dropped and
-everything assigned is pushed again at once: a display that was off while its assignment
-changed catches up within a second of coming back, without waiting for retry back-off.
+(at its start), is approved, or answers again after being unreachable, its pending pushes are
+dropped and everything assigned is pushed again at once: a display that was off while its
+assignment changed catches up within a second of coming back, without waiting for retry
+back-off.
+Nothing is pushed to a display that registered without the enrolment token until an operator
+approves it (``server.scheduler.enrol``).
 """
 
 from __future__ import annotations
@@ -105,6 +108,9 @@ class Fleet:
         A display that was never pushed anything and should hold nothing (a new registration
         with nothing assigned) costs two reads and no write."""
         with self._lock_for(url):
+            display = self._storage.display(url)
+            if display is not None and display.pending:
+                return 0  # nothing is pushed to a display an operator has not approved
             topic, endpoint = display_topic(url), schedule_endpoint(url)
             known = self._storage.pushed(url)
             pushed = {} if full else known
@@ -121,7 +127,9 @@ class Fleet:
                 # drops their retry back-off, so delivery starts at once.
                 self._outbox.unsubscribe(topic, endpoint)
             if sending or removals:
-                self._outbox.subscribe(topic, endpoint)
+                # Signed with the secret the display gave when it registered (if it did): a
+                # display closed beyond loopback takes a rightly signed push without a token.
+                self._outbox.subscribe(topic, endpoint, self._storage.push_secret(url))
             for document in sending:
                 self._outbox.publish(topic, document.body, "text/xml")
                 self._storage.set_pushed(url, document.name, document.digest)
@@ -179,6 +187,11 @@ class Fleet:
 
     def group_members(self, group: str) -> list[str]:
         return self._storage.groups().get(group, [])
+
+    def approved_members(self, group: str) -> list[str]:
+        """The group's displays but those waiting for an operator's approval."""
+        pending = {display_key(d.url) for d in self._storage.displays() if d.pending}
+        return [url for url in self.group_members(group) if display_key(url) not in pending]
 
     def _sync_target(self, assignment: Assignment) -> None:
         if assignment.display is not None:

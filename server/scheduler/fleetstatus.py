@@ -35,6 +35,7 @@ from flask import Flask, Response, request
 from werkzeug.http import http_date
 
 from server.http import ApiError, json_response
+from server.pins import PinningAdapter, Pins
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -46,6 +47,7 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
+from server.signing import bearer_from_secret
 from server.validation import HTTP, Uri
 
 log = logging.getLogger("pdn.scheduler.fleetstatus")
@@ -269,11 +271,16 @@ class FleetStatus:
         queue: ProbeQueue | None = None,
         book: StatusBook | None = None,
         max_backoff: float = 300.0,
+        pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
+        """``tokens(url)``: the display's own token (got by pairing), before
+        ``display_token``."""
         self._storage = storage
         self._interval = interval
         self._thumbnail_interval = thumbnail_interval
         self._token = display_token
+        self._tokens = tokens
         self._downscale = downscale
         self._queue = queue if queue is not None else MemoryProbeQueue(storage)
         self._book: StatusBook = book if book is not None else MemoryStatusBook()
@@ -289,6 +296,8 @@ class FleetStatus:
         self._thumbnails = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fleet-thumbnail")
         self._session = requests.Session()
         self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
+        if pins is not None:  # HTTPS displays: their certificates, pinned at registration
+            self._session.mount("https://", PinningAdapter(pins))
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
 
@@ -327,6 +336,10 @@ class FleetStatus:
             body = status.to_json()
             body["display"] = display.url
             body["name"] = display.name
+            if display.pending:  # registered without the enrolment token: awaits approval
+                body["pending"] = True
+                # What the operator compares with the display's idle page before approving.
+                body["tls-fingerprint"] = self._storage.tls_pin(display.url)
             records.append(body)
         return records
 
@@ -390,8 +403,20 @@ class FleetStatus:
             with self._lock:
                 self._in_flight.discard(url)
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+    def _screenshot_headers(self, url: str) -> dict[str, str]:
+        """A closed display's screenshot is never a free read (it may show its pairing code):
+        the token got by pairing, else the one that goes with the signing secret it gave."""
+        headers = self._headers(url)
+        if self._tokens is not None and self._tokens(url):
+            return headers
+        secret = self._storage.push_secret(url)
+        if secret:
+            headers["Authorization"] = f"Bearer {bearer_from_secret(secret)}"
+        return headers
+
+    def _headers(self, url: str) -> dict[str, str]:
+        token = (self._tokens(url) if self._tokens is not None else None) or self._token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _check(self, claim: Claim) -> Outcome:
         """One read of the display's health (and thumbnail, when due)."""
@@ -416,7 +441,7 @@ class FleetStatus:
             response = self._session.get(
                 url.rstrip("/") + "/x/health",
                 timeout=TIMEOUT,
-                headers={"Accept": "application/json", **self._headers()},
+                headers={"Accept": "application/json", **self._headers(url)},
             )
             if response.status_code not in (200, 503):
                 raise ValueError(f"/x/health answered {response.status_code}")
@@ -468,7 +493,7 @@ class FleetStatus:
             response = self._session.get(
                 url.rstrip("/") + "/x/screenshot",
                 timeout=TIMEOUT + 5,
-                headers={"Accept": "image/png", **self._headers()},
+                headers={"Accept": "image/png", **self._screenshot_headers(url)},
             )
             if response.status_code != 200:
                 problem = f"/x/screenshot answered {response.status_code}"

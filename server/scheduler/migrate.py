@@ -34,8 +34,10 @@ log = logging.getLogger("pdn.scheduler.migrate")
 #: SQLite table -> (its columns to read, the PostgreSQL columns they go to).
 _TABLES: dict[str, tuple[str, str]] = {
     "displays": (
-        "key, url, location, name, sensors, registered, checked, ingest",
-        "key, url, location, name, sensors, registered, checked, ingest",
+        "key, url, location, name, sensors, registered, checked, ingest, push_secret, tls_pin,"
+        " state, push_token",
+        "key, url, location, name, sensors, registered, checked, ingest, push_secret, tls_pin,"
+        " state, push_token",
     ),
     "schedules": (
         "id, xml, digest, root_name, updated, source",
@@ -116,7 +118,7 @@ def _copy_outbox(path: Path, target: Connection) -> dict[str, int]:
     source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         subscriptions = source.execute(
-            "SELECT id, topic, uri FROM outbox_subscriptions ORDER BY id"
+            "SELECT id, topic, uri, signing_secret FROM outbox_subscriptions ORDER BY id"
         ).fetchall()
         events = source.execute(
             "SELECT subscription_id, event_id, topic, body, content_type FROM outbox_events"
@@ -125,10 +127,12 @@ def _copy_outbox(path: Path, target: Connection) -> dict[str, int]:
     finally:
         source.close()
     new_ids: dict[int, int] = {}
-    for old_id, topic, uri in subscriptions:
+    for old_id, topic, uri, signing_secret in subscriptions:
+        # Signed subscriptions stay signed (issue 22).
         row = target.execute(
-            "INSERT INTO pdn_outbox_subscriptions (topic, uri) VALUES (%s, %s) RETURNING id",
-            (topic, uri),
+            "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
+            " VALUES (%s, %s, %s) RETURNING id",
+            (topic, uri, signing_secret),
         ).fetchone()
         assert row is not None
         new_ids[old_id] = int(row[0])

@@ -55,7 +55,9 @@ class PgProbeQueue:
             rows = connection.execute(
                 f"UPDATE displays d SET {column}_due = {_NOW} + %s"
                 f" FROM (SELECT key, {column}_due AS was_due FROM displays"
-                f" WHERE {column}_due <= {_NOW}"
+                # A pending display (not approved yet) is not read: a stranger's registration
+                # does not make the scheduler reach out to the address it gave.
+                f" WHERE {column}_due <= {_NOW} AND state = 'approved'"
                 f" ORDER BY {column}_due LIMIT %s FOR UPDATE SKIP LOCKED) due"
                 f" WHERE d.key = due.key"
                 f" RETURNING d.url, d.{column}_failures, d.{column}_error,"

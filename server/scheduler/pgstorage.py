@@ -36,7 +36,9 @@ from psycopg_pool import ConnectionPool
 from server.db import Migrations
 from server.pg import Connection, migrate
 from server.scheduler.storage import (
+    DISPLAY_COLUMNS,
     DISPLAYS_HOLDING,
+    UPSERT_STATE,
     Assignment,
     DisplayRecord,
     PlayRecord,
@@ -149,9 +151,20 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
     ),
+    (
+        # What a display gave when it registered (issue 22): the secret pushes to it are
+        # signed with, and the fingerprint of its TLS certificate, pinned.
+        "ALTER TABLE displays ADD COLUMN push_secret TEXT",
+        "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
+    ),
+    (
+        # Issue 22: pending registrations, and the token got by pairing (as in SQLite).
+        "ALTER TABLE displays ADD COLUMN state TEXT NOT NULL DEFAULT 'approved'",
+        "ALTER TABLE displays ADD COLUMN push_token TEXT",
+    ),
 )
 
-_DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked"
+_DISPLAY_COLUMNS = DISPLAY_COLUMNS
 
 
 def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
@@ -175,11 +188,13 @@ class PgStorage:
         with self._pool.connection() as connection:
             return connection.execute(sql, params).fetchall()
 
-    def upsert_display(self, url: str, location: dict[str, str], name: str | None) -> None:
+    def upsert_display(
+        self, url: str, location: dict[str, str], name: str | None, *, pending: bool = False
+    ) -> None:
         self._write(
-            """
-            INSERT INTO displays (key, url, location, name, registered, ingest, info_due)
-            VALUES (%s, %s, %s, %s, %s, %s, 'Infinity')
+            f"""
+            INSERT INTO displays (key, url, location, name, registered, ingest, info_due, state)
+            VALUES (%s, %s, %s, %s, %s, %s, 'Infinity', %s)
             ON CONFLICT (key) DO UPDATE SET
                 url = excluded.url,
                 location = excluded.location,
@@ -187,8 +202,9 @@ class PgStorage:
                 checked = NULL,
                 info_due = 'Infinity', info_failures = 0, info_error = NULL,
                 health_due = 0, health_failures = 0, health_error = NULL,
-                ingest = COALESCE(displays.ingest, excluded.ingest)
-            """,
+                ingest = COALESCE(displays.ingest, excluded.ingest),
+                {UPSERT_STATE}
+            """.encode(),
             (
                 display_key(url),
                 url,
@@ -196,6 +212,7 @@ class PgStorage:
                 name,
                 time.time(),
                 secrets.token_urlsafe(18),
+                "pending" if pending else "approved",
             ),
         )
 
@@ -456,6 +473,41 @@ class PgStorage:
     def display_for_secret(self, secret: str) -> str | None:
         rows = self._rows("SELECT url FROM displays WHERE ingest = %s", (secret,))
         return None if not rows else str(rows[0][0])
+
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        self._write(
+            "UPDATE displays SET push_secret = %s WHERE key = %s", (secret, display_key(url))
+        )
+
+    def push_secret(self, url: str) -> str | None:
+        rows = self._rows("SELECT push_secret FROM displays WHERE key = %s", (display_key(url),))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def approve(self, url: str) -> bool:
+        return (
+            self._write(
+                "UPDATE displays SET state = 'approved' WHERE key = %s", (display_key(url),)
+            )
+            > 0
+        )
+
+    def set_push_token(self, url: str, token: str | None) -> None:
+        self._write("UPDATE displays SET push_token = %s WHERE key = %s", (token, display_key(url)))
+
+    def push_tokens(self) -> dict[str, str]:
+        rows = self._rows("SELECT url, push_token FROM displays WHERE push_token IS NOT NULL")
+        return {str(url): str(token) for url, token in rows}
+
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        self._write("UPDATE displays SET tls_pin = %s WHERE key = %s", (pin, display_key(url)))
+
+    def tls_pin(self, url: str) -> str | None:
+        rows = self._rows("SELECT tls_pin FROM displays WHERE key = %s", (display_key(url),))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+    def tls_pins(self) -> dict[str, str]:
+        rows = self._rows("SELECT url, tls_pin FROM displays WHERE tls_pin IS NOT NULL")
+        return {str(url): str(pin) for url, pin in rows}
 
     def record_play(self, play: PlayRecord) -> bool:
         key = display_key(play.display)

@@ -27,8 +27,16 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from server.http import ApiError, create_base_app, json_response, read_json_object
+from server.http import (
+    ApiError,
+    create_base_app,
+    json_response,
+    read_json_object,
+    read_raw_body,
+    webhook_headers,
+)
 from server.scheduler.storage import PlayRecord, SchedulerStorage
+from server.signing import SignatureError, Verifier, derived_secret, parse_secret
 from server.validation import HTTP, Uri
 
 log = logging.getLogger("pdn.scheduler.plays")
@@ -180,6 +188,7 @@ def create_ingest_app(
 ) -> Flask:
     """The receiver of the displays' playback updates, at ``/x/ingest/<secret>``."""
     app = create_base_app("pdn.scheduler.ingest")
+    verifier = Verifier()
 
     # Mounted at INGEST_PREFIX (werkzeug's DispatcherMiddleware takes the prefix off).
     @app.post("/<secret>")
@@ -187,12 +196,34 @@ def create_ingest_app(
         url = storage.display_for_secret(secret)
         if url is None:
             raise ApiError(404, "unknown-subscription", "No display receives updates here.")
+        body = read_raw_body()
+        try:
+            fresh = verifier.verify(
+                [parse_secret(ingest_signing_secret(secret))], webhook_headers(), body
+            )
+        except SignatureError as error:
+            log.warning("refused a playback update for %s: %s", url, error)
+            raise ApiError(
+                401,
+                "invalid-signature",
+                str(error),
+                headers={"WWW-Authenticate": 'Bearer realm="pdn webhook"'},
+            ) from None
+        if not fresh:  # taken before: a replay, or a retry whose answer was lost
+            log.debug("dropped a repeated playback update of %s", url)
+            return json_response({}, 200)
         play = record_from_update(url, read_json_object())
         if storage.record_play(play):
             on_play(play)
         return json_response({}, 200)
 
     return app
+
+
+def ingest_signing_secret(secret: str) -> str:
+    """The signing secret of a display's playback updates, made from its ingest secret (so
+    nothing more is stored): the scheduler gives it when it subscribes, and checks with it."""
+    return derived_secret(secret, "pdn playback ingest")
 
 
 def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:

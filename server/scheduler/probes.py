@@ -173,7 +173,7 @@ def failed_read(url: str, error: Exception, timeout: float) -> Outcome:
 
 
 class MemoryProbeQueue:
-    """:class:`ProbeQueue` of one process: every registered display due at start."""
+    """:class:`ProbeQueue` of one process: every approved display due at start."""
 
     def __init__(self, storage: SchedulerStorage) -> None:
         self._lock = threading.Lock()
@@ -183,7 +183,8 @@ class MemoryProbeQueue:
         self._heaps: dict[str, list[tuple[float, str]]] = {kind: [] for kind in KINDS}
         self._unread: set[tuple[str, str]] = set()  # (kind, key) not read since registering
         for display in storage.displays():  # once, at start
-            self.due_now(display.url)
+            if not display.pending:  # read once approved (the approval makes it due)
+                self.due_now(display.url)
 
     def due_now(self, url: str) -> None:
         key = display_key(url)

@@ -1,6 +1,7 @@
 """Learning about registered displays from the displays themselves.
 
-After ``POST /displays`` (and every ``refresh_interval`` afterwards) the scheduler reads the
+After ``POST /displays`` of an approved display, or its approval (and every ``refresh_interval``
+afterwards) the scheduler reads the
 display's ``GET /`` for its name (extension field) and the URL of its sensors, then that URL for
 the sensor list, and subscribes to its playback updates. A display that does not answer is
 tried again with a growing pause, never holding up the API: the reads run on a small pool of
@@ -16,6 +17,7 @@ from urllib.parse import urljoin
 
 import requests
 
+from server.pins import PinningAdapter, Pins
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -26,6 +28,7 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import SchedulerStorage
+from server.signing import bearer_from_secret
 
 log = logging.getLogger("pdn.scheduler.registry")
 
@@ -81,15 +84,23 @@ class DisplayProber:
         workers: int = 4,
         on_back: Callable[[str], None] = lambda url: None,
         subscriber_for: Callable[[str], str | None] = lambda url: None,
+        signing_secret_for: Callable[[str], str | None] = lambda url: None,
         display_token: str | None = None,
         queue: ProbeQueue,
+        pins: Pins | None = None,
+        tokens: Pins | None = None,
     ) -> None:
         """``on_back(url)``: the display answers again after failing to.
         ``subscriber_for(url)``: where the display's playback updates should go; each read
-        (re)subscribes it there (idempotent), with ``display_token`` as bearer if given."""
+        (re)subscribes it there (idempotent), with ``display_token`` as bearer if given, and
+        ``signing_secret_for(url)`` as the updates' signing secret (Standard Webhooks);
+        ``tokens(url)``: the display's own token (got by pairing). A pending display (not
+        approved yet) is not in the queue, and never subscribed to."""
         self._storage = storage
+        self._tokens = tokens
         self._on_back = on_back
         self._subscriber_for = subscriber_for
+        self._signing_secret_for = signing_secret_for
         self._display_token = display_token
         self._subscribe_failed: set[str] = set()
         # Shared with the health reads (FleetStatus), which decide when GET / is read.
@@ -104,6 +115,8 @@ class DisplayProber:
         )
         self._session = requests.Session()
         self._session.trust_env = False  # no netrc or proxy look-ups per read: displays are local
+        if pins is not None:  # HTTPS displays: their certificates, pinned at registration
+            self._session.mount("https://", PinningAdapter(pins))
 
     def start(self) -> None:
         self._loop.start()
@@ -133,7 +146,9 @@ class DisplayProber:
             return failed_read(url, error, TIMEOUT)
         self._storage.record_display_info(url, name, sensors)
         log.debug("display %s: name %r, %d sensors", url, name, len(sensors))
-        self._subscribe_playback(url)
+        display = self._storage.display(url)
+        if display is not None and not display.pending:
+            self._subscribe_playback(url)
         if claim.failures:
             log.info("display %s answers again", url)
             try:
@@ -147,12 +162,21 @@ class DisplayProber:
         subscriber = self._subscriber_for(url)
         if subscriber is None:
             return
-        headers = {"Authorization": f"Bearer {self._display_token}"} if self._display_token else {}
+        # The token got by pairing with the display; else, for a display that gave a signing
+        # secret at registration, the token that goes with it
+        # (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN.
+        token = self._tokens(url) if self._tokens is not None else None
+        if token is None:
+            push_secret = self._storage.push_secret(url)
+            token = bearer_from_secret(push_secret) if push_secret else self._display_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         target = url.rstrip("/") + "/playback/subscribe/"
+        body = {"subscriber-uri": subscriber}
+        secret = self._signing_secret_for(url)
+        if secret is not None:
+            body["signing-secret"] = secret
         try:
-            response = self._session.post(
-                target, json={"subscriber-uri": subscriber}, headers=headers, timeout=TIMEOUT
-            )
+            response = self._session.post(target, json=body, headers=headers, timeout=TIMEOUT)
             ok = response.status_code in (200, 201)
             problem = f"{response.status_code} {response.text[:200]}"
         except requests.RequestException as error:

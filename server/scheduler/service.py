@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,9 +10,12 @@ from urllib.parse import urlsplit
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
+from server.net import is_loopback
+from server.pins import OriginBook, PinBook
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.console import create_console_app
+from server.scheduler.enrol import SchedulerAccess, add_display, approve
 from server.scheduler.fleet import Fleet
 from server.scheduler.fleetstatus import (
     FleetStatus,
@@ -19,16 +23,23 @@ from server.scheduler.fleetstatus import (
     StatusBook,
     add_fleet_status_routes,
 )
-from server.scheduler.plays import INGEST_PREFIX, add_plays_routes, create_ingest_app
+from server.scheduler.plays import (
+    INGEST_PREFIX,
+    add_plays_routes,
+    create_ingest_app,
+    ingest_signing_secret,
+)
 from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.storage import PlayRecord, SchedulerStorage, SqliteStorage
-from server.standalone import SegmentService, display_token
+from server.standalone import SegmentService, display_token, enrolment_token
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
     from server.pgoutbox import PgOutbox
+
+log = logging.getLogger("pdn.scheduler")
 
 
 class SchedulerService(SegmentService):
@@ -58,16 +69,39 @@ class SchedulerService(SegmentService):
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
         self.outbox: Outbox | PgOutbox
+        # The certificates of displays serving HTTPS, pinned when they registered (read from
+        # the storage made below, when first needed).
+        self.pins = PinBook(self._tls_pins)
+        # The tokens the scheduler got by pairing with displays (the console's "Add a display").
+        self.tokens = OriginBook(self._push_tokens)
+        # Who may change what (server.scheduler.enrol): the operator token guards the fleet.
+        self.access = SchedulerAccess(
+            operator_token=token,
+            enrolment_token=enrolment_token(),
+            beyond_loopback=not is_loopback(host),
+        )
+        if self.access.beyond_loopback and token is None:
+            log.warning(
+                "listening on %s with no operator token: schedules, assignments, groups,"
+                " broadcasts and the console refuse every change; set PDN_API_TOKEN",
+                host,
+            )
         if database:
             from server.pg import open_pool
             from server.pgoutbox import PgOutbox
             from server.scheduler.pgstorage import PgStorage
 
             self._pool = open_pool(database, name="scheduler", max_size=10)
-            self.outbox = PgOutbox(self._pool, name="scheduler", bearer_token=display_token())
+            self.outbox = PgOutbox(
+                self._pool,
+                name="scheduler",
+                bearer_token=display_token(),
+                pins=self.pins.pin,
+                tokens=self.tokens.get,
+            )
             self.storage = storage or PgStorage(self._pool)
         else:
-            self.outbox = self._outbox(data_dir)
+            self.outbox = self._outbox(data_dir, pins=self.pins.pin, tokens=self.tokens.get)
             self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.broadcasts = Broadcasts()
@@ -91,8 +125,11 @@ class SchedulerService(SegmentService):
             refresh_interval=refresh_interval,
             on_back=self.fleet.reachable_again,
             subscriber_for=self._playback_subscriber,
+            signing_secret_for=self._playback_signing_secret,
             display_token=display_token(),
             queue=queue,
+            pins=self.pins.pin,
+            tokens=self.tokens.get,
         )
         # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
@@ -101,6 +138,8 @@ class SchedulerService(SegmentService):
             display_token=display_token(),
             queue=queue,
             book=book,
+            pins=self.pins.pin,
+            tokens=self.tokens.get,
         )
         self.public_url = public_url.rstrip("/") if public_url else None
         self.app = create_app(
@@ -108,14 +147,17 @@ class SchedulerService(SegmentService):
             self.library,
             self.outbox,
             on_register=self._registered,
-            token=token,
+            on_pin=self.pins.set,
+            on_paired=self._paired,
+            access=self.access,
             fleet=self.fleet,
         )
         add_plays_routes(self.app, self.storage)
         add_broadcast_routes(self.app, self.broadcasts)
         add_fleet_status_routes(self.app, self.storage, self.fleet_status)
         # The displays' playback updates come in beside the API, outside its token's reach
-        # (displays send none): each display's URL carries a secret of its own instead.
+        # (displays send none): each display's URL carries a secret of its own instead, and
+        # each update is signed with a secret made from it (Standard Webhooks).
         ingest = create_ingest_app(self.storage, on_play=self._played)
         # The console (server-rendered pages, its own sign-in cookie), beside the API too.
         console = create_console_app(
@@ -125,6 +167,9 @@ class SchedulerService(SegmentService):
             status=self.fleet_status,
             broadcasts=self.broadcasts,
             token=token,
+            closed=self.access.closed,
+            approve=lambda url: approve(self.storage, url, self._approved),
+            add_display=self._add_display,
         )
         self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}
@@ -143,6 +188,32 @@ class SchedulerService(SegmentService):
             return None
         base = self.public_url or _reachable(self.server.url)
         return f"{base}{INGEST_PREFIX}/{secret}"
+
+    def _tls_pins(self) -> dict[str, str]:
+        return self.storage.tls_pins()
+
+    def _push_tokens(self) -> dict[str, str]:
+        return self.storage.push_tokens()
+
+    def _paired(self, url: str, token: str, pin: str | None) -> None:
+        self.tokens.set(url, token)
+        if pin is not None:
+            self.pins.set(url, pin)
+
+    def _approved(self, url: str) -> None:
+        self._registered(url, None)
+
+    def _add_display(self, url: str, code: str) -> str | None:
+        """The console's "Add a display" (``server.scheduler.enrol.add_display``)."""
+        return add_display(self.storage, url, code, on_paired=self._paired_and_pushed)
+
+    def _paired_and_pushed(self, url: str, token: str, pin: str | None) -> None:
+        self._paired(url, token, pin)
+        self._registered(url, None)
+
+    def _playback_signing_secret(self, url: str) -> str | None:
+        secret = self.storage.ingest_secret(url)
+        return None if secret is None else ingest_signing_secret(secret)
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)

@@ -48,6 +48,8 @@ class DisplayRecord:
     sensors: list[dict[str, str]] = field(default_factory=list)
     registered: float = 0.0
     checked: float | None = None  # last successful read of the display's GET /
+    #: Registered without the enrolment token: waits for an operator, nothing is pushed to it.
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,12 @@ def display_key(url: str) -> str:
 class SchedulerStorage(Protocol):
     """Everything the scheduler stores. Implementations are safe to call from any thread."""
 
-    def upsert_display(self, url: str, location: dict[str, str], name: str | None) -> None:
-        """Add a display or update the one with the same (normalised) URL."""
+    def upsert_display(
+        self, url: str, location: dict[str, str], name: str | None, *, pending: bool = False
+    ) -> None:
+        """Add a display or update the one with the same (normalised) URL. ``pending``: the
+        registration did not carry the enrolment token; a new display waits for an operator's
+        approval, one approved before stays approved."""
 
     def record_display_info(
         self, url: str, name: str | None, sensors: list[dict[str, str]]
@@ -189,6 +195,30 @@ class SchedulerStorage(Protocol):
         """The secret in the URL this display's playback updates come to (made at registration)."""
 
     def display_for_secret(self, secret: str) -> str | None: ...
+
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        """The ``whsec_`` secret the display gave at registration (None: it gave none)."""
+
+    def push_secret(self, url: str) -> str | None:
+        """What pushes to the display are signed with, if it gave a secret."""
+
+    def approve(self, url: str) -> bool:
+        """An operator approved the pending display; False for an unknown URL."""
+
+    def set_push_token(self, url: str, token: str | None) -> None:
+        """The token the scheduler got by pairing with the display (``POST /x/pair``)."""
+
+    def push_tokens(self) -> dict[str, str]:
+        """Every display the scheduler paired with: ``{url: token}``."""
+
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        """The ``sha256:...`` fingerprint of the display's certificate (HTTPS to it is pinned)."""
+
+    def tls_pin(self, url: str) -> str | None:
+        """The pinned fingerprint of the display at ``url``, if any."""
+
+    def tls_pins(self) -> dict[str, str]:
+        """Every pinned display: ``{url: "sha256:..."}``."""
 
     def record_play(self, play: PlayRecord) -> bool:
         """Store a playback update; False when this very update was stored before."""
@@ -280,6 +310,26 @@ MIGRATIONS: Migrations = (
         "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
         "CREATE INDEX display_groups_by_name ON display_groups (name)",
     ),
+    (
+        # What a display gave when it registered (issue 22): the secret pushes to it are
+        # signed with, and the fingerprint of its TLS certificate, pinned.
+        "ALTER TABLE displays ADD COLUMN push_secret TEXT",
+        "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
+    ),
+    (
+        # Issue 22: a display that registered without the enrolment token is 'pending' until
+        # an operator approves it (those registered before were taken: 'approved'); and the
+        # token the scheduler got by pairing with a display (the console's "Add a display").
+        "ALTER TABLE displays ADD COLUMN state TEXT NOT NULL DEFAULT 'approved'",
+        "ALTER TABLE displays ADD COLUMN push_token TEXT",
+    ),
+)
+
+#: The displays columns of a DisplayRecord, in display_record's order (both backends).
+DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked, state"
+#: upsert_display's rule for the state (both backends): approved stays approved.
+UPSERT_STATE = (
+    "state = CASE WHEN excluded.state = 'approved' THEN 'approved' ELSE displays.state END"
 )
 
 _SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
@@ -307,7 +357,7 @@ def assignment_target(assignment: Assignment) -> tuple[str, str]:
 
 
 def display_record(row: tuple[Any, ...]) -> DisplayRecord:
-    """A row of (url, location, name, sensors, registered, checked), JSON as text: both backends."""
+    """A row of DISPLAY_COLUMNS, JSON as text: both backends."""
     return DisplayRecord(
         url=row[0],
         location=json.loads(row[1]),
@@ -315,6 +365,7 @@ def display_record(row: tuple[Any, ...]) -> DisplayRecord:
         sensors=json.loads(row[3]),
         registered=row[4],
         checked=row[5],
+        pending=row[6] == "pending",
     )
 
 
@@ -333,20 +384,31 @@ class SqliteStorage:
             cursor = self._db.execute(sql, params)
             return cursor.rowcount
 
-    def upsert_display(self, url: str, location: dict[str, str], name: str | None) -> None:
+    def upsert_display(
+        self, url: str, location: dict[str, str], name: str | None, *, pending: bool = False
+    ) -> None:
         now = time.time()
         self._write(
-            """
-            INSERT INTO displays (key, url, location, name, registered, seq, ingest)
-            VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM displays), ?)
+            f"""
+            INSERT INTO displays (key, url, location, name, registered, seq, ingest, state)
+            VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM displays), ?, ?)
             ON CONFLICT(key) DO UPDATE SET
                 url = excluded.url,
                 location = excluded.location,
                 name = COALESCE(excluded.name, displays.name),
                 checked = NULL,
-                ingest = COALESCE(displays.ingest, excluded.ingest)
+                ingest = COALESCE(displays.ingest, excluded.ingest),
+                {UPSERT_STATE}
             """,
-            (display_key(url), url, json.dumps(location), name, now, secrets.token_urlsafe(18)),
+            (
+                display_key(url),
+                url,
+                json.dumps(location),
+                name,
+                now,
+                secrets.token_urlsafe(18),
+                "pending" if pending else "approved",
+            ),
         )
 
     def record_display_info(
@@ -360,8 +422,7 @@ class SqliteStorage:
     def displays(self) -> list[DisplayRecord]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT url, location, name, sensors, registered, checked FROM displays "
-                "ORDER BY seq"
+                f"SELECT {DISPLAY_COLUMNS} FROM displays ORDER BY seq"
             ).fetchall()
         return [display_record(row) for row in rows]
 
@@ -430,8 +491,7 @@ class SqliteStorage:
     def display(self, url: str) -> DisplayRecord | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT url, location, name, sensors, registered, checked FROM displays "
-                "WHERE key = ?",
+                f"SELECT {DISPLAY_COLUMNS} FROM displays WHERE key = ?",
                 (display_key(url),),
             ).fetchone()
         return None if row is None else display_record(row)
@@ -571,6 +631,49 @@ class SqliteStorage:
                 "SELECT ingest FROM displays WHERE key = ?", (display_key(url),)
             ).fetchone()
         return None if row is None else row[0]
+
+    def set_push_secret(self, url: str, secret: str | None) -> None:
+        self._write("UPDATE displays SET push_secret = ? WHERE key = ?", (secret, display_key(url)))
+
+    def push_secret(self, url: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT push_secret FROM displays WHERE key = ?", (display_key(url),)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def approve(self, url: str) -> bool:
+        return (
+            self._write("UPDATE displays SET state = 'approved' WHERE key = ?", (display_key(url),))
+            > 0
+        )
+
+    def set_push_token(self, url: str, token: str | None) -> None:
+        self._write("UPDATE displays SET push_token = ? WHERE key = ?", (token, display_key(url)))
+
+    def push_tokens(self) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT url, push_token FROM displays WHERE push_token IS NOT NULL"
+            ).fetchall()
+        return {str(url): str(token) for url, token in rows}
+
+    def set_tls_pin(self, url: str, pin: str) -> None:
+        self._write("UPDATE displays SET tls_pin = ? WHERE key = ?", (pin, display_key(url)))
+
+    def tls_pin(self, url: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT tls_pin FROM displays WHERE key = ?", (display_key(url),)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def tls_pins(self) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT url, tls_pin FROM displays WHERE tls_pin IS NOT NULL"
+            ).fetchall()
+        return {str(url): str(pin) for url, pin in rows}
 
     def display_for_secret(self, secret: str) -> str | None:
         with self._lock:

@@ -13,16 +13,19 @@ from flask import Flask, Response
 
 from server.http import ApiError, create_base_app, json_response, read_json_object, require_token
 from server.sensor.source import SensorLoop
-from server.validation import HTTP, Field, Schema, Uri
+from server.validation import HTTP, Field, Schema, SigningSecret, Uri
 
-SUBSCRIBE = Schema(Field("subscriber-uri", Uri(schemes=HTTP), required=True))
+SUBSCRIBE = Schema(
+    Field("subscriber-uri", Uri(schemes=HTTP), required=True),
+    Field("signing-secret", SigningSecret()),  # signed updates (Standard Webhooks)
+)
 TOPIC = "sensor"
 
 
 class Subscriptions(Protocol):
     """The part of the durable outbox the API needs (server.outbox.Outbox has it)."""
 
-    def subscribe(self, topic: str, uri: str) -> bool: ...
+    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 
     def unsubscribe(self, topic: str, uri: str) -> bool: ...
 
@@ -48,7 +51,7 @@ def create_app(
     @app.post("/subscribe")
     def subscribe() -> Response:
         fields = SUBSCRIBE.validate(read_json_object())
-        if subscriptions.subscribe(TOPIC, fields["subscriber-uri"]):
+        if subscriptions.subscribe(TOPIC, fields["subscriber-uri"], fields.get("signing-secret")):
             # A new subscriber gets the current reading now rather than an interval later
             # (the others get a harmless repeat of a reading they already have).
             loop.publish_current()

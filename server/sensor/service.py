@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from server.displaycreds import DisplayCredentials
 from server.sensor.app import TOPIC, create_app
 from server.sensor.source import SensorLoop, Source
 from server.standalone import SegmentService
@@ -28,7 +29,11 @@ class SensorService(SegmentService):
         token: str | None = None,
     ) -> None:
         super().__init__("sensor")
-        self.outbox = self._outbox(data_dir)
+        # The displays' tokens and certificates, by pairing or configuration (issue 22).
+        self.credentials = DisplayCredentials()
+        self.outbox = self._outbox(
+            data_dir, pins=self.credentials.pin, tokens=self.credentials.token
+        )
         self.loop = SensorLoop(
             source, sensor_id, sensor_type, self._publish, interval=interval, poll=poll
         )

@@ -99,7 +99,10 @@ def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
     assert not (wants / "pdn-scheduler.service").is_symlink()
     out = result.stdout
     assert "would create the system user pdn" in out
-    assert "display API: http://" in out and ":8080/" in out
+    # A new display serves HTTPS (issue 22) and says how to pair and pin.
+    assert "\ntls = true\n" in config.read_text()
+    assert "display API: https://" in out and ":8080/" in out
+    assert "pdn ctl pins the display's certificate" in out
 
 
 def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
@@ -112,6 +115,50 @@ def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
     assert "kept the existing /etc/pdn/pdn.toml" in again.stdout
     assert "--platform xcb ignored" in again.stderr
     assert "display API: http://10.1.2.3:9000/" in again.stdout
+
+
+def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
+    """Secrets at rest (issue 22): /etc/pdn's files may hold tokens."""
+    assert install_into(tmp_path).returncode == 0
+    services = tmp_path / "etc/pdn/services.env"
+    services.chmod(0o644)
+    again = install_into(tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert oct(services.stat().st_mode & 0o777) == "0o640"
+    assert "was mode 644, readable by others" in again.stderr
+    assert "pdn ctl pair https://" in again.stdout and "--pairing-code" in again.stdout
+
+
+def test_a_display_with_a_local_sensor_or_content_server_serves_https_too(tmp_path: Path) -> None:
+    """They pair with it like any controller and pin its certificate (server.displaycreds)."""
+    result = install_into(tmp_path, "--services", "display,sensor,content")
+    assert result.returncode == 0, result.stderr
+    assert "\ntls = true\n" in (tmp_path / "etc/pdn/pdn.toml").read_text()
+    assert "display API: https://" in result.stdout
+
+
+def test_a_scheduler_gets_an_operator_token_printed_once(tmp_path: Path) -> None:
+    result = install_into(tmp_path, "--services", "scheduler")
+    assert result.returncode == 0, result.stderr
+    env = tmp_path / "etc/pdn/scheduler.env"
+    assert oct(env.stat().st_mode & 0o777) == "0o640"
+    values = dict(
+        line.split("=", 1) for line in env.read_text().splitlines() if line.startswith("PDN_")
+    )
+    operator, enrolment = values["PDN_API_TOKEN"], values["PDN_ENROLMENT_TOKEN"]
+    assert len(operator) == 43 and len(enrolment) == 43 and operator != enrolment
+    assert result.stdout.count(operator) == 1 and result.stdout.count(enrolment) == 1
+    unit = (tmp_path / "etc/systemd/system/pdn-scheduler.service").read_text()
+    assert "EnvironmentFile=-/etc/pdn/scheduler.env" in unit
+    # Installed again: the token is kept, and not shown again.
+    again = install_into(tmp_path, "--services", "scheduler")
+    assert again.returncode == 0, again.stderr
+    assert operator not in again.stdout and enrolment not in again.stdout
+    assert f"PDN_API_TOKEN={operator}" in env.read_text()
+    # One the owner set is kept.
+    env.write_text("PDN_API_TOKEN=mine\n")
+    third = install_into(tmp_path, "--services", "scheduler")
+    assert "mine" not in third.stdout and env.read_text() == "PDN_API_TOKEN=mine\n"
 
 
 def test_bad_options_are_refused(tmp_path: Path) -> None:

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import http.client
 import json
 import os
 import platform
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -149,10 +151,28 @@ class FanoutReceivers:
             return dict(self.arrivals.get(sequence, {}))
 
 
+@functools.cache
+def insecure_context() -> ssl.SSLContext:
+    """A client context that takes the display's self-signed certificate (benchmarks only).
+    Made once: a new default context loads the system's CA store, ~50 ms of the client's CPU,
+    which the TLS figures would count as the server's latency."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 class Display:
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, *, tls: bool = False) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        extra: list[str] = []
+        if tls:  # [listen] tls = true: a self-signed certificate made in data_dir
+            data_dir.mkdir(parents=True, exist_ok=True)
+            config = data_dir.parent / "tls.toml"
+            config.write_text("[listen]\ntls = true\n")
+            extra = ["--config", str(config)]
         env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "QTWEBENGINE_DISABLE_SANDBOX": "1"}
         env.setdefault(
             "QTWEBENGINE_CHROMIUM_FLAGS",
@@ -161,7 +181,7 @@ class Display:
         self.log = log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "server.cli", "display", "--port", str(self.port),
-             "--data-dir", str(data_dir), "--name", "bench", "--timezone", "UTC"],
+             "--data-dir", str(data_dir), "--name", "bench", "--timezone", "UTC", *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )  # fmt: skip
         deadline = time.monotonic() + 60
@@ -176,7 +196,7 @@ class Display:
             time.sleep(0.1)
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        connection = self.connection(timeout=30)
         try:
             data = json.dumps(body).encode() if body is not None else None
             headers = {"Content-Type": "application/json"} if data else {}
@@ -186,6 +206,19 @@ class Display:
             return response.status, json.loads(text) if text else None
         finally:
             connection.close()
+
+    def connection(
+        self, timeout: float, source: tuple[str, int] | None = None
+    ) -> http.client.HTTPConnection:
+        """A new connection to the display (HTTPS when it serves TLS)."""
+        if self.tls:
+            return http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=timeout, source_address=source,
+                context=insecure_context(),
+            )  # fmt: skip
+        return http.client.HTTPConnection(
+            "127.0.0.1", self.port, timeout=timeout, source_address=source
+        )
 
     def playback(self) -> dict[str, Any]:
         record: dict[str, Any] = self.request("GET", "/playback/")[1]

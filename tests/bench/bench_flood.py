@@ -1,6 +1,6 @@
 """Benchmark: ``GET /playback/`` from a healthy client while the API is flooded.
 
-    .venv/bin/python tests/bench/bench_flood.py [--idle 500] [--drip 100] [--probes 200]
+    .venv/bin/python tests/bench/bench_flood.py [--idle 500] [--drip 100] [--probes 200] [--tls]
 
 Starts a real ``pdn display`` (Qt offscreen, as tests/bench/bench_api.py does) on loopback with
 its default limits (``server.limits``), then measures ``GET /playback/`` latency p50/p95/p99
@@ -13,17 +13,25 @@ from a healthy client (a new connection per request, from 127.0.0.2) twice in th
 
 A probe that gets no answer within 5 s counts as failed. Figures go to
 ``bench-results/bench_flood.json``.
+
+``--tls`` (issue 22) runs it all twice in the same run, over plain HTTP and then over HTTPS
+(``[listen] tls = true``, a self-signed certificate), each probe a new TLS connection. Over
+TLS the idle connections never start their handshake (closed by the header deadline and
+reopened) and the drip-fed ones complete the handshake and then drip encrypted header bytes.
+Each display also gets ``--cpu-requests`` requests on new connections and as many on one
+kept-alive connection, and the display process's CPU time (``/proc/<pid>/stat``) per request
+is reported (the display's CPU when idle for as long is subtracted): the CPU cost of TLS.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import platform
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -32,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import ROOT, Display, percentile  # type: ignore[import-not-found]
+from bench_api import ROOT, Display, insecure_context, percentile  # type: ignore[import-not-found]
 
 
-def probe(port: int) -> float | None:
+def probe(display: Display) -> float | None:
     began = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0))
+    conn = display.connection(timeout=5, source=("127.0.0.2", 0))
     try:
         conn.request("GET", "/playback/")
         answer = conn.getresponse()
@@ -51,11 +59,11 @@ def probe(port: int) -> float | None:
     return time.monotonic() - began
 
 
-def measure(port: int, probes: int) -> dict[str, Any]:
+def measure(display: Display, probes: int) -> dict[str, Any]:
     latencies: list[float] = []
     failed = 0
     for _ in range(probes):
-        took = probe(port)
+        took = probe(display)
         if took is None:
             failed += 1
         else:
@@ -74,8 +82,9 @@ def measure(port: int, probes: int) -> dict[str, Any]:
 class Flood:
     """Idle and drip-fed connections, held (reopened when closed) until stopped."""
 
-    def __init__(self, port: int, idle: int, drip: int) -> None:
+    def __init__(self, port: int, idle: int, drip: int, tls: bool = False) -> None:
         self.port = port
+        self.tls = tls
         self.idle = [f"127.0.1.{i % 20 + 1}" for i in range(idle)]
         self.drip = [f"127.0.2.{i % 10 + 1}" for i in range(drip)]
         self.stop = threading.Event()
@@ -89,6 +98,8 @@ class Flood:
             conn.bind((source, 0))
             conn.settimeout(2)
             conn.connect(("127.0.0.1", self.port))
+            if first and self.tls:  # handshake done, then encrypted header bytes drip
+                conn = insecure_context().wrap_socket(conn)
             if first:
                 conn.sendall(first)
             conn.setblocking(False)
@@ -112,7 +123,7 @@ class Flood:
                     try:
                         if conn.recv(4096) == b"":
                             alive = False
-                    except BlockingIOError:
+                    except (BlockingIOError, ssl.SSLWantReadError):
                         pass
                     except OSError:
                         alive = False
@@ -142,6 +153,65 @@ class Flood:
         self.thread.join(30)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_cost(display: Display, requests: int) -> dict[str, Any]:
+    """The display's CPU time per GET /playback/, on new connections and on one kept-alive
+    connection, less its CPU time when idle for as long."""
+    pid = display.process.pid
+
+    def timed(run: Any) -> tuple[float, float]:
+        cpu, wall = cpu_seconds(pid), time.monotonic()
+        run()
+        return cpu_seconds(pid) - cpu, time.monotonic() - wall
+
+    def new_connections() -> None:
+        for _ in range(requests):
+            conn = display.connection(timeout=10)
+            conn.request("GET", "/playback/")
+            conn.getresponse().read()
+            conn.close()
+
+    def kept_alive() -> None:
+        conn = display.connection(timeout=10)
+        for _ in range(requests):
+            conn.request("GET", "/playback/")
+            conn.getresponse().read()
+        conn.close()
+
+    result: dict[str, Any] = {"requests": requests}
+    for name, run in (("new_connection", new_connections), ("kept_alive", kept_alive)):
+        busy, wall = timed(run)
+        idle, _ = timed(lambda wall=wall: time.sleep(wall))
+        result[name] = {
+            "cpu_ms_per_request": round(max(0.0, busy - idle) / requests * 1000, 3),
+            "requests_per_s": round(requests / wall, 1),
+        }
+    return result
+
+
+def run_one(temp: Path, args: argparse.Namespace, *, tls: bool) -> dict[str, Any]:
+    name = "tls" if tls else "plain"
+    display = Display(temp / f"data-{name}", temp / f"display-{name}.log", tls=tls)
+    results: dict[str, Any] = {}
+    try:
+        results["baseline"] = measure(display, args.probes)
+        with Flood(display.port, args.idle, args.drip, tls=tls) as flood:
+            results["flood"] = measure(display, args.probes)
+        results["flood"]["connections_opened"] = flood.opened
+        results["flood"]["closed_by_server"] = flood.closed_by_server
+        if args.tls:
+            results["cpu"] = cpu_cost(display, args.cpu_requests)
+    finally:
+        with contextlib.suppress(Exception):
+            display.stop()
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -149,6 +219,8 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=500)
     parser.add_argument("--drip", type=int, default=100)
     parser.add_argument("--probes", type=int, default=200)
+    parser.add_argument("--tls", action="store_true", help="plain HTTP, then HTTPS, in one run")
+    parser.add_argument("--cpu-requests", type=int, default=500)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench_flood.json")
     args = parser.parse_args()
     results: dict[str, Any] = {
@@ -161,23 +233,24 @@ def main() -> int:
         "drip_fed_connections": args.drip,
     }
     with tempfile.TemporaryDirectory(prefix="pdn-bench-") as temp:
-        display = Display(Path(temp) / "data", Path(temp) / "display.log")
-        try:
-            results["baseline"] = measure(display.port, args.probes)
-            with Flood(display.port, args.idle, args.drip) as flood:
-                results["flood"] = measure(display.port, args.probes)
-            results["flood"]["connections_opened"] = flood.opened
-            results["flood"]["closed_by_server"] = flood.closed_by_server
-        finally:
-            with contextlib.suppress(Exception):
-                display.stop()
-    for name in ("baseline", "flood"):
-        figures = results[name]
-        print(
-            f"GET /playback/ {name:8s} {figures['probes']} probes, {figures['failed']} failed:"
-            f" p50 {figures['p50_ms']} ms  p95 {figures['p95_ms']} ms  p99 {figures['p99_ms']} ms"
-            f"  max {figures['max_ms']} ms"
-        )
+        runs = {"plain": False, "tls": True} if args.tls else {"plain": False}
+        for label, tls in runs.items():
+            results[label] = run_one(Path(temp), args, tls=tls)
+    for label in runs:
+        for name in ("baseline", "flood"):
+            figures = results[label][name]
+            print(
+                f"{label:5s} GET /playback/ {name:8s} {figures['probes']} probes,"
+                f" {figures['failed']} failed: p50 {figures['p50_ms']} ms"
+                f"  p95 {figures['p95_ms']} ms  p99 {figures['p99_ms']} ms"
+                f"  max {figures['max_ms']} ms"
+            )
+        for kind, cost in results[label].get("cpu", {}).items():
+            if isinstance(cost, dict):
+                print(
+                    f"{label:5s} CPU per request, {kind}: {cost['cpu_ms_per_request']} ms"
+                    f" ({cost['requests_per_s']} requests/s)"
+                )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written to {args.out}")

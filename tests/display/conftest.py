@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import requests
 from flask import Flask
@@ -26,8 +27,11 @@ from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.playitem import PlayItem, RendererListener
 from player.store import DisplayStore
-from server.display import create_app
+from server.display import DisplaySecurity, create_app
+from server.net import is_loopback
 from server.outbox import Outbox
+from server.pairing import Pairing
+from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer
 
 
@@ -214,3 +218,74 @@ def cds(name: str, *urls: str, extra: str = "", priority: str | None = None) -> 
         for url in urls
     )
     return f'<content-set name="{name}" type="inline">{constraints}{items}</content-set>'.encode()
+
+
+class Screen:
+    """One display under test, closed or open, and clients from chosen source addresses."""
+
+    def __init__(
+        self, display: Display, security: DisplaySecurity, port: int, scheme: str = "http"
+    ) -> None:
+        self.display = display
+        self.security = security
+        self.url = f"{scheme}://127.0.0.1:{port}"
+        self._clients: dict[str, httpx.Client] = {}
+        self.extra: dict[str, Any] = {}
+
+    def client(self, source: str = "127.0.0.2") -> httpx.Client:
+        if source not in self._clients:
+            self._clients[source] = httpx.Client(
+                base_url=self.url,
+                transport=httpx.HTTPTransport(local_address=source),
+                timeout=10,
+            )
+        return self._clients[source]
+
+    def code(self) -> str:
+        assert self.security.pairing is not None
+        return self.security.pairing.current_code()[0]
+
+    def pair(self, name: str, source: str = "127.0.0.9") -> str:
+        answer = self.client(source).post("/x/pair", json={"code": self.code(), "name": name})
+        assert answer.status_code == 201, answer.text
+        token: str = answer.json()["token"]
+        return token
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+
+@pytest.fixture
+def make_screen(tmp_path: Path) -> Iterator[Callable[..., Screen]]:
+    made: list[tuple[Screen, WsgiServer]] = []
+
+    def make(host: str = "0.0.0.0", tls: bool = False, **settings: Any) -> Screen:
+        data_dir = tmp_path / f"data{len(made)}"
+        data_dir.mkdir()
+        security = DisplaySecurity(pairing=Pairing(data_dir))
+        placeholder: Any = type("Placeholder", (), {"api_token": None})()
+        app = create_app(placeholder, security)
+        context = None
+        if tls:  # as player.app does it: a self-signed certificate in the data directory
+            cert, key = ensure_certificate(data_dir)
+            context = server_context(cert, key)
+            security.tls_fingerprint = fingerprint(cert)
+        server = WsgiServer(app, host, 0, name="secure-display", tls=context).start()
+        # As player.app decides it: from the address the socket is bound to.
+        security.beyond_loopback = not is_loopback(server.host)
+        config = DisplayConfig(timezone="UTC", **settings)
+        display = build_display(app, server, data_dir, config)
+        screen = Screen(display, security, server.port, "https" if tls else "http")
+        screen.extra = {"app": app, "server": server}
+        made.append((screen, server))
+        return screen
+
+    yield make
+    for screen, server in made:
+        screen.close()
+        screen.extra["server"].stop()
+        server.stop()
+        close_display(screen.display)
+        assert screen.security.pairing is not None
+        screen.security.pairing.close()

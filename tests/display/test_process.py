@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -234,6 +235,9 @@ def test_check_config_prints_the_effective_settings(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "0.0.0.0:9100" in result.stdout
     assert "API token:       set" in result.stdout
+    assert "changes need:    the API token or a paired controller's token" in result.stdout
+    result = run_pdn("--check-config", "--config", str(config), env={"PDN_API_TOKEN": ""})
+    assert "changes need:    a paired controller's token" in result.stdout
     assert "https://a.example" in result.stdout
 
 
@@ -267,3 +271,94 @@ def test_a_finished_request_gives_way_to_the_idle_page_on_screen(
     assert idle["content-item"] is None
     assert idle["started"] >= shown["started"]
     assert requests.get(url + "/x/health", timeout=5).json()["engine"]["idle"] is True
+
+
+def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> None:
+    """Issue 22, from a fresh data directory: the real process on 0.0.0.0."""
+    port = free_port()
+    data = tmp_path / "data"
+    display = DisplayProcess(
+        ["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)],
+        tmp_path / "display.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(url + "/", timeout=2).status_code == 200:
+                    break
+            if display.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
+            time.sleep(0.1)
+        item = {"content-item": "http://127.0.0.1:9/page"}
+        refused = requests.post(url + "/schedule", json=item, timeout=5)
+        assert refused.status_code == 401 and refused.json()["error"] == "not-paired"
+        assert requests.get(url + "/playback/", timeout=5).status_code == 200
+        shown = run_pdn("--pairing-code", "--data-dir", str(data))
+        assert shown.returncode == 0, shown.stderr
+        code = shown.stdout.strip()
+        paired = requests.post(url + "/x/pair", json={"code": code, "name": "ops"}, timeout=5)
+        assert paired.status_code == 201, paired.text
+        token = paired.json()["token"]
+        answer = requests.post(
+            url + "/schedule", json=item, headers={"Authorization": f"Bearer {token}"}, timeout=5
+        )
+        assert answer.json() == {"request-status": "scheduling"}
+        # The idle page was given the new code (the renderer's own test checks the page).
+        wait_for(lambda: run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip() != code)
+        display.process.send_signal(signal.SIGTERM)
+        assert display.process.wait(30) == 0
+        log = display.text()
+        assert "closed: changes need a paired controller's token" in log
+        assert token not in log and code not in log  # no secret in a log line
+    finally:
+        if display.process.poll() is None:
+            display.process.kill()
+            display.process.wait(10)
+
+
+def test_a_display_serving_https_pairs_and_is_pinned(tmp_path: Path) -> None:
+    """Issue 22: [listen] tls on a fresh data directory: a self-signed certificate is made,
+    its fingerprint is in --check-config, health and the pairing answer, and pdn ctl pairs on
+    first use and schedules over HTTPS."""
+    port = free_port()
+    data = tmp_path / "data"
+    config = tmp_path / "display.toml"
+    config.write_text(f'[listen]\nhost = "0.0.0.0"\nport = {port}\ntls = true\n')
+    display = DisplayProcess(
+        ["--config", str(config), "--data-dir", str(data)], tmp_path / "display.log"
+    )
+    url = f"https://127.0.0.1:{port}"
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "ctl"), "PDN_API_TOKEN": ""}
+    try:
+        deadline = time.monotonic() + 60
+        while not (data / "tls-cert.pem").exists() or "Display Segment API" not in display.text():
+            if display.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
+            time.sleep(0.1)
+        checked = run_pdn("--check-config", "--config", str(config), "--data-dir", str(data))
+        pin = checked.stdout.split("fingerprint ")[1].split()[0]
+        assert pin.startswith("sha256:") and len(pin) == 71
+        code = run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip()
+        paired = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "pair", url, code, "--name", "ops"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert paired.returncode == 0, paired.stderr
+        assert pin in (tmp_path / "ctl" / "pdn" / "ctl.toml").read_text()
+        health = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "health", url, "--json"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert json.loads(health.stdout)["tls"] == {"fingerprint": pin}
+        scheduled = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ctl", "schedule", url, "http://127.0.0.1:9/"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert scheduled.returncode == 0, scheduled.stderr
+        assert f"serving HTTPS; certificate fingerprint {pin}" in display.text()
+    finally:
+        if display.process.poll() is None:
+            display.process.kill()
+            display.process.wait(10)

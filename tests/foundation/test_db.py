@@ -14,6 +14,7 @@ from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.store import DisplayStore, SensorReading
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
+from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
 from server.outbox import Outbox
 from server.scheduler.storage import SqliteStorage
 
@@ -242,7 +243,7 @@ def test_an_old_display_file_keeps_its_state_and_events(tmp_path: Path) -> None:
             store.close()
             outbox.stop()
     assert read(path, "PRAGMA user_version") == [(1,)]
-    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
 
 
 def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) 
     Outbox(path, name="test").stop()
     assert read(path, "PRAGMA user_version") == [(1,)]
     # The old outbox read this one row: it must be there, once.
-    assert read(path, "SELECT version FROM outbox_schema") == [(1,)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
 
 
 def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) -> None:
@@ -282,8 +283,9 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
             assert storage.ingest_secret("http://d1:8080")  # migration 3
         finally:
             storage.close()
-    # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14)
-    assert read(path, "PRAGMA user_version") == [(5,)]
+    # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14);
+    # 6: the secret each display signs its pushes with (issue 22)
+    assert read(path, "PRAGMA user_version") == [(6,)]
 
 
 def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:

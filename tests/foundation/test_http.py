@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import requests
 from flask import Flask, Response
@@ -176,6 +177,35 @@ def test_token_guards_changes_only(locked_url: str) -> None:
     assert right.status_code == 201
     # Reads stay open.
     assert requests.get(locked_url + "/nowhere", timeout=5).status_code == 404
+
+
+def test_wrong_tokens_lock_out_one_address_of_every_segment() -> None:
+    """The scheduler's, content server's and sensor's token check (require_token) has the
+    display's brute-force guard: 10 wrong tokens a minute, then 429 for that address only."""
+    server = WsgiServer(make_app("s3cret"), "0.0.0.0", 0).start()
+    body = {"subscriber-uri": "http://a"}
+    clients = [
+        httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            transport=httpx.HTTPTransport(local_address=source),
+            timeout=5,
+        )
+        for source in ("127.0.0.2", "127.0.0.3")
+    ]
+    try:
+        guesser, other = clients
+        for attempt in range(10):
+            wrong = guesser.post("/echo", json=body, headers={"Authorization": f"Bearer {attempt}"})
+            assert wrong.status_code == 401
+        locked = guesser.post("/echo", json=body, headers={"Authorization": "Bearer s3cret"})
+        assert locked.status_code == 429 and locked.json()["error"] == "too-many-attempts"
+        assert 50 <= int(locked.headers["Retry-After"]) <= 60
+        right = other.post("/echo", json=body, headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 201
+    finally:
+        for client in clients:
+            client.close()
+        server.stop()
 
 
 @pytest.mark.parametrize(

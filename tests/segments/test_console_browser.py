@@ -163,7 +163,7 @@ def test_console_in_chromium(
     browser.find_element(By.ID, "token").send_keys("wrong")
     browser.find_element(By.ID, "signin").click()
     # The click only starts the form's POST: wait for the answer's page.
-    wait_for(lambda: "not the scheduler's API token" in browser.page_source)
+    wait_for(lambda: "not the scheduler's operator token" in browser.page_source)
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "signin").click()
     wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))

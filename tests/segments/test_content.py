@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 import requests
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, create_app
+from server.lockout import RateLimit
 from server.wsgi import WsgiServer
 from tests.segments.conftest import HttpPeer
 
@@ -201,3 +203,39 @@ class socket_closed_port:  # noqa: N801 (used as a context manager)
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def test_schedule_requests_are_rate_limited_per_address(peer: HttpPeer) -> None:
+    """POST /<app>/schedule stays open (a visitor's phone), also with the content server's own
+    token set, and is limited per address (issue 22)."""
+    peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
+    forwarder = DisplayForwarder()
+    app = create_app(
+        AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example", token="content-token"
+    )
+    app.extensions["pdn.schedule-rate"] = RateLimit(limit=3, window=60)
+    server = WsgiServer(app, "0.0.0.0", 0, name="content").start()
+    clients = {
+        source: httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            transport=httpx.HTTPTransport(local_address=source),
+            timeout=10,
+        )
+        for source in ("127.0.0.2", "127.0.0.3")
+    }
+    try:
+        phone = clients["127.0.0.2"]
+        for _ in range(3):
+            answer = phone.post("/message/schedule", json=request_body(peer.url))
+            assert answer.json()["request-status"] == "forwarded"
+        limited = phone.post("/message/schedule", json=request_body(peer.url))
+        assert limited.status_code == 429 and limited.json()["error"] == "too-many-requests"
+        assert 0 < int(limited.headers["Retry-After"]) <= 60
+        other = clients["127.0.0.3"].post("/message/schedule", json=request_body(peer.url))
+        assert other.json()["request-status"] == "forwarded"
+        assert len(peer.received("/schedule")) == 4  # the limited one was not forwarded
+    finally:
+        for client in clients.values():
+            client.close()
+        server.stop()
+        forwarder.close()

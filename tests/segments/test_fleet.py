@@ -25,6 +25,7 @@ from server.scheduler.service import SchedulerService
 from server.wsgi import WsgiServer
 from tests.display.conftest import Display, build_display, cds, close_display
 from tests.segments.conftest import wait_until
+from tests.signed import signed_post
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 XML = {"Content-Type": "text/xml"}
@@ -440,11 +441,13 @@ def test_gaps_in_a_sequence_are_shown(
         "duration": 10.0,
         "display": "http://spoofed.example",  # not trusted: the secret names the display
     }
+    secret = scheduler._playback_signing_secret(screen.url)
+    assert secret is not None
     for sequence, second in ((100, 0), (101, 10), (105, 50)):
         body = {**update, "sequence": sequence, "started": f"2030-01-01T00:00:{second:02d}+00:00"}
-        assert requests.post(ingest, json=body, timeout=5).status_code == 200
-    # A redelivery (the same event again) is stored once.
-    assert requests.post(ingest, json=body, timeout=5).status_code == 200
+        assert signed_post(ingest, body, secret).status_code == 200
+    # A redelivery (the same event again, under another id) is stored once.
+    assert signed_post(ingest, body, secret).status_code == 200
     answer = plays(base, display=screen.url, since="2030-01-01T00:00:00Z")
     assert [p["sequence"] for p in answer["plays"]] == [100, 101, 105]
     assert [p["gap-before"] for p in answer["plays"]] == [0, 0, 3]
@@ -462,8 +465,8 @@ def test_gaps_in_a_sequence_are_shown(
     ]
     main(["ctl", "plays", base, "--since", "2030-01-01T00:00:00Z"])
     assert "-- 3 update(s) of" in capsys.readouterr().out
-    assert requests.post(base + "/x/ingest/nope", json=body, timeout=5).status_code == 404
-    bad = requests.post(ingest, json={**body, "sequence": "x"}, timeout=5)
+    assert signed_post(base + "/x/ingest/nope", body, secret).status_code == 404
+    bad = signed_post(ingest, {**body, "sequence": "x"}, secret)
     assert bad.status_code == 400
 
 
@@ -484,9 +487,10 @@ def test_ingest_needs_no_token_but_plays_do_not_leak_it(tmp_path: Path) -> None:
         )
         assert registered.status_code == 201
         ingest = service._playback_subscriber(display)
-        assert ingest is not None
+        secret = service._playback_signing_secret(display)
+        assert ingest is not None and secret is not None
         update = {"sequence": 1, "origin": "idle", "started": "2030-01-01T00:00:00+00:00"}
-        assert requests.post(ingest, json=update, timeout=5).status_code == 200
+        assert signed_post(ingest, update, secret).status_code == 200
         # Writes of the API itself still need the token.
         assert requests.post(f"{service.url}/x/assignments", json={}, timeout=5).status_code == 401
         assert plays(service.url)["plays"][0]["origin"] == "idle"

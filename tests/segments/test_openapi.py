@@ -296,4 +296,5 @@ _PATH_PATTERNS = {
     "^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$",  # a schedule id (server.scheduler.schedules)
     "^[a-z0-9]+(-[a-z0-9]+)*$",  # error codes, in responses
     "^[0-9]+$",  # Last-Event-ID of the display's event stream (server/display/api.py)
+    "^sha256:[0-9a-f]{64}$",  # a TLS fingerprint, in the display's pairing answer
 }

@@ -307,12 +307,21 @@ def test_unknown_paths_and_methods_answer_json(scheduler: SchedulerService) -> N
 def test_token_protects_changes_only(tmp_path: Path, schedules_dir: Path) -> None:
     service = start(tmp_path, schedules_dir, token="s3cret")
     try:
+        # POST /displays stays open (the spec's): without the token the display is pending,
+        # and not in the registry until approved.
         body = {"url": "http://192.0.2.1", "location": LOCATION}
-        refused = requests.post(
+        pending = requests.post(
             f"{service.url}/displays", json=body, timeout=5, headers={"Connection": "close"}
+        )
+        assert pending.status_code == 201
+        assert pending.json()["state"] == "pending"
+        assert requests.get(f"{service.url}/displays", timeout=5).json() == []
+        refused = requests.put(
+            f"{service.url}/x/schedules/other", data=LOBBY, headers={"Content-Type": "text/xml"}
         )
         assert refused.status_code == 401
         assert refused.json()["error"] == "unauthorized"
+        assert refused.headers["WWW-Authenticate"].startswith("Bearer")
         ok = requests.post(
             f"{service.url}/displays",
             json=body,
@@ -320,7 +329,9 @@ def test_token_protects_changes_only(tmp_path: Path, schedules_dir: Path) -> Non
             headers={"Authorization": "Bearer s3cret"},
         )
         assert ok.status_code == 201
-        assert requests.get(f"{service.url}/displays", timeout=5).status_code == 200
+        assert ok.json() == {}
+        listed = requests.get(f"{service.url}/displays", timeout=5)
+        assert [d["url"] for d in listed.json()] == ["http://192.0.2.1"]
     finally:
         service.stop()
 

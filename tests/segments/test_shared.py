@@ -43,26 +43,37 @@ def sensor_app(tmp_path: Path) -> Iterator[Flask]:
     service.stop()
 
 
+#: A state-changing path the token guards, and the refusal. (POST /displays and the content
+#: segment's POST /schedule are open by design, issue 22.)
 APPS: dict[str, tuple[Callable[[Path], Iterator[Flask]], str, str]] = {
-    "scheduler": (scheduler_app, "/displays", "scheduler"),
-    "content": (content_app, "/schedule", "content server"),
-    "sensor": (sensor_app, "/subscribe", "sensor"),
+    "scheduler": (
+        scheduler_app,
+        "/x/assignments",
+        "This scheduler needs its operator token as 'Authorization: Bearer <token>' for changes.",
+    ),
+    "content": (
+        content_app,
+        "/x/apps",
+        "This content server needs 'Authorization: Bearer <token>' for changes.",
+    ),
+    "sensor": (
+        sensor_app,
+        "/subscribe",
+        "This sensor needs 'Authorization: Bearer <token>' for changes.",
+    ),
 }
 
 
 @pytest.mark.parametrize("segment", SEGMENTS)
 def test_token_refusal_names_the_segment(segment: str, tmp_path: Path) -> None:
-    make, path, named = APPS[segment]
+    make, path, message = APPS[segment]
     apps = make(tmp_path)
     app = next(apps)
     try:
         refused = app.test_client().post(path, json={})
         assert refused.status_code == 401
         assert refused.headers["Content-Type"] == "application/json"
-        assert refused.json == {
-            "error": "unauthorized",
-            "message": f"This {named} needs 'Authorization: Bearer <token>' for changes.",
-        }
+        assert refused.json == {"error": "unauthorized", "message": message}
     finally:
         next(apps, None)
 

@@ -1,4 +1,5 @@
-"""Files that survive a power cut: written whole under a temporary name, then renamed."""
+"""Files that survive a power cut: written whole under a temporary name (mode 0600, as
+mkstemp makes it: some hold secrets), then renamed."""
 
 from __future__ import annotations
 

@@ -1,0 +1,242 @@
+"""``pdn ctl pair``: pair with a display, keep its token, and use it from then on.
+
+    pdn ctl pair DISPLAY_URL CODE [--name NAME]     pair with the code shown on the screen
+    pdn ctl pairings DISPLAY_URL                    the controllers paired with a display
+    pdn ctl unpair DISPLAY_URL NAME                 revoke one (its token stops working)
+
+What pairing gives is kept in the user's config, ``$XDG_CONFIG_HOME/pdn/ctl.toml`` (default
+``~/.config/pdn/ctl.toml``), mode 0600, one table per display origin::
+
+    [displays."http://192.0.2.10:8080"]
+    name = "ana@laptop"
+    token = "pdn_..."
+    paired = "2026-11-26T01:00:00+00:00"
+
+Every ``pdn ctl`` request to that display then carries its token (``PDN_API_TOKEN``, when set,
+still wins). The file is rewritten whole and renamed into place, so it is never half written.
+
+HTTPS: a display's certificate is usually self-signed, so it is pinned instead of checked
+against certificate authorities. ``pdn ctl pair https://...`` takes the certificate the display
+presents (trust on first use, or the one ``--pin sha256:...`` names), checks that the pairing
+answer names the same fingerprint, and keeps it as ``tls-fingerprint``; every later request to
+that display is refused, with a clear error, if its certificate is another one (pair again
+after replacing it on purpose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import re
+import socket
+import ssl
+import sys
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import requests
+
+from server.atomicfile import write_atomically
+from server.ctl import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    CtlError,
+    _base,
+    _call,
+    _check,
+)
+from server.pairing import NAME_PATTERN
+from server.pins import PinningAdapter
+from server.pins import presented_fingerprint as fetch_fingerprint
+
+__all__ = ["add_pair_commands", "config_path", "origin", "token_for"]
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "pdn" / "ctl.toml"
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of a display URL (the key of its table), lower case."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def load() -> dict[str, dict[str, Any]]:
+    """The paired displays by origin ({} when nothing is paired yet); ValueError if unreadable."""
+    path = config_path()
+    try:
+        with path.open("rb") as handle:
+            table = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    displays = table.get("displays", {})
+    return {str(k): dict(v) for k, v in displays.items() if isinstance(v, dict)}
+
+
+def save(displays: dict[str, dict[str, Any]]) -> Path:
+    """Write the paired displays (mode 0600: the file holds tokens)."""
+    lines = ["# pdn ctl: displays this user paired with (pdn ctl pair). Keep it private.", ""]
+    for key in sorted(displays):
+        lines.append(f"[displays.{json.dumps(key)}]")
+        # A JSON string with ASCII escapes is a TOML basic string.
+        lines += [f"{name} = {json.dumps(str(value))}" for name, value in displays[key].items()]
+        lines.append("")
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomically(path, "\n".join(lines).encode())
+    return path
+
+
+def token_for(url: str) -> str | None:
+    """The token paired with the display at ``url``, or None (an unreadable file: None)."""
+    try:
+        entry = load().get(origin(url))
+    except ValueError:
+        return None
+    token = entry.get("token") if entry else None
+    return token if isinstance(token, str) else None
+
+
+def pinned_fingerprint(url: str) -> str | None:
+    """The ``sha256:...`` pinned for the display at ``url``, or None."""
+    try:
+        entry = load().get(origin(url))
+    except ValueError:
+        return None
+    found = entry.get("tls-fingerprint") if entry else None
+    return found if isinstance(found, str) else None
+
+
+def session_for(url: str, pin: str | None = None) -> requests.Session:
+    """A session for requests to ``url``: pinned to ``pin`` or to what pairing kept."""
+    session = requests.Session()
+    pin = pin or pinned_fingerprint(url)
+    if pin and urlsplit(url).scheme == "https":
+        session.mount("https://", PinningAdapter(lambda _url: pin))  # this display's session
+    return session
+
+
+def presented_fingerprint(url: str) -> str:
+    """``sha256:...`` of the certificate the server at ``url`` presents now (not verified:
+    trust on first use); CtlError when it cannot be had."""
+    try:
+        return fetch_fingerprint(url)
+    except (OSError, ssl.SSLError) as error:
+        raise CtlError(3, f"cannot reach {url} over TLS: {error}") from None
+
+
+def default_name() -> str:
+    """``user@host``, cut to what a display takes as a controller's name."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "pdn"
+    name = re.sub(r"[^A-Za-z0-9 ._@-]", "-", f"{user}@{socket.gethostname()}")
+    return name.lstrip(" ._@-")[:100] or "pdn-ctl"
+
+
+def add_pair_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pair = commands.add_parser(
+        "pair",
+        help="pair with a display using the code on its screen; keep its token for later",
+        description=(
+            "POST /x/pair with the code the display shows (also in its data directory's "
+            "pairing-code file); the token it gives is kept in ~/.config/pdn/ctl.toml (0600) "
+            "and sent with every later pdn ctl request to that display."
+        ),
+    )
+    pair.add_argument("display", metavar="DISPLAY_URL")
+    pair.add_argument("code", metavar="CODE", help="the pairing code, e.g. ABCD-EFGH")
+    pair.add_argument("--name", help="this controller's name on the display (user@host)")
+    pair.add_argument(
+        "--pin",
+        metavar="sha256:HEX",
+        help="the display's certificate fingerprint (on its idle page and in its --check-config);"
+        " without it, the certificate it presents now is trusted and pinned",
+    )
+    pair.set_defaults(ctl_func=cmd_pair)
+
+    pairings = commands.add_parser("pairings", help="the controllers paired with a display")
+    pairings.add_argument("display", metavar="DISPLAY_URL")
+    pairings.add_argument("--json", action="store_true", help="print the list as JSON")
+    pairings.set_defaults(ctl_func=cmd_pairings)
+
+    unpair = commands.add_parser("unpair", help="revoke a controller's pairing with a display")
+    unpair.add_argument("display", metavar="DISPLAY_URL")
+    unpair.add_argument("name", metavar="NAME", help="the controller's name (pdn ctl pairings)")
+    unpair.set_defaults(ctl_func=cmd_unpair)
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    name = args.name or default_name()
+    if not NAME_PATTERN.match(name):
+        raise CtlError(EXIT_USAGE, f"--name {name!r}: use letters, digits, spaces or '._@-'")
+    try:
+        displays = load()
+    except ValueError as error:
+        raise CtlError(EXIT_USAGE, str(error)) from None
+    pin: str | None = None
+    if urlsplit(display).scheme == "https":
+        pin = presented_fingerprint(display)
+        if args.pin and args.pin.lower() != pin:
+            raise CtlError(
+                EXIT_REFUSED,
+                f"{display} presents the certificate {pin}, not {args.pin}: refusing to pair"
+                " (someone may be in between)",
+            )
+    body = json.dumps({"code": args.code, "name": name}).encode()
+    answer = _check(
+        _call("POST", f"{display}/x/pair", body=body, content_type="application/json", pin=pin)
+    )
+    token = answer.get("token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise CtlError(EXIT_UNEXPECTED, f"{display} answered the pairing without a token")
+    if pin is not None and answer.get("tls-fingerprint") != pin:
+        raise CtlError(
+            EXIT_UNEXPECTED,
+            f"{display} says its certificate is {answer.get('tls-fingerprint')}, but it presented"
+            f" {pin}: not kept (someone may be in between)",
+        )
+    entry = {"name": name, "token": token, "paired": datetime.now(UTC).isoformat()}
+    if pin is not None:
+        entry["tls-fingerprint"] = pin
+    displays[origin(display)] = entry
+    path = save(displays)
+    print(f"paired with {display} as {name!r}; its token is kept in {path}")
+    return EXIT_OK
+
+
+def cmd_pairings(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    answer = _check(_call("GET", f"{display}/x/pairings"))
+    if not isinstance(answer, list):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {answer!r}")
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    elif not answer:
+        print("no controller is paired", file=sys.stderr)
+    for entry in answer if not args.json else []:
+        print(f"{entry.get('name')}  (paired {entry.get('paired')})")
+    return EXIT_OK
+
+
+def cmd_unpair(args: argparse.Namespace) -> int:
+    display = _base(args.display, "DISPLAY_URL")
+    _check(_call("DELETE", f"{display}/x/pairings/{quote(args.name, safe='')}"))
+    print(f"{args.name!r} is no longer paired with {display}")
+    return EXIT_OK

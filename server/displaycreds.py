@@ -1,0 +1,89 @@
+"""A segment's credentials for the displays it pushes to: a token of each, and its certificate.
+
+A sensor (its readings) and a content server (the requests it forwards) talk to displays that
+take changes only from paired controllers (issue 22). Each gets a display's token
+
+- **by pairing**: ``pdn ctl pair DISPLAY_URL CODE``, run as the user the segment runs as,
+  keeps the token, and the fingerprint of the display's certificate when it serves HTTPS, in
+  that user's ``~/.config/pdn/ctl.toml`` (``server.ctlpair``);
+- **by configuration**: the same file written by hand, named by ``PDN_DISPLAYS_FILE`` (one
+  table per display origin, keys ``token`` and ``tls-fingerprint``), or ``PDN_DISPLAY_TOKEN``
+  for every display without a token of its own (then sent to any display the segment pushes
+  to: prefer per-display tokens where strangers choose the display, as on a content server).
+
+A display's token goes only to that display's origin (``scheme://host:port``); HTTPS to a
+display with a fingerprint is pinned to it (``server.pins``) and refused if the certificate
+changed. The file is read again when it changes (its modification time), so pairing while the
+segment runs needs no restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from server.pins import origin_of
+
+__all__ = ["DisplayCredentials", "credentials_path"]
+
+log = logging.getLogger("pdn.displaycreds")
+
+
+def credentials_path() -> Path:
+    """``PDN_DISPLAYS_FILE``, else the pairing store of ``pdn ctl pair``."""
+    given = os.environ.get("PDN_DISPLAYS_FILE", "").strip()
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "pdn" / "ctl.toml"
+
+
+class DisplayCredentials:
+    """Tokens and pinned fingerprints of displays, by origin, from a TOML file; thread-safe."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or credentials_path()
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._entries: dict[str, dict[str, Any]] = {}
+
+    def _entry(self, url: str) -> dict[str, Any]:
+        try:
+            stat = self.path.stat()
+            stamp: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            stamp = None
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp
+                self._entries = self._read() if stamp is not None else {}
+            return self._entries.get(origin_of(url), {})
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            with self.path.open("rb") as handle:
+                table = tomllib.load(handle)
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            log.warning("cannot read the display credentials in %s: %s", self.path, error)
+            return {}
+        displays = table.get("displays", {})
+        if not isinstance(displays, dict):
+            return {}
+        return {origin_of(str(k)): dict(v) for k, v in displays.items() if isinstance(v, dict)}
+
+    def token(self, url: str) -> str | None:
+        """The token of the display at ``url`` (its origin), or None."""
+        found = self._entry(url).get("token")
+        return found if isinstance(found, str) and found else None
+
+    def pin(self, url: str) -> str | None:
+        """The pinned ``sha256:...`` of the display at ``url`` when it is HTTPS, or None."""
+        if urlsplit(url).scheme.lower() != "https":
+            return None
+        found = self._entry(url).get("tls-fingerprint")
+        return found if isinstance(found, str) and found else None
