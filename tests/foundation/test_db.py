@@ -275,8 +275,8 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
     for _ in range(2):
         storage = SqliteStorage(path)
         try:
-            assert [(d.url, d.location) for d in storage.displays()] == [
-                ("http://d1:8080/", {"room": "lobby"})
+            assert [(d.url, d.location, d.pending) for d in storage.displays()] == [
+                ("http://d1:8080/", {"room": "lobby"}, False)  # registered before: approved
             ]
             schedule = storage.schedule("lobby")
             assert schedule is not None and schedule.xml == b"<content-set/>"
@@ -284,8 +284,8 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
         finally:
             storage.close()
     # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14);
-    # 6: the secret each display signs its pushes with (issue 22)
-    assert read(path, "PRAGMA user_version") == [(6,)]
+    # 6: the secret each display signs its pushes with, 7: pending or approved (issue 22)
+    assert read(path, "PRAGMA user_version") == [(7,)]
 
 
 def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:
