@@ -62,22 +62,34 @@ def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
+#: Held by the one thread at a time that is in PySide6 (the health read workers and the
+#: thumbnail threads all scale screenshots). PySide6 creates its types and enums lazily, at
+#: first use, inside C++ static initialisers that call back into Python: two threads there at
+#: once deadlock the whole process, one holding the initialiser's guard and waiting for the
+#: GIL, the other holding the GIL and waiting for the guard (seen as a scheduler whose probes
+#: all stopped and that ignored SIGTERM, py-spy: ``__cxa_guard_acquire`` in libpyside6 against
+#: ``Shiboken::Enum::createPythonEnum`` waiting for the GIL), or crash it. Serialising costs
+#: nothing measurable: PySide6 keeps the GIL through these calls anyway.
+_QT_LOCK = threading.Lock()
+
+
 def downscale_png(png: bytes, width: int = THUMBNAIL_WIDTH) -> bytes:
     """The PNG scaled to ``width`` pixels wide (aspect kept), or unchanged when it is no wider,
-    not readable, or Qt is not installed here."""
-    try:
-        from PySide6.QtCore import QBuffer, QIODevice, Qt
-        from PySide6.QtGui import QImage
-    except ImportError:  # a scheduler host without the display extra
-        return png
-    image = QImage.fromData(png)
-    if image.isNull() or image.width() <= width:
-        return png
-    small = image.scaledToWidth(width, Qt.TransformationMode.SmoothTransformation)
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    small.save(buffer, "PNG")  # type: ignore[call-overload]  # a str at run time
-    return bytes(buffer.data().data())
+    not readable, or Qt is not installed here. Safe from any thread (:data:`_QT_LOCK`)."""
+    with _QT_LOCK:
+        try:
+            from PySide6.QtCore import QBuffer, QIODevice, Qt
+            from PySide6.QtGui import QImage
+        except ImportError:  # a scheduler host without the display extra
+            return png
+        image = QImage.fromData(png)
+        if image.isNull() or image.width() <= width:
+            return png
+        small = image.scaledToWidth(width, Qt.TransformationMode.SmoothTransformation)
+        buffer = QBuffer()
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        small.save(buffer, "PNG")  # type: ignore[call-overload]  # a str at run time
+        return bytes(buffer.data().data())
 
 
 def health_problem(health: dict[str, Any]) -> str | None:

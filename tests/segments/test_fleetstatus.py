@@ -8,8 +8,11 @@ the colour of what is on it.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,8 @@ from tests.segments import test_fleet
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import Screen, assign, put_schedule
 from tests.segments.test_openapi import Document
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The real scheduler and displays on loopback of the fleet tests.
 scheduler = test_fleet.scheduler
@@ -95,6 +100,41 @@ def test_downscale_keeps_the_aspect() -> None:
     tiny = png(100, 50, (1, 2, 3))
     assert downscale_png(tiny) == tiny
     assert downscale_png(b"not a png") == b"not a png"
+
+
+#: Six threads scale a screenshot at once, first thing in a fresh interpreter (as the health
+#: read workers of a scheduler that just started do).
+FIRST_USE_AT_ONCE = """
+import sys, threading
+from server.scheduler.fleetstatus import downscale_png
+from tests.segments.test_fleetstatus import png
+shot = png(640, 360, (1, 2, 3))
+start = threading.Barrier(6)
+def scale():
+    start.wait()
+    downscale_png(shot)
+threads = [threading.Thread(target=scale, daemon=True) for _ in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(20)
+sys.exit(3 if any(thread.is_alive() for thread in threads) else 0)
+"""
+
+
+def test_downscale_from_many_threads_at_first_use() -> None:
+    """PySide6's first use from several threads at once deadlocked the process (the GIL
+    against a C++ static initialiser) or crashed it, about 1 in 9 processes: eight at once."""
+    pytest.importorskip("PySide6.QtGui")
+    runs = [subprocess.Popen([sys.executable, "-c", FIRST_USE_AT_ONCE], cwd=ROOT) for _ in range(8)]
+    codes = []
+    for run in runs:
+        try:
+            codes.append(run.wait(60))
+        except subprocess.TimeoutExpired:  # stuck holding the GIL: its join(20) never returns
+            run.kill()
+            codes.append(run.wait(10))
+    assert codes == [0] * len(runs)
 
 
 def test_fleet_status_follows_each_screen(

@@ -163,10 +163,19 @@ class SchedulerProcess:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
+    def stop(self) -> bool:
+        """SIGTERM, then SIGKILL if it is still there 20 s later (so a process that does not
+        stop fails its own test only, not the next one with a ResourceWarning); False then."""
+        if self.process.poll() is not None:
+            return True
+        self.process.terminate()
+        try:
             self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            return False
+        return True
 
 
 def test_a_killed_process_leaves_its_displays_to_the_other(
@@ -196,5 +205,5 @@ def test_a_killed_process_leaves_its_displays_to_the_other(
         fleet = requests.get(f"{survivor.url}/x/fleet", timeout=5).json()
         assert [e["online"] for e in fleet] == [True] * len(displays)
     finally:
-        for process in started:
-            process.stop()
+        stubborn = [process.url for process in started if not process.stop()]
+    assert not stubborn, f"did not stop within 20 s of SIGTERM (killed): {stubborn}"
