@@ -395,3 +395,17 @@ def test_a_runnable_block_runs_against_a_real_display(stage: Stage, block: Block
     for name in set(re.findall(r"[\w.-]+\.png\b", script)):
         picture = stage.workdir / name
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{block.where}: {name}"
+
+
+def test_the_installed_readme_has_its_pages_beside_it(tmp_path: Path) -> None:
+    """install.sh puts the README in /opt/pdn/share (the units' Documentation=): its links work."""
+    from tests.appliance.test_install import install_into
+
+    result = install_into(tmp_path, "--platform", "eglfs", "--no-start")
+    assert result.returncode == 0, result.stderr
+    share = tmp_path / "opt/pdn/share"
+    installed = share / "README.md"
+    assert installed.read_bytes() == (ROOT / "README.md").read_bytes()
+    for link in links(installed):
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", link):
+            assert (share / link.partition("#")[0]).exists(), link
