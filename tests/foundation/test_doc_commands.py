@@ -9,10 +9,13 @@ joined, here-document bodies skipped.
   flags must exist, the positional arguments must fit), every ``curl`` command's options must be
   options of the installed curl. Nothing is sent anywhere.
 - A block right after the line ``<!-- runnable -->`` is run, as written, by bash with ``set -e``
-  against a real ``pdn display`` started here on loopback (with the session's Xvfb), with
-  ``pdn`` on ``PATH`` and a ``.curlrc`` that makes an HTTP error a failure. The documents'
-  placeholder addresses are replaced by the test's (``DOC_ADDRESSES``), the placeholder pairing
-  code by the one the display shows now. Every ``*.png`` the block names must then be a PNG.
+  against real ``pdn display`` processes started here on loopback (with the session's Xvfb):
+  one on plain HTTP, as ``dev.sh display`` serves it, one on HTTPS with its self-signed
+  certificate, as an installed display serves it. ``pdn`` is on ``PATH``, a ``.curlrc`` makes an
+  HTTP error a failure, and each block has a pairing store of its own. The documents' example
+  addresses are replaced by the test's (``DISPLAY_ADDRESSES`` plain, ``TLS_DISPLAY_ADDRESS``
+  HTTPS, ``CONTENT_ADDRESS`` a page on loopback), the example pairing code by the one the
+  display shows now. Every ``*.png`` the block names must then be a PNG.
 - A block right after ``<!-- file: NAME -->`` is written to ``NAME`` in the directory the
   runnable blocks run in (the CDS the ``pdn cds`` examples read).
 """
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +42,7 @@ from typing import Any
 
 import pytest
 import requests
+import urllib3
 
 from server.cli import build_parser
 from tests.display.test_webhooks import free_port
@@ -49,7 +54,8 @@ RUNNABLE = "<!-- runnable -->"
 FILE_MARKER = re.compile(r"<!-- file: (\S+) -->")
 PDN_COMMAND = re.compile(r"^(?:sudo -u \S+ )?(?:\S*/)?pdn ")
 # The documents' example addresses, and the test's stand-ins (filled in by the fixtures).
-DISPLAY_ADDRESSES = ("http://127.0.0.1:8080", "https://192.0.2.10:8080", "http://192.0.2.10:8080")
+DISPLAY_ADDRESSES = ("http://127.0.0.1:8080", "http://192.0.2.10:8080")
+TLS_DISPLAY_ADDRESS = "https://192.0.2.10:8080"
 CONTENT_ADDRESS = "https://example.org/"
 PLACEHOLDER_CODE = "K7QM-2XPA"
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "2>&1", "&"}
@@ -285,52 +291,57 @@ class Content:
 
 @dataclass
 class Stage:
-    display: str
+    display: str  # plain HTTP, as `bash packaging/dev.sh display` serves it
+    tls_display: str  # HTTPS with a self-signed certificate, as an installed display serves it
     content: str
-    data_dir: Path
     workdir: Path
     env: dict[str, str]
+
+    def code(self, url: str) -> str:
+        """The pairing code the display at ``url`` shows now."""
+        data_dir = self.workdir.parent / ("tls" if url == self.tls_display else "plain")
+        return (data_dir / "pairing-code").read_text(encoding="ascii").splitlines()[0].strip()
+
+
+def start_display(base: Path, name: str, env: dict[str, str], tls: bool) -> tuple[Any, str, Path]:
+    port = free_port()
+    config = base / f"{name}.toml"
+    config.write_text(f'name = "Docs {name}"\n[listen]\ntls = {str(tls).lower()}\n')
+    log = base / f"{name}.log"
+    command = [sys.executable, "-m", "server.cli", "display", "--port", str(port)]
+    command += ["--data-dir", str(base / name), "--config", str(config)]
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return process, f"{'https' if tls else 'http'}://127.0.0.1:{port}", log
+
+
+def wait_until_up(process: Any, url: str, log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
+            # verify=False: the self-signed certificate is what pdn ctl pair pins, later.
+            if requests.get(url + "/", timeout=2, verify=False).status_code == 200:
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"pdn display did not come up:\n{log.read_text(errors='replace')}")
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     require_curl()
     base = tmp_path_factory.mktemp("doc-commands")
-    data_dir = base / "display"
-    port = free_port()
-    log = base / "display.log"
     env = {**os.environ, "QTWEBENGINE_DISABLE_SANDBOX": "1"}
     for name in ("PDN_API_TOKEN", "PDN_CONFIG", "PDN_DISPLAY_TOKEN"):
         env.pop(name, None)
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server.cli",
-                "display",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-                "--name",
-                "Docs",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+    started = [start_display(base, "plain", env, tls=False)]
+    started.append(start_display(base, "tls", env, tls=True))
     content = Content()
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(url + "/", timeout=2).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"pdn display did not come up:\n{log.read_text(errors='replace')}")
-            time.sleep(0.2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            for process, url, log in started:
+                wait_until_up(process, url, log)
         # `pdn` as the documents write it, the project's own; curl that fails on an HTTP error.
         bin_dir = base / "bin"
         bin_dir.mkdir()
@@ -352,15 +363,17 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
             "CURL_HOME": str(home),
             "PYTHONPATH": str(ROOT),
         }
-        yield Stage(url, content.url, data_dir, workdir, run_env)
+        yield Stage(started[0][1], started[1][1], content.url, workdir, run_env)
     finally:
         content.close()
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        for process, _, _ in started:
+            process.terminate()
+        for process, _, _ in started:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
 
 
 RUNNABLE_BLOCKS = [block for block in all_blocks() if block.marker == "runnable"]
@@ -373,10 +386,11 @@ def test_a_runnable_block_runs_against_a_real_display(stage: Stage, block: Block
     script = block.text
     for address in DISPLAY_ADDRESSES:
         script = script.replace(address, stage.display)
+    # An installed display serves HTTPS: the documents' https:// display is the TLS one.
+    target = stage.tls_display if TLS_DISPLAY_ADDRESS in script else stage.display
+    script = script.replace(TLS_DISPLAY_ADDRESS, stage.tls_display)
     script = script.replace(CONTENT_ADDRESS, stage.content)
-    if PLACEHOLDER_CODE in script:
-        code = (stage.data_dir / "pairing-code").read_text(encoding="ascii").splitlines()[0]
-        script = script.replace(PLACEHOLDER_CODE, code.strip())
+    script = script.replace(PLACEHOLDER_CODE, stage.code(target))
     # Each block is a controller of its own: its pairings are its own.
     config = stage.workdir.parent / "config" / block.where.replace("/", "_")
     done = subprocess.run(
