@@ -406,6 +406,8 @@ def test_a_runnable_block_runs_against_a_real_display(stage: Stage, block: Block
         f"{block.where} failed ({done.returncode}):\n{script}\n"
         f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     )
+    if target == stage.tls_display and "pdn ctl pair" in script:  # "pins its certificate"
+        assert "tls-fingerprint" in (config / "pdn" / "ctl.toml").read_text(), block.where
     for name in set(re.findall(r"[\w.-]+\.png\b", script)):
         picture = stage.workdir / name
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{block.where}: {name}"
