@@ -12,7 +12,7 @@
 #   venv      the project in /opt/pdn/venv, at the versions of constraints.txt (the lock file);
 #             for a display with its 'display' extra and a PySide6 this machine can run; the
 #             scheduler, content and sensor roles need no Qt and get none
-#   files     the start wrapper, the README and the systemd units
+#   files     the start wrapper, the README and docs/ and the systemd units
 #   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet; for a
 #             scheduler, its operator and enrolment tokens in /etc/pdn/scheduler.env when it
 #             has none (printed once)
@@ -391,6 +391,12 @@ install_files() {
     install -d -m 0755 "$ROOT$PREFIX/libexec" "$ROOT$PREFIX/share" "$ROOT$UNIT_DIR"
     install -m 0755 "$script_dir/pdn-display-start" "$ROOT$PREFIX/libexec/pdn-display-start"
     install -m 0644 "$source_dir/README.md" "$ROOT$PREFIX/share/README.md" 2>/dev/null || true
+    if [ -d "$source_dir/docs" ]; then # what the README links to, beside it
+        install -m 0644 "$source_dir/SECURITY.md" "$ROOT$PREFIX/share/SECURITY.md"
+        install -d -m 0755 "$ROOT$PREFIX/share/docs/images"
+        install -m 0644 "$source_dir"/docs/*.md "$ROOT$PREFIX/share/docs/"
+        install -m 0644 "$source_dir"/docs/images/*.png "$ROOT$PREFIX/share/docs/images/"
+    fi
     install -m 0644 "$script_dir/pdn.toml.example" "$ROOT$PREFIX/share/pdn.toml.example"
     for unit in "$source_dir"/systemd/*.service "$source_dir"/systemd/*.timer; do
         [ -e "$unit" ] || continue

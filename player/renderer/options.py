@@ -35,8 +35,8 @@ JS_FLAGS = "--js-flags=--expose-gc"
 # before its pixels exist.
 DISABLED_FEATURES = ("PaintHolding",)
 # The low-memory profile (1 GB boards, player.memory): only flags measured to cut the display
-# tree's memory without breaking playback. None is, on this project's measurements (docs/screen.md
-# "Memory": --enable-low-end-device-mode, --num-raster-threads=1, --process-per-site and
+# tree's memory without breaking playback. None is, on this project's measurements (docs/memory.md):
+# --enable-low-end-device-mode, --num-raster-threads=1, --process-per-site and
 # --disable-site-isolation-trials left the tree's anonymous memory unchanged, and
 # --renderer-process-limit=1 made it worse), so the profile adds none; a flag to try on a board
 # goes in QTWEBENGINE_CHROMIUM_FLAGS, which is kept.
@@ -113,7 +113,7 @@ class RendererOptions:
     # Web views on the stage. Two: the next item loads, and plays from its first frame, under
     # the one on screen. One (the low-memory profile): the next item loads in place of the one
     # on screen, behind a still of its last frame, so one render process exists at a time; the
-    # outgoing item stands still while the next loads (docs/screen.md, "Memory": ~0.5 s for a
+    # outgoing item stands still while the next loads (docs/memory.md: ~0.5 s for a
     # signage page on the development machine).
     views: int = 2
 

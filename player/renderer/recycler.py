@@ -39,7 +39,7 @@ class Recycler:
         # A slot that loaded nothing yet has nothing to give back.
         if self._pressure is None or slot.loads == 0 or not self._pressure.recycle_due():
             return
-        # Measured after 30 items (docs/screen.md, "Memory"): visited links and Python's
+        # Measured after 30 items (docs/memory.md): visited links and Python's
         # gc gave nothing back; glibc's free heap did. The profile's HTTP cache is left alone:
         # the load started right after clearHttpCache() never finished (PySide6 6.11.3).
         release_free_heap()
