@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 
@@ -59,3 +60,25 @@ def xvfb(width: int, height: int, detached: bool = False) -> Iterator[str]:
         else:
             server.terminate()
             server.wait(10)
+
+
+class SourceClients:
+    """httpx clients of one server, one per loopback source address: to the server, each
+    address is another client (a lock-out of one leaves the others alone)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._clients: dict[str, httpx.Client] = {}
+
+    def client(self, source: str = "127.0.0.2") -> httpx.Client:
+        if source not in self._clients:
+            self._clients[source] = httpx.Client(
+                base_url=self.url,
+                transport=httpx.HTTPTransport(local_address=source),
+                timeout=10,
+            )
+        return self._clients[source]
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()

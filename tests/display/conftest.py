@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import requests
 from flask import Flask
@@ -33,6 +32,7 @@ from server.outbox import Outbox
 from server.pairing import Pairing
 from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer
+from tests.tools import SourceClients
 
 
 class InstantRenderer:
@@ -220,26 +220,16 @@ def cds(name: str, *urls: str, extra: str = "", priority: str | None = None) -> 
     return f'<content-set name="{name}" type="inline">{constraints}{items}</content-set>'.encode()
 
 
-class Screen:
+class Screen(SourceClients):
     """One display under test, closed or open, and clients from chosen source addresses."""
 
     def __init__(
         self, display: Display, security: DisplaySecurity, port: int, scheme: str = "http"
     ) -> None:
+        super().__init__(f"{scheme}://127.0.0.1:{port}")
         self.display = display
         self.security = security
-        self.url = f"{scheme}://127.0.0.1:{port}"
-        self._clients: dict[str, httpx.Client] = {}
         self.extra: dict[str, Any] = {}
-
-    def client(self, source: str = "127.0.0.2") -> httpx.Client:
-        if source not in self._clients:
-            self._clients[source] = httpx.Client(
-                base_url=self.url,
-                transport=httpx.HTTPTransport(local_address=source),
-                timeout=10,
-            )
-        return self._clients[source]
 
     def code(self) -> str:
         assert self.security.pairing is not None
@@ -250,10 +240,6 @@ class Screen:
         assert answer.status_code == 201, answer.text
         token: str = answer.json()["token"]
         return token
-
-    def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import pytest
 
 from server.scheduler.service import SchedulerService
 from tests.segments.conftest import HttpPeer, wait_until
+from tests.tools import SourceClients
 
 PDN = str(Path(sys.executable).parent / "pdn")
 OPERATOR = "operator-token-0123456789abcdef"
@@ -35,30 +36,19 @@ LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 
 
-class Scheduler:
+class Scheduler(SourceClients):
     """A scheduler on 0.0.0.0 and clients of it from chosen loopback source addresses."""
 
     def __init__(self, service: SchedulerService) -> None:
+        super().__init__(f"http://127.0.0.1:{service.server.port}")
         self.service = service
-        self.url = f"http://127.0.0.1:{service.server.port}"
-        self._clients: dict[str, httpx.Client] = {}
-
-    def client(self, source: str = "127.0.0.2") -> httpx.Client:
-        if source not in self._clients:
-            self._clients[source] = httpx.Client(
-                base_url=self.url,
-                transport=httpx.HTTPTransport(local_address=source),
-                timeout=10,
-            )
-        return self._clients[source]
 
     def operator(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {OPERATOR}", **kwargs.pop("headers", {})}
         return self.client("127.0.0.4").request(method, path, headers=headers, **kwargs)
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
+        super().close()
         self.service.stop()
 
 
