@@ -12,7 +12,6 @@ import itertools
 import logging
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from player.renderer.videolayer import PlayerState
 from tests.renderer.conftest import LoopbackServer, Reports
 from tests.renderer.pixels import near, process_for, rgb, uniform_colour, wait_until
 from tests.renderer.videoscreen import blend_of
+from tests.videofiles import solid_video
 
 pytestmark = pytest.mark.qt
 
@@ -52,19 +52,9 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert ffmpeg, "ffmpeg is missing: bash packaging/dev.sh setup installs it"
     folder = tmp_path_factory.mktemp("videos")
     made = {}
-    for name, ((r, g, b), container, (video, audio), _) in VIDEOS.items():
+    for name, (colour, container, codecs, _) in VIDEOS.items():
         path = folder / f"{name}.{container}"
-        subprocess.run(
-            [ffmpeg, "-v", "error", "-y",
-             "-f", "lavfi", "-i", f"color=c=0x{r:02x}{g:02x}{b:02x}:size={SIZE[0]}x{SIZE[1]}"
-             f":rate={FPS}:duration={SECONDS:g}",
-             "-f", "lavfi", "-i", f"sine=frequency=440:duration={SECONDS:g}",
-             "-c:v", video, "-pix_fmt", "yuv420p", "-c:a", audio, "-shortest",
-             *(["-x265-params", "log-level=error"] if video == "libx265" else []),
-             str(path)],
-            check=True,
-            timeout=120,
-        )  # fmt: skip
+        solid_video(ffmpeg, path, colour, SIZE, SECONDS, codecs, FPS)
         made[name] = path
     broken = folder / "broken.mp4"
     broken.write_bytes(made["h264"].read_bytes()[:2000])  # the header, then nothing

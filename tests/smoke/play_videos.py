@@ -30,6 +30,8 @@ from typing import Any
 
 import requests
 
+from tests.videofiles import solid_video
+
 RGB = tuple[int, int, int]
 # name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
 VIDEOS: dict[str, tuple[RGB, str, tuple[str, str], str, str]] = {
@@ -50,18 +52,9 @@ def make_videos(folder: Path, seconds: float) -> dict[str, Path]:
     if ffmpeg is None:
         raise SmokeError("ffmpeg is missing (apt-get install ffmpeg; packaging/dev.sh installs it)")
     made = {}
-    for name, ((r, g, b), file_name, (video, audio), _, _) in VIDEOS.items():
+    for name, (colour, file_name, codecs, _, _) in VIDEOS.items():
         path = folder / file_name
-        subprocess.run(
-            [ffmpeg, "-v", "error", "-y",
-             "-f", "lavfi", "-i", f"color=c=0x{r:02x}{g:02x}{b:02x}:size=1280x720:rate=30"
-             f":duration={seconds:g}",
-             "-f", "lavfi", "-i", f"sine=frequency=440:duration={seconds:g}",
-             "-c:v", video, "-pix_fmt", "yuv420p", "-c:a", audio, "-shortest",
-             *(["-x265-params", "log-level=error"] if video == "libx265" else []),
-             str(path)],
-            check=True, timeout=300,
-        )  # fmt: skip
+        solid_video(ffmpeg, path, colour, (1280, 720), seconds, codecs)
         made[name] = path
     return made
 
