@@ -28,14 +28,14 @@ PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body
 class ContentServer:
     """Serves one small HTML page on loopback, as a content item."""
 
-    def __init__(self) -> None:
+    def __init__(self, page: bytes = PAGE) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(PAGE)))
+                self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
-                self.wfile.write(PAGE)
+                self.wfile.write(page)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

@@ -31,12 +31,10 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +43,7 @@ import requests
 import urllib3
 
 from server.cli import build_parser
+from tests.display.test_process import ContentServer
 from tests.display.test_webhooks import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -264,31 +263,6 @@ def require_curl() -> None:
         pytest.fail("curl is missing (bash packaging/dev.sh setup installs it)")
 
 
-class Content:
-    """One page on loopback, standing in for the documents' example.org."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(PAGE)))
-                self.end_headers()
-                self.wfile.write(PAGE)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @dataclass
 class Stage:
     display: str  # plain HTTP, as `bash packaging/dev.sh display` serves it
@@ -336,7 +310,7 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
         env.pop(name, None)
     started = [start_display(base, "plain", env, tls=False)]
     started.append(start_display(base, "tls", env, tls=True))
-    content = Content()
+    content = ContentServer(PAGE)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
@@ -363,7 +337,7 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
             "CURL_HOME": str(home),
             "PYTHONPATH": str(ROOT),
         }
-        yield Stage(started[0][1], started[1][1], content.url, workdir, run_env)
+        yield Stage(started[0][1], started[1][1], content.url + "/", workdir, run_env)
     finally:
         content.close()
         for process, _, _ in started:
