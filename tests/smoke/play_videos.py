@@ -121,11 +121,16 @@ def near(a: RGB, b: RGB) -> bool:
     return all(abs(x - y) <= TOLERANCE for x, y in zip(a, b, strict=True))
 
 
+#: (time.monotonic(), what happened): said beside black samples, to place them.
+EVENTS: list[tuple[float, str]] = []
+
+
 def wait_shown(display: str, url: str, timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = requests.get(f"{display}/playback/", timeout=10).json()
         if record.get("content-item") == url:
+            EVENTS.append((time.monotonic(), f"{url.rsplit('/', 1)[-1]} shown"))
             return dict(record)
         time.sleep(0.1)
     raise SmokeError(f"{url} was not shown within {timeout:g} s")
@@ -203,7 +208,10 @@ def run(display: str, seconds: float) -> list[str]:
         black = screen.black()
         lines.append(f"screenshots: {len(screen.samples)}, black: {len(black)}")
         if not screen.samples or black:
-            raise SmokeError(lines[-1])
+            start = screen.samples[0][0] if screen.samples else 0.0
+            when = ", ".join(f"{t - start:.2f} s" for t in black)
+            events = ", ".join(f"{t - start:.2f} s {what}" for t, what in EVENTS)
+            raise SmokeError(f"{lines[-1]} (black at {when}; {events})")
     return lines
 
 
