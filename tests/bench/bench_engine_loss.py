@@ -42,8 +42,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    process_module.PAGE = RED
-    red = process_module.ContentServer()
+    red = process_module.ContentServer(RED)
     figures: list[float] = []
     with tempfile.TemporaryDirectory() as work:
         supervisor = Supervisor(Path(work))

@@ -124,15 +124,10 @@ class Supervisor:
 
 @pytest.fixture
 def red() -> Iterator[ContentServer]:
-    import tests.display.test_process as process_module
-
-    original = process_module.PAGE
-    process_module.PAGE = RED
-    server = ContentServer()
+    server = ContentServer(RED)
     try:
         yield server
     finally:
-        process_module.PAGE = original
         server.close()
 
 
