@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QProcess
-from PySide6.QtGui import QGuiApplication, QImage
+from PySide6.QtGui import QGuiApplication, QImage, QWindow
 
 from player.renderer.webslot import classify_frame, sample_points
 
@@ -74,9 +74,15 @@ class CompositorView(QObject):
         every: float,
         platform: str | None = None,
         which: Callable[[str], str | None] = shutil.which,
+        window: QWindow | None = None,
+        fullscreen: bool = True,
     ) -> None:
+        """``window``: the display's, whose rectangle of the X screen is read (None: the whole
+        screen). ``fullscreen`` off: a Wayland client does not know where its window is on the
+        screen, so the compositor is not asked there."""
         super().__init__(parent)
         self.every = every
+        self._window = window
         self.platform = platform if platform is not None else QGuiApplication.platformName()
         self.method: str | None = None  # "wlr-screencopy" or "x-root"
         self.frame: str | None = None
@@ -91,7 +97,9 @@ class CompositorView(QObject):
         if every <= 0:
             self.note = "off ([screen] compositor-check = 0)"
         elif self.platform in WAYLAND_PLATFORMS:
-            if which("grim"):
+            if not fullscreen:
+                self.note = "not checked: a window, not the whole screen (fullscreen off)"
+            elif which("grim"):
                 self.method = "wlr-screencopy"
                 self.note = "grim (wlr-screencopy)"
             else:
@@ -125,9 +133,7 @@ class CompositorView(QObject):
     def look(self, now: float) -> None:
         """Ask the compositor (grim: the answer comes later, on the GUI thread)."""
         if self.method == "x-root":
-            screen = QGuiApplication.primaryScreen()
-            image: QImage = screen.grabWindow(0).toImage() if screen is not None else QImage()
-            self._answer(classify_frame(image), now)
+            self._answer(classify_frame(self._x_root()), now)
         elif self.method == "wlr-screencopy":
             process = QProcess(self)
             process.setProgram("grim")
@@ -136,6 +142,18 @@ class CompositorView(QObject):
             self._process = process
             self._started = now
             process.start()
+
+    def _x_root(self) -> QImage:
+        """The display window's rectangle of the X server's root window (all of it without a
+        window): what the X server shows there, whatever Qt believes it drew."""
+        window = self._window
+        screen = window.screen() if window is not None else QGuiApplication.primaryScreen()
+        if screen is None:
+            return QImage()
+        if window is None:
+            return screen.grabWindow(0).toImage()
+        area = window.geometry().translated(-screen.geometry().topLeft())
+        return screen.grabWindow(0, area.x(), area.y(), area.width(), area.height()).toImage()
 
     def describe(self, now: float) -> dict[str, object]:
         """For health: how the compositor is read, and what it showed last."""

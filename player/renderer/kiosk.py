@@ -139,7 +139,12 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         # Every timer is the renderer's own (a child): it dies with it, and close() stops it.
         self._beat = self._timer(BEAT_MS, self._heartbeat)
         self._idle_refresh = self._timer(30_000, self._refresh_idle)
-        self.compositor = CompositorView(self, options.compositor_check)
+        self.compositor = CompositorView(
+            self,
+            options.compositor_check,
+            window=self.stage.view,
+            fullscreen=options.fullscreen,
+        )
         self._watch = self._timer(WATCH_MS, self._check_screen)
         self._zygotes.lost()  # the zygotes are up once the profile and its views are
         if options.keep_screen_on:

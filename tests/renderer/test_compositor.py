@@ -41,6 +41,7 @@ def test_a_broken_read_back_is_empty(data: bytes) -> None:
     [
         ("wayland", "/usr/bin/grim", "wlr-screencopy", "grim (wlr-screencopy)"),
         ("wayland", None, None, "not checked: grim is not installed"),
+        ("wayland-egl", "/usr/bin/grim", "wlr-screencopy", "grim (wlr-screencopy)"),
         ("xcb", None, "x-root", "the X server's root window"),
         ("eglfs", None, None, "the display is the compositor (eglfs)"),
         ("offscreen", None, None, "not checked: no compositor"),
@@ -69,6 +70,40 @@ def test_the_x_root_window_is_read_from_the_x_server(qapp: object) -> None:
     view.suspended = lambda: True  # the power schedule switched the screen off
     assert not view.due(now + 60)
     assert view.frame is None
+
+
+def test_a_wayland_window_not_fullscreen_is_not_looked_at(qapp: object) -> None:
+    view = CompositorView(QObject(), 30.0, "wayland", which=lambda name: name, fullscreen=False)
+    assert view.method is None and not view.due(time.monotonic())
+
+
+def test_on_x_the_display_window_is_read_where_it_is(qapp: object) -> None:
+    """A window on the run's Xvfb: the X server's pixels where the window is, not the black
+    rest of the screen."""
+    from PySide6.QtGui import QColor
+    from PySide6.QtQuick import QQuickView
+
+    from tests.renderer.pixels import process_for, wait_until
+
+    window = QQuickView()
+    window.setColor(QColor(0, 160, 0))
+    window.setGeometry(40, 30, 200, 120)
+    window.show()
+    swapped: list[bool] = []
+    window.frameSwapped.connect(lambda: swapped.append(True))
+    try:
+        assert wait_until(lambda: bool(swapped), 10)
+        process_for(0.2)
+        view = CompositorView(QObject(), 30.0, "xcb", window=window)
+        view.look(time.monotonic())
+        assert view.frame == "content"
+        whole = CompositorView(QObject(), 30.0, "xcb")
+        whole.look(time.monotonic())
+        assert whole.frame == "black"  # its 13 samples miss the small window
+    finally:
+        window.close()
+        window.deleteLater()
+        process_for(0.1)  # gone before the run's X server is
 
 
 def test_off_means_no_look(qapp: object) -> None:
