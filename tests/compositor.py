@@ -21,18 +21,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from tests.tools import require_tools
 
 COMPOSITOR_USER = "nobody"
 
 
-class Sway:
+class Compositor:
+    """A wlroots compositor running as ``nobody``, its socket in a runtime folder of its own."""
+
     def __init__(self, runtime: Path, process: subprocess.Popen[bytes], log: Path) -> None:
         self.runtime = runtime
         self.process = process
         self.log = log
-        self.socket = runtime / "wayland-1"
+        self.socket = runtime / "wayland-?"  # named by the compositor once it listens
 
     def env(self) -> dict[str, str]:
         """The environment of a client: this compositor, no X display."""
@@ -46,6 +49,17 @@ class Sway:
         done = subprocess.run(command, env=self.env(), capture_output=True, timeout=10, check=False)
         assert done.returncode == 0, done.stderr.decode(errors="replace")
         return done.stdout
+
+    def ready(self) -> bool:
+        sockets = [path for path in self.runtime.glob("wayland-*") if path.suffix != ".lock"]
+        if sockets:
+            self.socket = sockets[0]
+        return bool(sockets)
+
+
+class Sway(Compositor):
+    def ready(self) -> bool:
+        return super().ready() and bool(list(self.runtime.glob("sway-ipc.*.sock")))
 
     def swaymsg(self, *command: str) -> str:
         sockets = list(self.runtime.glob("sway-ipc.*.sock"))
@@ -75,24 +89,43 @@ def ppm_size(data: bytes) -> tuple[int, int]:
     return int(width), int(height)
 
 
+C = TypeVar("C", bound=Compositor)
+
+
 @contextmanager
 def sway(width: int, height: int) -> Iterator[Sway]:
     """A headless sway of ``width`` x ``height`` (pixman renderer), as ``nobody``."""
     require_tools("sway", "swaymsg", "grim", "wlr-randr", "runuser")
-    with tempfile.TemporaryDirectory(prefix="pdn-sway-") as folder:
+    config = (
+        f"output HEADLESS-1 mode {width}x{height}\n"
+        "xwayland disable\n"
+        "default_border none\n"  # the empty output is black: no swaybg
+    )
+    with _as_nobody(Sway, "sway", config, ["sway", "-c", "{config}"]) as compositor:
+        yield compositor
+
+
+@contextmanager
+def cage() -> Iterator[Compositor]:
+    """Debian's cage (the kiosk PC's compositor), headless at its fixed 1280x720 (pixman), as
+    ``nobody``; its own client is a ``sleep``, the display connects to it from outside."""
+    require_tools("cage", "grim", "runuser")
+    with _as_nobody(Compositor, "cage", "", ["cage", "--", "sleep", "3600"]) as compositor:
+        yield compositor
+
+
+@contextmanager
+def _as_nobody(kind: type[C], name: str, config_text: str, command: list[str]) -> Iterator[C]:
+    with tempfile.TemporaryDirectory(prefix=f"pdn-{name}-") as folder:
         base = Path(folder)
         base.chmod(0o755)
         runtime = base / "runtime"
         runtime.mkdir(mode=0o700)
         os.chown(runtime, *_ids(COMPOSITOR_USER))
-        config = base / "sway.conf"
-        config.write_text(
-            f"output HEADLESS-1 mode {width}x{height}\n"
-            "xwayland disable\n"
-            "default_border none\n"  # the empty output is black: no swaybg
-        )
+        config = base / f"{name}.conf"
+        config.write_text(config_text)
         config.chmod(0o644)
-        log = base / "sway.log"
+        log = base / f"{name}.log"
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "XDG_RUNTIME_DIR": str(runtime),
@@ -101,20 +134,20 @@ def sway(width: int, height: int) -> Iterator[Sway]:
             "WLR_LIBINPUT_NO_DEVICES": "1",
         }
         with log.open("wb") as out:
-            command = ["runuser", "-u", COMPOSITOR_USER, "--", "env", *_assign(env)]
+            runuser = ["runuser", "-u", COMPOSITOR_USER, "--", "env", *_assign(env)]
             process = subprocess.Popen(
-                [*command, "sway", "-c", str(config)],
+                [*runuser, *(part.format(config=config) for part in command)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own group: stopped with everything it started
             )
-        compositor = Sway(runtime, process, log)
+        compositor = kind(runtime, process, log)
         try:
             deadline = time.monotonic() + 15
-            while not (compositor.socket.exists() and list(runtime.glob("sway-ipc.*.sock"))):
+            while not compositor.ready():
                 assert process.poll() is None, log.read_text(errors="replace")
-                assert time.monotonic() < deadline, "sway did not start"
+                assert time.monotonic() < deadline, f"{name} did not start"
                 time.sleep(0.05)
             yield compositor
         finally:

@@ -28,7 +28,7 @@ import requests
 from player.commands import run_command
 from player.power import WaylandOutputPower
 from player.renderer.compositor import ppm_frame_class
-from tests.compositor import Sway, ppm_pixel, ppm_size, sway
+from tests.compositor import Compositor, Sway, ppm_pixel, ppm_size, sway
 from tests.display.test_webhooks import free_port
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
@@ -75,7 +75,7 @@ class Pages:
 class Display:
     """``pdn display`` as a client of the compositor, its own data and runtime directory."""
 
-    def __init__(self, compositor: Sway, folder: Path, screen: str = "") -> None:
+    def __init__(self, compositor: Compositor, folder: Path, screen: str = "") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "display.log"
