@@ -96,19 +96,24 @@ class Display:
                 stderr=subprocess.STDOUT,
                 env=env,
             )
-        wait_for(self._up, 60, lambda: f"pdn display did not come up:\n{self.text()}")
+        try:
+            wait_for(self._up, 60, lambda: f"pdn display did not come up:\n{self.text()}")
+        except BaseException:
+            self.stop()
+            raise
 
     def _up(self) -> bool:
         assert self.process.poll() is None, self.text()
-        with contextlib.suppress(requests.ConnectionError):
-            return requests.get(self.url + "/", timeout=2).status_code == 200
+        # Refused before it listens; slow to answer while it starts on a busy machine.
+        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
+            return requests.get(self.url + "/", timeout=5).status_code == 200
         return False
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
     def screen(self) -> dict[str, Any]:
-        health = requests.get(self.url + "/x/health", timeout=5).json()
+        health = requests.get(self.url + "/x/health", timeout=10).json()  # a busy machine
         screen: dict[str, Any] = health["renderer"].get("screen") or {}
         return screen
 
