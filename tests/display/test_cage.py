@@ -27,8 +27,9 @@ from tests.display.test_wayland import Display
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
 WATCH = 15.0  # seconds of side-by-side samples
-# compositor-check = 1 s, an answer within a second, the watchdog's next tick: 3 s at most.
-NOTICED_WITHIN = 4.0
+# compositor-check = 1 s, an answer within a second, the watchdog's next tick: 3 s when the
+# machine is idle; more when it is busy (two cores shared with other test runs).
+NOTICED_WITHIN = 8.0
 
 
 def test_health_never_says_right_while_cage_shows_black() -> None:
