@@ -315,6 +315,10 @@ def run(
         power = start_power_schedule(config.power, config.tzinfo(), clock.is_set)
         if power is not None:
             stopping.callback(power.stop)
+            # A screen the schedule switched off is dark on purpose: the watchdog's look at
+            # the compositor waits until it is on again.
+            scheduled = power
+            renderer.compositor.suspended = lambda: scheduled.applied is False
         stopping.callback(signals.close)
         stopping.callback(driver.stop)
         stopping.callback(systemd.stopping)

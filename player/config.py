@@ -34,6 +34,7 @@ then command-line flags. Example (every key is optional)::
     index = 0                           # which screen, when several are attached
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
+    compositor-check = 30               # seconds between looks at what the compositor shows
     audio = "on"                        # videos' sound: on (where a sound server runs), off
     video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
     video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
@@ -89,6 +90,7 @@ class ScreenConfig:
     index: int = 0
     rotation: int = 0
     crossfade: float = 0.3
+    compositor_check: float = 30.0  # seconds; 0: off (player.renderer.compositor)
     audio: bool = True  # videos' sound
     video_backend: str = "auto"  # player.videodecode.BACKENDS
     video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
@@ -287,6 +289,13 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         or not 0 <= crossfade <= 10
     ):
         problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
+    compositor_check = table.get("compositor_check", 30)
+    if (
+        isinstance(compositor_check, bool)
+        or not isinstance(compositor_check, int | float)
+        or not (compositor_check == 0 or 1 <= compositor_check <= 3600)
+    ):
+        problems.append(f"'{key}.compositor-check' must be 0 (off) or seconds from 1 to 3600")
     audio = table.get("audio", "on")
     audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
     if not isinstance(audio, bool):
@@ -313,6 +322,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         index=index,
         rotation=rotation,
         crossfade=float(crossfade),
+        compositor_check=float(compositor_check),
         audio=audio is not False,
         video_backend=str(video_backend),
         video_decoders=int(video_decoders),
@@ -386,6 +396,7 @@ _SCREEN_KEYS = {
     "index",
     "rotation",
     "crossfade",
+    "compositor_check",
     "audio",
     "video_backend",
     "video_decoders",

@@ -26,6 +26,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem, RendererListener
+from player.renderer.compositor import CompositorView
 from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.idle import (
@@ -145,6 +146,12 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         # Every timer is the renderer's own (a child): it dies with it, and close() stops it.
         self._beat = self._timer(BEAT_MS, self._heartbeat)
         self._idle_refresh = self._timer(30_000, self._refresh_idle)
+        self.compositor = CompositorView(
+            self,
+            options.compositor_check,
+            window=self.stage.view,
+            fullscreen=options.fullscreen,
+        )
         self._watch = self._timer(WATCH_MS, self._check_screen)
         self._zygotes.lost()  # the zygotes are up once the profile and its views are
         if options.keep_screen_on:
@@ -314,6 +321,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             "right": self.screen_right,
             "showing": self._showing(),
             "frame": self._frame_class,
+            "compositor": self.compositor.describe(now),
         }
         if self._front is self.video_layer:
             state["video"] = self.video_layer.describe()
@@ -336,6 +344,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._closed = True
         for timer in (self._beat, self._idle_refresh, self._watch):
             timer.stop()
+        self.compositor.close()
         self.stage.frame_swapped.disconnect(self._frame_swapped)
         for slot in self.slots:
             slot.close()

@@ -107,6 +107,9 @@ class RendererOptions:
     # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
     recover_within: float = 20.0
     keep_screen_on: bool = True
+    # Seconds between the watchdog's looks at what the compositor or X server shows
+    # (player.renderer.compositor); 0: never.
+    compositor_check: float = 30.0
     # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
@@ -138,6 +141,7 @@ class RendererOptions:
             screen=int(getattr(screen, "index", 0)),
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
+            compositor_check=float(getattr(screen, "compositor_check", 30.0)),
             audio=bool(getattr(screen, "audio", True)),
             video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),

@@ -5,7 +5,10 @@ process stopped answering, no screen without a frame, no cover hiding an item fo
 still standing in for long, no storm of render process crashes. It reads the screen back at
 most once a minute (``GRAB_EVERY``), or at once when the scene stops swapping frames while it
 should be moving (a fade, an item waiting for its frames), to tell a black or unpainted screen
-from content. What to do about a wrong screen (reload, give up) is the kiosk's.
+from content. Every ``[screen] compositor-check`` seconds it also asks the compositor or X
+server what reaches the screen (:mod:`player.renderer.compositor`): black there while the
+display paints content is a wrong screen too. What to do about a wrong screen (reload, give up)
+is the kiosk's.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from player.renderer.compositor import BLACK_RECHECK, CompositorView
 from player.renderer.content import IDLE_TOKEN
 from player.renderer.webslot import SlotState, WebSlot, classify_frame
 
@@ -62,6 +66,7 @@ class VisualWatchdog:
     _watch_count: int
     _fading_until: float
     _crash_times: deque[float]
+    compositor: CompositorView
 
     def _pending_slot(self) -> WebSlot | None:
         raise NotImplementedError
@@ -113,6 +118,8 @@ class VisualWatchdog:
             self._watch_count % GRAB_EVERY == 0 or self._scene_stalled(now)
         ):
             self._look_at_the_screen(now)
+        if self.stage.is_visible() and self.compositor.due(now):
+            self.compositor.look(now)  # grim answers later; the verdict uses the last answer
         problem = self._screen_problem(now)
         if problem is None:
             if self._wrong_since is not None:
@@ -172,6 +179,9 @@ class VisualWatchdog:
             if now - self._started > self.options.page_load_timeout + 5:
                 return "nothing has been painted since the start"
             return None
+        black = self._compositor_black(now)
+        if black is not None:
+            return black
         if front is self.cover:
             current = self._current
             if current is not None and now - self._last_frame_or(now) > (
@@ -201,6 +211,21 @@ class VisualWatchdog:
             # process stopped answering is not.
             return f"the screen is black where {what} painted and stopped answering"
         return None
+
+    def _compositor_black(self, now: float) -> str | None:
+        """The compositor (or X server) shows black while the display paints content: what
+        the display believes is on the screen is not."""
+        view = self.compositor
+        if view.frame != "black" or view.at is None or now - view.at > 3 * BLACK_RECHECK:
+            return None
+        if self._frame_class_at is None or self._frame_class_at < view.at:
+            self._look_at_the_screen(now)  # the display's own view at the same moment
+        if self._frame_class != "content":
+            return None  # black content, or nothing painted: not the compositor's doing
+        return (
+            f"the compositor shows a black screen ({view.note}) while the display paints "
+            f"{self._showing()}"
+        )
 
     def _last_frame_or(self, default: float) -> float:
         return self._last_frame if self._last_frame is not None else default

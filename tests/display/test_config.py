@@ -94,6 +94,8 @@ def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> No
         ('[listen]\nport = "80"\n', "listen.port"),
         ("[screen]\nrotation = 45\n", "screen.rotation"),
         ("[screen]\ncrossfade = -1\n", "screen.crossfade"),
+        ("[screen]\ncompositor-check = 0.5\n", "screen.compositor-check"),
+        ('[screen]\ncompositor-check = "often"\n', "screen.compositor-check"),
         ('[screen]\naudio = "loud"\n', "screen.audio"),
         ('[screen]\nvideo-backend = "vlc"\n', "screen.video-backend"),
         ("[screen]\nwidth = 3\n", "screen.width"),
