@@ -23,9 +23,10 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from server.pg import Connection, transaction
+from server.pg import Connection, PgDatabase, transaction
 from server.pgoutbox import install_schema as install_outbox_schema
-from server.scheduler.pgstorage import PgStorage
+from server.scheduler.storage import SchedulerStorage
+from server.sql import SqliteDatabase
 
 __all__ = ["MigrationRefusedError", "copy_to_postgres"]
 
@@ -70,10 +71,8 @@ def copy_to_postgres(data_dir: Path, pool: ConnectionPool[Connection]) -> dict[s
     if not registry.is_file():
         raise MigrationRefusedError(f"no scheduler registry in {data_dir} (no scheduler.sqlite3)")
     # Opening them migrates old SQLite files to the current schema first (as a start would).
-    from server.scheduler.storage import SqliteStorage
-
-    SqliteStorage(registry).close()
-    PgStorage(pool)  # creates or upgrades the PostgreSQL tables
+    SchedulerStorage(SqliteDatabase(registry)).close()
+    SchedulerStorage(PgDatabase(pool))  # creates or upgrades the PostgreSQL tables
     install_outbox_schema(pool)
     counts: dict[str, int] = {}
     source = sqlite3.connect(f"file:{registry}?mode=ro", uri=True)

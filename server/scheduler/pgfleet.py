@@ -2,8 +2,9 @@
 PostgreSQL (issue 14): :class:`PgProbeQueue` divides the reads, :class:`PgStatusBook` keeps the
 fleet status (``GET /x/fleet``) in the database, so any process answers it alike.
 
-Tables (migration 3 of ``server.scheduler.pgstorage``): the displays table's ``<kind>_due`` and
-``<kind>_failures`` columns (indexed by due time) and ``display_status`` (one row per display:
+Tables (PostgreSQL's own migrations in ``server.scheduler.storage``): the displays table's
+``<kind>_due``, ``<kind>_failures`` and ``<kind>_error`` columns (indexed by due time) and
+``display_status`` (one row per display:
 its status fields as JSON, the revision of its last change from the sequence
 ``display_status_revision``, and its thumbnail, at most :data:`MAX_SHARED_THUMBNAIL` bytes).
 Times are the database's clock, so processes on machines whose clocks differ agree.
@@ -96,7 +97,15 @@ class PgProbeQueue:
             )
 
     def due_now(self, url: str) -> None:
-        """Nothing to do: registering (``PgStorage.upsert_display``) made it due."""
+        """Its lead read due at once, its follower parked until that read finds it, no failure
+        counted (a registration, an approval)."""
+        with self._pool.connection() as connection:
+            connection.execute(
+                f"UPDATE displays SET {LEAD}_due = 0, {LEAD}_failures = 0, {LEAD}_error = NULL,"
+                f" {FOLLOWER}_due = 'Infinity', {FOLLOWER}_failures = 0, {FOLLOWER}_error = NULL"
+                " WHERE key = %s".encode(),
+                (display_key(url),),
+            )
 
 
 _STORED_FIELDS = [

@@ -16,7 +16,8 @@ from player.store import DisplayStore, SensorReading
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
 from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
 from server.outbox import Outbox
-from server.scheduler.storage import SqliteStorage
+from server.scheduler.storage import SchedulerStorage
+from server.sql import SqliteDatabase
 
 # What pdn 0.1.0 wrote, statement for statement (its own code, before server.db existed).
 
@@ -273,7 +274,7 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
         ),
     )
     for _ in range(2):
-        storage = SqliteStorage(path)
+        storage = SchedulerStorage(SqliteDatabase(path))
         try:
             assert [(d.url, d.location, d.pending) for d in storage.displays()] == [
                 ("http://d1:8080/", {"room": "lobby"}, False)  # registered before: approved
