@@ -40,7 +40,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.db import Migrations, SchemaTooNewError
+from server.db import Migrations, missing_statements
 from server.sql import Database, Dialect, Schema, Transaction, steps_for
 
 __all__ = [
@@ -132,13 +132,11 @@ def migrate(pool: ConnectionPool[Connection], migrations: Migrations, *, compone
             " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
         found = schema_version(connection, component)
-        if found > target:
-            raise SchemaTooNewError(found, target)
-        if found == target:
+        missing = missing_statements(migrations, found)
+        if not missing:
             return found
-        for step in migrations[found:]:
-            for statement in step:
-                connection.execute(statement.encode())
+        for statement in missing:
+            connection.execute(statement.encode())
         connection.execute(
             "INSERT INTO pdn_schema (component, version) VALUES (%s, %s)"
             " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",

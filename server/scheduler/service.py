@@ -38,7 +38,6 @@ from server.standalone import SegmentService, display_token, enrolment_token
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
-    from server.pgoutbox import PgOutbox
 
 log = logging.getLogger("pdn.scheduler")
 
@@ -69,7 +68,7 @@ class SchedulerService(SegmentService):
         super().__init__("scheduler")
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
-        self.outbox: Outbox | PgOutbox
+        self.outbox: Outbox
         # The certificates of displays serving HTTPS, pinned when they registered (read from
         # the storage made below, when first needed).
         self.pins = PinBook(self._tls_pins)
