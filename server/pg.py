@@ -185,9 +185,9 @@ class PgDatabase(Database):
             self.pool.close()
 
     def next_number(self, table: str, column: str) -> str:
-        """The column's sequence (``BIGSERIAL``): processes registering at once get
-        different numbers."""
-        return f"nextval(pg_get_serial_sequence('{table}', '{column}'))"
+        """The column's default, its sequence (``BIGSERIAL``): processes inserting at once
+        get different numbers."""
+        return "DEFAULT"
 
     # LISTEN/NOTIFY
 

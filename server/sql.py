@@ -168,7 +168,8 @@ class Database:
     # What only PostgreSQL does (server.pg); nothing on SQLite, where one process runs.
 
     def next_number(self, table: str, column: str) -> str:
-        """An SQL expression: the next number of ``column`` (a counting order, not a key)."""
+        """What an INSERT's VALUES gives ``column``: its next number (a counting order, not a
+        key; SQLite: one more than the largest, one process counts)."""
         return f"(SELECT COALESCE(MAX({column}), 0) + 1 FROM {table})"
 
     def notify(self, transaction: Transaction, channel: str, payload: str) -> None:

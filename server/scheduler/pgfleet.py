@@ -42,17 +42,40 @@ def _kind(kind: str) -> str:
     return kind
 
 
+#: Displays registered (or approved) since: their lead read due at once, their follower parked
+#: until that read finds them, no failure counted.
+_MADE_DUE = (
+    f"UPDATE displays SET {LEAD}_due = 0, {LEAD}_failures = 0, {LEAD}_error = NULL,"
+    f" {FOLLOWER}_due = 'Infinity', {FOLLOWER}_failures = 0, {FOLLOWER}_error = NULL"
+    " WHERE key = ANY(%s)"
+)
+
+
 class PgProbeQueue:
     """:class:`server.scheduler.probes.ProbeQueue` in the displays table: one statement claims
     a batch, one records a batch of finished reads. A parked follower read is due at
-    ``'Infinity'`` (never, and last in the due index)."""
+    ``'Infinity'`` (never, and last in the due index; a new row's default)."""
 
     def __init__(self, pool: ConnectionPool[Connection]) -> None:
         self._pool = pool
+        self._lock = threading.Lock()
+        self._made_due: set[str] = set()  # keys of displays due_now was told of
+
+    def due_now(self, url: str) -> None:
+        """Recorded by this process's next claim (the registration wakes its loops), in one
+        statement for every display registered meanwhile: a burst of registrations costs one
+        write, not one each. A new display's row is due so already (its columns' defaults);
+        this is for one registered again, or approved."""
+        with self._lock:
+            self._made_due.add(display_key(url))
 
     def claim(self, kind: str, limit: int, lease: float) -> list[Claim]:
         column = _kind(kind)
+        with self._lock:
+            made_due, self._made_due = self._made_due, set()
         with self._pool.connection() as connection:
+            if made_due:
+                connection.execute(_MADE_DUE, (sorted(made_due),))
             rows = connection.execute(
                 f"UPDATE displays d SET {column}_due = {_NOW} + %s"
                 f" FROM (SELECT key, {column}_due AS was_due FROM displays"
@@ -94,17 +117,6 @@ class PgProbeQueue:
                     [read.error for read in finished],
                     [read.unreachable for read in finished],
                 ),
-            )
-
-    def due_now(self, url: str) -> None:
-        """Its lead read due at once, its follower parked until that read finds it, no failure
-        counted (a registration, an approval)."""
-        with self._pool.connection() as connection:
-            connection.execute(
-                f"UPDATE displays SET {LEAD}_due = 0, {LEAD}_failures = 0, {LEAD}_error = NULL,"
-                f" {FOLLOWER}_due = 'Infinity', {FOLLOWER}_failures = 0, {FOLLOWER}_error = NULL"
-                " WHERE key = %s".encode(),
-                (display_key(url),),
             )
 
 

@@ -296,6 +296,15 @@ class SchedulerStorage:
         together migrate once)."""
         self.database = self._db = database
         database.migrate(MIGRATIONS, "scheduler", own_file=True)
+        self._register = (
+            "INSERT INTO displays (key, url, location, name, registered, seq, ingest, state)"
+            f" VALUES (?, ?, ?, ?, ?, {database.next_number('displays', 'seq')}, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET url = excluded.url,"
+            " location = excluded.location, name = COALESCE(excluded.name, displays.name),"
+            " checked = NULL, ingest = COALESCE(displays.ingest, excluded.ingest),"
+            " state = CASE WHEN excluded.state = 'approved' THEN 'approved'"
+            " ELSE displays.state END"
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -309,13 +318,7 @@ class SchedulerStorage:
         registration did not carry the enrolment token; a new display waits for an operator's
         approval, one approved before stays approved."""
         self._db.execute(
-            "INSERT INTO displays (key, url, location, name, registered, seq, ingest, state)"
-            f" VALUES (?, ?, ?, ?, ?, {self._db.next_number('displays', 'seq')}, ?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET url = excluded.url,"
-            " location = excluded.location, name = COALESCE(excluded.name, displays.name),"
-            " checked = NULL, ingest = COALESCE(displays.ingest, excluded.ingest),"
-            " state = CASE WHEN excluded.state = 'approved' THEN 'approved'"
-            " ELSE displays.state END",
+            self._register,
             (
                 display_key(url),
                 url,
