@@ -546,7 +546,7 @@ class Outbox:
             log.info("%s: webhook delivery stopped", self.name)
 
 
-#: A subscriber, its back-off and its oldest event: the columns of server.delivery.head.
+#: A subscriber, its back-off and its oldest event: the columns of server.delivery.head_of.
 _HEADS = (
     "SELECT s.id, s.uri, s.attempts, s.next_attempt - ?, ? - s.first_failure,"
     " e.id, e.event_id, e.topic, e.body, e.content_type, s.signing_secret"
