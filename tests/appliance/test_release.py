@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.release import BASE_PYTHON, PREVIOUS_WHEEL, SITE_PACKAGES, release_env
 
@@ -300,6 +301,23 @@ def test_a_good_upgrade_switches_and_passes_its_trial(
     again = installed(root, wheels["new"])
     assert "is installed already" in again and current(root) == new
     assert "trial" not in state(root)
+
+    # The previous release reads what this one wrote: back to 0.1.0 by hand, its display opens
+    # the database 0.2.0 migrated and wrote, and carries on from it.
+    base = f"http://127.0.0.1:{port}"
+    reading = {"sensor-id": "door", "sensor-type": "presence", "data": True}
+    assert requests.post(f"{base}/sensing", json=reading, timeout=5).status_code == 200
+    sequence = requests.get(f"{base}/playback/", timeout=5).json()["sequence"]
+    back = pdn_release(root, "rollback", "the test goes back")
+    assert back.returncode == 0, back.stderr
+    assert current(root) == old and "restart pdn-display.service now" in back.stderr
+    unit.stop()  # what systemctl restart does
+    unit.run_until(healthy(unit), timeout=150)
+    body = unit.health()
+    assert body is not None and body["version"] == "0.1.0"
+    assert [s["sensor-id"] for s in requests.get(f"{base}/sensing", timeout=5).json()] == ["door"]
+    assert requests.get(f"{base}/playback/", timeout=5).json()["sequence"] >= sequence
+    assert "database schema" not in unit.output.read_text()  # nothing migrated, nothing refused
 
 
 def test_a_release_whose_display_exits_rolls_back_by_itself(
