@@ -104,7 +104,18 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
     )
     missing = build_wheel(missing_source, base / "missing")
-    return {"previous": PREVIOUS_WHEEL, "new": new, "broken": broken, "missing": missing}
+    # A release pip installs but that does not import.
+    unfit_source = source_copy(base / "unfit-src", "0.2.3")
+    cds_init = unfit_source / "cds/__init__.py"
+    cds_init.write_text('raise ImportError("a test release that does not import")\n')
+    unfit = build_wheel(unfit_source, base / "unfit")
+    return {
+        "previous": PREVIOUS_WHEEL,
+        "new": new,
+        "broken": broken,
+        "missing": missing,
+        "unfit": unfit,
+    }
 
 
 def install(root: Path, wheel: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -390,7 +401,7 @@ def test_a_release_that_never_answers_rolls_back_at_the_deadline(
     print(f"deadline: rolled back {rolled_back:.1f} s after the switch")
 
 
-def test_a_pip_failure_part_way_changes_nothing(tmp_path: Path, wheels: dict[str, Path]) -> None:
+def test_a_pip_or_check_failure_changes_nothing(tmp_path: Path, wheels: dict[str, Path]) -> None:
     root = tmp_path / "root"
     installed(root, wheels["new"])
     before = (current(root), releases(root), state(root))
@@ -400,6 +411,12 @@ def test_a_pip_failure_part_way_changes_nothing(tmp_path: Path, wheels: dict[str
     assert "the current release is unchanged" in result.stderr
     assert (current(root), releases(root), state(root)) == before
     assert not list((root / "opt/pdn/releases").glob("0.2.2-*"))
+    # Installed, but its check fails: the same.
+    result = install(root, wheels["unfit"])
+    assert result.returncode != 0
+    assert "the new release does not import" in result.stderr
+    assert "a test release that does not import" in result.stderr
+    assert (current(root), releases(root), state(root)) == before
 
 
 def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
