@@ -742,6 +742,7 @@ summary() {
         say "  $PREFIX/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
     fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
+    say "releases, the trial and any rollback: $PREFIX/libexec/pdn-release status"
     if [ -n "$OPERATOR_TOKEN_MADE" ]; then
         say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
         say "  $OPERATOR_TOKEN_MADE"
