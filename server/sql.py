@@ -49,6 +49,8 @@ Dialect = Literal["sqlite", "postgresql"]
 #: The SQLite steps pdn 0.1.0 knew, by component: the version it reads stays there, so it opens
 #: a file a newer pdn migrated (server.db, issue 25).
 RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2}
+#: And on PostgreSQL (server.pg).
+RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2}
 Params = Sequence[Any]
 
 #: The column types that are written differently, by database.

@@ -160,3 +160,52 @@ def test_a_file_from_a_newer_release_opens_here(tmp_path: Path) -> None:
         assert migrate(connection, newer, legacy=1) == 2
     finally:
         connection.close()
+
+
+# The same on PostgreSQL: a scheduler's registry and outbox, made by this checkout.
+PREVIOUS_PG = r"""
+import json, sys
+from server.pg import open_pool
+from server.pgoutbox import PgOutbox
+from server.scheduler.pgstorage import PgStorage
+from server.scheduler.storage import PlayRecord
+
+pool = open_pool(sys.argv[1], name="previous")
+storage = PgStorage(pool)
+seen = {"displays": [d.url for d in storage.displays()]}
+seen["plays"] = [p.sequence for p in storage.plays()]
+storage.record_play(PlayRecord(sys.argv[2], 3, "http://127.0.0.1:9/b.html", "text/html", "hall",
+                               "schedule", "2026-11-23T10:00:20Z", 1795428020.0, 10.0, None, True,
+                               1795428021.0))
+outbox = PgOutbox(pool, name="scheduler")
+seen["subscribers"] = outbox.subscribers("schedule:hall")
+pool.close()
+print(json.dumps(seen))
+"""
+
+
+def test_the_previous_release_opens_a_postgresql_database_this_one_migrated(
+    previous_python: Path, postgres_url: str
+) -> None:
+    from server.pg import PgDatabase, open_pool
+    from server.pgoutbox import PgOutbox
+
+    pool = open_pool(postgres_url, name="new")
+    storage = SchedulerStorage(PgDatabase(pool))
+    storage.upsert_display(ONE, {"latitude": "N54.0104", "longitude": "W2.7883"}, "one")
+    at = 1795428010.0
+    storage.record_play(
+        PlayRecord(ONE, 1, "http://127.0.0.1:9/a.html", "text/html", "hall", "schedule",
+                   "2026-11-23T10:00:10Z", at, 10.0, None, True, at + 1)
+    )  # fmt: skip
+    PgOutbox(pool, name="scheduler").subscribe("schedule:hall", "http://127.0.0.1:9/hook")
+    pool.close()
+    result = run_release(previous_python, PREVIOUS_PG, postgres_url, ONE)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"displays": [ONE], "plays": [1], "subscribers": ["http://127.0.0.1:9/hook"]}
+    pool = open_pool(postgres_url, name="again")
+    try:
+        assert [p.sequence for p in SchedulerStorage(PgDatabase(pool)).plays()] == [1, 3]
+    finally:
+        pool.close()

@@ -60,6 +60,10 @@ def versions(backend: str, data: Path, url: str | None) -> dict[str, int]:
     assert url is not None
     with psycopg.connect(url) as connection:
         rows = connection.execute("SELECT component, version FROM pdn_schema").fetchall()
+        # As on SQLite, the steps after those pdn 0.1.0 knows are counted apart.
+        steps = connection.execute("SELECT to_regclass('pdn_schema_steps') IS NOT NULL")
+        if steps.fetchone() == (True,):
+            rows += connection.execute("SELECT component, version FROM pdn_schema_steps").fetchall()
     return dict(rows)
 
 
