@@ -9,8 +9,9 @@ it knows and writes to it; and this checkout opens them again and finds what 0.1
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,42 @@ def test_the_previous_release_opens_a_postgresql_database_this_one_migrated(
         assert [p.sequence for p in SchedulerStorage(PgDatabase(pool)).plays()] == [1, 3]
     finally:
         pool.close()
+
+
+# Every step after those pdn 0.1.0 knows is additive (server.db's rule), for the next release too.
+NOT_ADDITIVE = re.compile(
+    r"\bDROP\s+(TABLE|COLUMN|INDEX|SEQUENCE)\b|\bRENAME\b|\bALTER\s+COLUMN\s+\w+\s+"
+    r"(TYPE|SET\s+NOT\s+NULL|DROP)\b|\bADD\s+COLUMN\s+\w+\s+\w+\s+NOT\s+NULL(?!\s+DEFAULT)",
+    re.IGNORECASE,
+)
+
+
+def schemas() -> Iterator[tuple[str, list[str]]]:
+    from player import cache, store
+    from server import outbox, pairing
+    from server.scheduler import storage
+    from server.sql import RELEASED_POSTGRESQL_STEPS, RELEASED_SQLITE_STEPS, Dialect, steps_for
+
+    def after(steps: Sequence[Sequence[str]], legacy: int) -> list[str]:
+        return [statement for step in steps[legacy:] for statement in step]
+
+    yield "display store", after(store.MIGRATIONS, store.RELEASED_STEPS)
+    yield "cache index", after(cache.MIGRATIONS, 2)
+    yield "pairings", after(pairing.MIGRATIONS, 1)
+    released_by: tuple[tuple[Dialect, dict[str, int]], ...] = (
+        ("sqlite", RELEASED_SQLITE_STEPS),
+        ("postgresql", RELEASED_POSTGRESQL_STEPS),
+    )
+    for dialect, released in released_by:
+        for name, schema in (("scheduler", storage.MIGRATIONS), ("outbox", outbox.MIGRATIONS)):
+            yield f"{name} ({dialect})", after(steps_for(schema, dialect), released[name])
+
+
+def test_steps_after_the_release_are_additive() -> None:
+    # What the rule refuses (issue 24's first outbox step 3 dropped the tables 0.1.0 reads).
+    assert NOT_ADDITIVE.search("DROP TABLE outbox_events")
+    assert NOT_ADDITIVE.search("ALTER TABLE plays ADD COLUMN seen INTEGER NOT NULL")
+    assert not NOT_ADDITIVE.search("ALTER TABLE plays ADD COLUMN seen INTEGER NOT NULL DEFAULT 0")
+    for name, statements in schemas():
+        for statement in statements:
+            assert not NOT_ADDITIVE.search(statement), f"{name}: {statement}"
