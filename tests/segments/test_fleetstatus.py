@@ -241,6 +241,10 @@ def test_fleet_shows_a_display_that_rolled_back(
     assert f"version {package_version()} (ROLLED BACK from 0.3.0-bbb)" in out
     health = requests.get(f"{stage.url}/x/health", timeout=5).json()
     assert health["release"]["rolled-back-from"] == "0.3.0-bbb"
+    # The console's card and the display's page.
+    assert "(rolled back from 0.3.0-bbb)" in requests.get(f"{base}/console/", timeout=5).text
+    page = requests.get(f"{base}/console/display", params={"url": stage.url}, timeout=5)
+    assert "rolled back by itself from the release 0.3.0-bbb" in page.text
     assert health["release"]["rolled-back-because"] == "the test"
 
 
