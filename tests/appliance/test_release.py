@@ -509,3 +509,33 @@ def test_too_many_exits_roll_back_before_the_next_start(tmp_path: Path) -> None:
     # Outside a trial a start is not counted, and never fails.
     assert pdn_release(tmp_path, "started").returncode == 0
     assert "starts" not in state(tmp_path)
+
+
+def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
+    """Not the wall clock (a Pi without a real-time clock is set by NTP after boot); a reboot
+    in the trial gives the release its whole time again."""
+    fake_release(tmp_path, "0.2.0-b", 200)
+    fake_release(tmp_path, "0.3.0-c", 100)
+    assert pdn_release(tmp_path, "switch", "0.2.0-b").returncode == 0
+    assert pdn_release(tmp_path, "switch", "0.3.0-c", "--trial").returncode == 0
+    config = tmp_path / "pdn.toml"
+    config.write_text(f'[listen]\nhost = "127.0.0.1"\nport = {free_port()}\n')  # nobody there
+    path = tmp_path / "var/lib/pdn/release/state"
+
+    def check(**changes: str) -> subprocess.CompletedProcess[str]:
+        values = {**state(tmp_path), **changes}
+        path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        return pdn_release(tmp_path, "check", PDN_CONFIG=str(config), PDN_RELEASE_DEADLINE="5")
+
+    # The wall clock jumped by hours since the switch: nothing happens.
+    assert check(**{"trial-since": str(int(time.time()) - 36000)}).returncode == 0
+    assert current(tmp_path) == "0.3.0-c"
+    # Switched during another boot: this one gives the release its 5 s again.
+    rebooted = check(**{"trial-boot": "another-boot", "trial-uptime": "0"})
+    assert "this boot gives it 5 s again" in rebooted.stderr
+    assert current(tmp_path) == "0.3.0-c" and state(tmp_path)["trial-boot"] != "another-boot"
+    # 10 s of this boot without a healthy display: back.
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    late = check(**{"trial-uptime": str(uptime - 10)})
+    assert current(tmp_path) == "0.2.0-b", late.stderr
+    assert "within 5 s" in state(tmp_path)["reason"]
