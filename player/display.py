@@ -28,6 +28,7 @@ from player.store import DisplayStore, SensorReading
 from server.cli import package_version
 from server.db import last_disk_full
 from server.display.port import Rejected, SensorMessage
+from server.release import release_status
 
 log = logging.getLogger("pdn.display")
 
@@ -258,6 +259,7 @@ class Display:
         return {
             "status": "ok" if healthy else "degraded",
             "version": _version(),
+            "release": release_status(),
             "time": now.isoformat(),
             "uptime": round(time.monotonic() - self._started, 3),
             "renderer": screen,

@@ -68,6 +68,8 @@ MIGRATIONS: Migrations = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+#: The steps pdn 0.1.0 knew: the version it reads stays there (server.db, issue 25).
+RELEASED_STEPS = 1
 
 
 class StoreError(Exception):
@@ -96,7 +98,7 @@ class SensorReading:
 
 def _migrate(connection: sqlite3.Connection) -> None:
     try:
-        migrate(connection, MIGRATIONS)
+        migrate(connection, MIGRATIONS, legacy=RELEASED_STEPS)
     except SchemaTooNewError as error:
         raise StoreError(
             f"the database has schema version {error.found}, newer than this pdn"

@@ -45,6 +45,12 @@ __all__ = [
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
+
+#: The SQLite steps pdn 0.1.0 knew, by component: the version it reads stays there, so it opens
+#: a file a newer pdn migrated (server.db, issue 25).
+RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2}
+#: And on PostgreSQL (server.pg).
+RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2}
 Params = Sequence[Any]
 
 #: The column types that are written differently, by database.
@@ -222,7 +228,12 @@ class SqliteDatabase(Database):
     def migrate(self, schema: Schema, component: str, *, own_file: bool = False) -> int:
         table = None if own_file else f"{component}_schema"
         with self._lock:
-            return migrate(self._connection, steps_for(schema, self.dialect), version_table=table)
+            return migrate(
+                self._connection,
+                steps_for(schema, self.dialect),
+                version_table=table,
+                legacy=RELEASED_SQLITE_STEPS.get(component),
+            )
 
     def close(self) -> None:
         with self._lock:

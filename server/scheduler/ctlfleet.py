@@ -382,8 +382,11 @@ def describe_fleet_entry(display: dict[str, Any]) -> str:
     picture = "no thumbnail"
     if thumbnail.get("available"):
         picture = f"thumbnail {thumbnail.get('taken')}"
+    version = display.get("version") or "?"
+    if display.get("rolled-back-from"):
+        version += f" (ROLLED BACK from {display['rolled-back-from']})"
     return (
         f"{name}{display['display']}  {state}  health {verdict}  "
-        f"version {display.get('version') or '?'}\n"
+        f"version {version}\n"
         f"    shows {what}{where} since {playing.get('started') or '?'}; {picture}"
     )

@@ -49,10 +49,21 @@ def versions(backend: str, data: Path, url: str | None) -> dict[str, int]:
             (own,) = scheduler.execute("PRAGMA user_version").fetchone()
         with sqlite3.connect(data / "outbox.sqlite3") as outbox:
             (box,) = outbox.execute("SELECT version FROM outbox_schema").fetchone()
+            # The steps after those pdn 0.1.0 knows are counted apart (server.db, issue 25).
+            if outbox.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'pdn_schema_steps'"
+            ).fetchone():
+                (box,) = outbox.execute(
+                    "SELECT version FROM pdn_schema_steps WHERE name = 'outbox_schema'"
+                ).fetchone()
         return {"scheduler": own, "outbox": box}
     assert url is not None
     with psycopg.connect(url) as connection:
         rows = connection.execute("SELECT component, version FROM pdn_schema").fetchall()
+        # As on SQLite, the steps after those pdn 0.1.0 knows are counted apart.
+        steps = connection.execute("SELECT to_regclass('pdn_schema_steps') IS NOT NULL")
+        if steps.fetchone() == (True,):
+            rows += connection.execute("SELECT component, version FROM pdn_schema_steps").fetchall()
     return dict(rows)
 
 
