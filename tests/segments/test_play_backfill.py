@@ -13,7 +13,6 @@ filled when it is back. On SQLite and PostgreSQL (``scheduler_backend``).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -43,8 +42,15 @@ GROUP = "lobby"
 class DisplayProcess:
     """``pdn display`` registering with the scheduler at ``scheduler_url``."""
 
-    def __init__(self, tmp: Path, scheduler_url: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+    def __init__(
+        self,
+        tmp: Path,
+        scheduler_url: str,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+    ) -> None:
+        """``port``: the one of a display stopped before (with the same data)."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp / "display.log"
         config = tmp / "display.toml"
@@ -158,8 +164,10 @@ def schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sche
 def start_display(tmp_path: Path) -> Iterator[Callable[..., DisplayProcess]]:
     started: list[DisplayProcess] = []
 
-    def start(scheduler_url: str, env: dict[str, str] | None = None) -> DisplayProcess:
-        display = DisplayProcess(tmp_path, scheduler_url, env)
+    def start(
+        scheduler_url: str, env: dict[str, str] | None = None, port: int | None = None
+    ) -> DisplayProcess:
+        display = DisplayProcess(tmp_path, scheduler_url, env, port)
         started.append(display)
         return display
 
@@ -329,35 +337,54 @@ def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     first = display.wait_sequence(3)
     accounted_for(schedulers.url, display, first)
     # The scheduler stops hearing from it (unsubscribed, as an expired subscription would
-    # be) and cannot read its log (a display that is off answers nothing).
+    # be) while it plays on.
     service.prober._subscribe_playback = lambda url: None  # type: ignore[method-assign]
     subscriber = service._playback_subscriber(display.url)
     assert subscriber is not None
-    gone = requests.post(
-        display.url + "/playback/unsubscribe/", json={"subscriber-uri": subscriber}, timeout=5
-    )
-    assert gone.status_code == 200, gone.text
+
+    def quiet() -> bool:
+        """Unsubscribed (again, if a read under way when the prober was told subscribed it
+        again), and nothing left to send."""
+        webhooks = requests.get(display.url + "/x/health", timeout=5).json()["webhooks"]
+        if webhooks.get("subscriptions"):
+            requests.post(
+                display.url + "/playback/unsubscribe/",
+                json={"subscriber-uri": subscriber},
+                timeout=5,
+            )
+            return False
+        return not webhooks.get("pending-events")
+
+    wait_until(quiet, timeout=15, step=0.1)
+    time.sleep(0.5)  # an update that was on its way when the subscription went has landed
     known = scheduler_plays(schedulers.url, display.url)["plays"][-1]["sequence"]
     display.wait_sequence(known + 4)
-    # The display's own update of three plays on, as if sent just before it stopped: a jump.
+    # Then it goes off (kill -9): its own update of three plays on comes in late, as one sent
+    # just before would: a jump the scheduler cannot fill yet.
     (later,) = [p for p in display.plays() if p["sequence"] == known + 3]
-    display.process.send_signal(signal.SIGSTOP)  # the display answers nothing, as if off
-    try:
-        ingest = service._playback_subscriber(display.url)
-        secret = service._playback_signing_secret(display.url)
-        assert ingest is not None and secret is not None
-        assert signed_post(ingest, later, secret).status_code == 200
+    display.process.kill()
+    display.process.wait(10)
+    ingest = service._playback_subscriber(display.url)
+    secret = service._playback_signing_secret(display.url)
+    assert ingest is not None and secret is not None
+    assert signed_post(ingest, later, secret).status_code == 200
 
-        def listed() -> dict[str, Any] | None:
-            gaps = scheduler_plays(schedulers.url, display.url)["gaps"]
-            return gaps[0] if gaps and "cannot be read" in gaps[0]["reason"] else None
+    def listed() -> dict[str, Any] | None:
+        gaps = scheduler_plays(schedulers.url, display.url)["gaps"]
+        return gaps[0] if gaps and "cannot connect" in gaps[0]["reason"] else None
 
-        gap = wait_until(listed, timeout=30, step=0.2)
-        assert gap["filling"] is True and gap["missing"] == 2
-        assert (gap["after-sequence"], gap["before-sequence"]) == (known, known + 3)
-    finally:
-        display.process.send_signal(signal.SIGCONT)  # back
-    # Back: the scheduler reads its log (at the next try, or at once when it answers again)
-    # and subscribes again.
+    gap = wait_until(listed, timeout=30, step=0.2)
+    assert gap["filling"] is True and gap["missing"] == 2
+    assert (gap["after-sequence"], gap["before-sequence"]) == (known, known + 3)
+    assert gap["reason"].startswith("the display's play log cannot be read: cannot connect")
+    csv_rows = requests.get(
+        f"{schedulers.url}/x/plays", headers={"Accept": "text/csv"}, timeout=10
+    ).text.splitlines()
+    assert any(row.endswith(f",2,{gap['reason']}") for row in csv_rows)
+
+    # Back, with the play log it had (kill -9 lost none of it): the scheduler reads it at
+    # once (the display registers again, and answers), and subscribes again.
     vars(service.prober).pop("_subscribe_playback")
+    display = start_display(schedulers.url, port=display.port)
+    assert [p["sequence"] for p in display.plays()][: known + 4] == list(range(1, known + 5))
     accounted_for(schedulers.url, display, display.sequence())
