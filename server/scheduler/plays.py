@@ -266,7 +266,8 @@ def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:
             None if since is None else parse_time("since", since),
             None if until is None else parse_time("until", until),
         )
-        states = {display_key(url): state for url, state in storage.backfill_states().items()}
+        known = storage.backfill_states(display)
+        states = {display_key(url): state for url, state in known.items()}
         annotated, gaps = with_gaps(plays, states, from_start=since is None)
         accept = request.accept_mimetypes
         if accept["text/csv"] > accept["application/json"]:

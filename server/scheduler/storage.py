@@ -859,11 +859,14 @@ class SchedulerStorage:
                 (error, time.time() + retry_in, key),
             )
 
-    def backfill_states(self) -> dict[str, BackfillState]:
-        """Per display URL: what the scheduler knows of its play log."""
+    def backfill_states(self, url: str | None = None) -> dict[str, BackfillState]:
+        """Per display URL (``url``: that display's only): what the scheduler knows of its
+        play log."""
+        where, params = ("", ()) if url is None else (" WHERE d.key = ?", (display_key(url),))
         rows = self._db.rows(
             "SELECT d.url, b.seen, b.error, b.failures, b.due FROM play_backfill b"
-            " JOIN displays d ON d.key = b.display_key"
+            " JOIN displays d ON d.key = b.display_key" + where,
+            params,
         )
         return {
             url: BackfillState(int(seen), error, failures, due is not None)

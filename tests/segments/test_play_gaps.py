@@ -133,6 +133,8 @@ def test_wanted_again_while_read_stays_due_and_a_failure_backs_off(
 
 def test_a_pending_display_is_not_read(storage: SchedulerStorage) -> None:
     storage.upsert_display(ONE, LOCATION, None, pending=True)
+    storage.upsert_display("http://192.0.2.2:8080", LOCATION, None, pending=True)
+    assert list(storage.backfill_states(ONE)) == [ONE]  # one display's, for GET /x/plays?display=
     assert storage.claim_backfill(10, 60.0) == []
     storage.approve(ONE)
     assert [c.url for c in storage.claim_backfill(10, 60.0)] == [ONE]
