@@ -221,6 +221,13 @@ class Display:
     def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
         return self._playback.updates_after(after, timeout)
 
+    def plays(self, since: int, limit: int) -> dict[str, Any]:
+        status = self._store.play_log_status()
+        return {
+            "plays": [play.json() for play in self._store.plays(since, limit)],
+            "last-sequence": status["last-sequence"],
+        }
+
     def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
         return self._playback.subscribe(uri, signing_secret)
 
@@ -282,6 +289,7 @@ class Display:
             "cache": cache,
             "disk": {"path": str(self._store.path.parent), "free": disk.free, "total": disk.total},
             "storage": storage,
+            "play-log": self._store.play_log_status(),
             "webhooks": self._playback.delivery_stats(),
             "memory": memory,
         }

@@ -46,11 +46,13 @@ __all__ = [
 
 Dialect = Literal["sqlite", "postgresql"]
 
-#: The SQLite steps pdn 0.1.0 knew, by component: the version it reads stays there, so it opens
-#: a file a newer pdn migrated (server.db, issue 25).
-RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2}
+#: The SQLite steps of each component that the first release to have it knew (pdn 0.1.0; the
+#: scheduler's proof_of_play came with 0.2.0): the version that release reads stays there, and a
+#: later release's additive steps open after a rollback (server.db, issue 25). Constant: a
+#: component's entry never changes once released.
+RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2, "proof_of_play": 1}
 #: And on PostgreSQL (server.pg).
-RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2}
+RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2, "proof_of_play": 1}
 Params = Sequence[Any]
 
 #: The column types that are written differently, by database.

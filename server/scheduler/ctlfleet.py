@@ -272,11 +272,19 @@ def cmd_plays(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not answer["plays"]:
         print("no plays recorded")
+    reasons = {
+        (gap.get("display"), gap.get("before-sequence")): gap.get("reason")
+        for gap in answer.get("gaps") or []
+        if isinstance(gap, dict)
+    }
     for play in answer["plays"]:
         if play.get("gap-before"):
+            reason = reasons.get((play["display"], play["sequence"]))
             print(
                 f"  -- {play['gap-before']} update(s) of {play['display']} missing "
-                f"(sequence {play['sequence'] - play['gap-before']} to {play['sequence'] - 1}) --"
+                f"(sequence {play['sequence'] - play['gap-before']} to {play['sequence'] - 1})"
+                + (f": {reason}" if reason else "")
+                + " --"
             )
         what = play.get("content-item") or "(idle page)"
         ended = play.get("ended") or "..."
