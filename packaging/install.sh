@@ -36,6 +36,11 @@
 #                       (default display); each enables its unit (sensor: the pdn-sensor@NAME
 #                       template is installed, enable one per sensor); only display pulls Qt
 #   --wheel FILE        install this wheel instead of the checkout the script is in
+#   --wheelhouse DIR    take every package from the wheels in DIR, with no package index (a
+#                       kiosk without internet): the lock's pip and what the release needs at
+#                       the lock's versions (setuptools too, to install a checkout rather than
+#                       a --wheel); on a machine of the same architecture and Python, e.g.
+#                       pip download -d DIR -c constraints.txt pip 'pdn_display-VERSION-py3-none-any.whl[display]'
 #   --python PATH       the Python to build the venv with (3.11 to 3.13; default: the newest found)
 #   --skip STEPS        comma-separated steps to leave out (e.g. packages,venv)
 #   --disable-desktop   make the machine boot to the console (multi-user.target), so a desktop
@@ -62,6 +67,7 @@ START=1
 PLATFORM=""
 SERVICES="display"
 WHEEL=""
+WHEELHOUSE=""
 PYTHON=""
 SKIP=""
 DISABLE_DESKTOP=0
@@ -90,6 +96,7 @@ parse_args() {
             --platform) PLATFORM=${2:?--platform needs a name}; shift ;;
             --services) SERVICES=${2:?--services needs a list}; shift ;;
             --wheel) WHEEL=${2:?--wheel needs a file}; shift ;;
+            --wheelhouse) WHEELHOUSE=${2:?--wheelhouse needs a directory}; shift ;;
             --python) PYTHON=${2:?--python needs a path}; shift ;;
             --skip) SKIP=${2:?--skip needs a list}; shift ;;
             --disable-desktop) DISABLE_DESKTOP=1 ;;
@@ -117,6 +124,10 @@ parse_args() {
         esac
     done
     if [ -n "$WHEEL" ] && [ ! -f "$WHEEL" ]; then die "--wheel: no such file $WHEEL"; fi
+    if [ -n "$WHEELHOUSE" ]; then
+        [ -d "$WHEELHOUSE" ] || die "--wheelhouse: no such directory $WHEELHOUSE"
+        WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
+    fi
 }
 
 # --- What machine is this -----------------------------------------------------------------
@@ -409,8 +420,30 @@ link_release() {
     stable_links
 }
 
+# A release's venv with the lock's pip. From a wheelhouse, pip comes straight from the lock's
+# pip wheel there (a venv without pip, then that wheel's pip puts itself in): ensurepip's own
+# pip would only be replaced, and it takes as long to install as the lock's.
+create_venv() {
+    local python=$1 venv=$2 constraints=$3 locked wheel
+    if [ -z "$WHEELHOUSE" ]; then
+        "$python" -m venv "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+        "$venv/bin/python" -m pip install -q -c "$constraints" "pip" \
+            || die "pip could not install the locked pip"
+        return 0
+    fi
+    locked=$(sed -n 's/^pip==\([^[:space:]]*\).*/\1/p' "$constraints" | head -n1)
+    wheel="$WHEELHOUSE/pip-$locked-py3-none-any.whl"
+    if [ -z "$locked" ] || [ ! -f "$wheel" ]; then
+        die "--wheelhouse: $WHEELHOUSE has no pip-${locked:-?}-py3-none-any.whl, the lock's pip"
+    fi
+    "$python" -m venv --without-pip "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+    "$venv/bin/python" "$wheel/pip" install -q --no-index --find-links "$WHEELHOUSE" \
+        -c "$constraints" "pip" || die "pip could not install the locked pip from $wheel"
+}
+
 install_release() {
     local python requirement="" glibc arch source constraints target extra="" hash dir venv
+    local from_index=()
     local display=0
     wants_service display && display=1
     migrate_legacy_venv
@@ -437,24 +470,23 @@ install_release() {
         if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
         return 0
     fi
-    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); ${requirement:+PySide6: $requirement; }installing $target with $(basename "$constraints") into $PREFIX/releases/$RELEASE_NAME"
+    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); ${requirement:+PySide6: $requirement; }installing $target with $(basename "$constraints")${WHEELHOUSE:+ from the wheels in $WHEELHOUSE} into $PREFIX/releases/$RELEASE_NAME"
     # A half-made release (an earlier run stopped, or this one fails) is removed: 'current' is
     # switched only to a release whose every check passed.
     rm -rf "$dir"
     # shellcheck disable=SC2064 # the path now: the trap outlives this function's variables
     trap "rm -rf $(printf %q "$dir")" EXIT
     install -d -m 0755 "$dir"
-    "$python" -m venv "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+    # Every version comes from the lock file: a box installed today gets what one installed last
+    # month got (no --upgrade to whatever is newest). pip itself is locked too.
+    create_venv "$python" "$venv" "$constraints"
     # Tests: a site-packages whose packages the new venv reuses instead of downloading them.
     if [ -n "${PDN_INSTALL_SITE_PACKAGES:-}" ]; then
         echo "$PDN_INSTALL_SITE_PACKAGES" \
             >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/pdn-reuse.pth"
     fi
-    # Every version comes from the lock file: a box installed today gets what one installed last
-    # month got (no --upgrade to whatever is newest). pip itself is locked too.
-    "$venv/bin/python" -m pip install -q -c "$constraints" "pip" \
-        || die "pip could not install the locked pip"
-    "$venv/bin/python" -m pip install -q -c "$constraints" "$target" ${requirement:+"$requirement"} \
+    if [ -n "$WHEELHOUSE" ]; then from_index=(--no-index --find-links "$WHEELHOUSE"); fi
+    "$venv/bin/python" -m pip install -q "${from_index[@]}" -c "$constraints" "$target" ${requirement:+"$requirement"} \
         || die "pip could not install $target${requirement:+ with $requirement} (constraints: $constraints); the current release is unchanged"
     if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
     check_release "$venv"

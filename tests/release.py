@@ -5,6 +5,11 @@ pdn 0.1.0 (commit 6288233, to be tagged v0.1.0) is committed as a wheel,
 commit in the clone. :func:`release_venv` installs a wheel into a venv of its own that reuses
 this checkout's dependencies (a ``.pth`` file to the dev venv's site-packages): nothing is
 downloaded, and the venv's own ``pdn`` package shadows the checkout's.
+
+What the package index gives the tests (the lock's pip for ``install.sh --wheelhouse``, the
+lock's setuptools to build wheels with) is downloaded once a session into a wheelhouse
+(:func:`make_wheelhouse`); wheels are built with that setuptools in one build venv
+(:func:`build_venv`, :func:`build_wheel`) rather than in a new isolated one each.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ PREVIOUS_VERSION = "0.1.0"
 SITE_PACKAGES = sysconfig.get_path("purelib")
 #: The interpreter this checkout's venv was made from (a release venv must match its ABI).
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
+#: The lock file, whose pip and setuptools the wheelhouse holds.
+CONSTRAINTS = REPO / "constraints.txt"
 
 
 def release_env(**extra: str) -> dict[str, str]:
@@ -30,11 +37,32 @@ def release_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def pip(*args: str, timeout: float = 300) -> None:
+    """This checkout's pip (``--python`` points it at another venv), outside this checkout."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=release_env(PIP_DISABLE_PIP_VERSION_CHECK="1"),
+        cwd="/",
+    )
+    assert result.returncode == 0, f"pip {' '.join(args)}:\n{result.stderr[-3000:]}"
+
+
+def bare_venv(directory: Path) -> Path:
+    """A venv without pip of its own (this checkout's installs into it); returns its python."""
+    subprocess.run(
+        [BASE_PYTHON, "-m", "venv", "--without-pip", str(directory)], check=True, timeout=120
+    )
+    return directory / "bin/python"
+
+
 def release_venv(directory: Path, wheel: Path) -> Path:
     """A venv in ``directory`` with ``wheel`` installed (no dependencies: this checkout's are
     reused); returns its python."""
-    subprocess.run([BASE_PYTHON, "-m", "venv", str(directory)], check=True, timeout=120)
-    python = directory / "bin/python"
+    python = bare_venv(directory)
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         check=True,
@@ -43,15 +71,33 @@ def release_venv(directory: Path, wheel: Path) -> Path:
         timeout=60,
     ).stdout.strip()
     Path(purelib, "pdn-reuse.pth").write_text(SITE_PACKAGES + "\n")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env=release_env(PIP_DISABLE_PIP_VERSION_CHECK="1"),
-        cwd=directory,
-    )
+    pip("--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel))
     return python
+
+
+def make_wheelhouse(directory: Path) -> Path:
+    """The lock's pip and setuptools, downloaded into ``directory`` (the one download of a
+    session): what ``install.sh --wheelhouse`` and :func:`build_venv` take."""
+    pip("download", "-q", "--no-deps", "--only-binary", ":all:", "-d", str(directory),
+        "-c", str(CONSTRAINTS), "pip", "setuptools")  # fmt: skip
+    return directory
+
+
+def build_venv(directory: Path, wheelhouse: Path) -> Path:
+    """A venv with the lock's setuptools from ``wheelhouse``, to build wheels in; its python."""
+    python = bare_venv(directory)
+    pip("--python", str(python), "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+        "-c", str(CONSTRAINTS), "setuptools")  # fmt: skip
+    return python
+
+
+def build_wheel(source: Path, out: Path, builder: Path) -> Path:
+    """The wheel of the project in ``source``, built in ``out`` with the setuptools of the
+    build venv whose python is ``builder``."""
+    pip("--python", str(builder), "wheel", "-q", "--no-deps", "--no-build-isolation",
+        "--no-index", "-w", str(out), str(source))  # fmt: skip
+    (wheel,) = out.glob("pdn_display-*.whl")
+    return wheel
 
 
 def run_release(

@@ -168,6 +168,30 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
     assert "unknown option" in install_into(tmp_path, "--frobnicate").stderr
     assert "--platform must be" in install_into(tmp_path, "--platform", "vnc").stderr
     assert "unknown service" in install_into(tmp_path, "--services", "display,printer").stderr
+    missing = install_into(tmp_path, "--wheelhouse", str(tmp_path / "nowhere"))
+    assert "--wheelhouse: no such directory" in missing.stderr
+
+
+def test_a_wheelhouse_without_the_locked_pip_installs_nothing(tmp_path: Path) -> None:
+    """Offline (--wheelhouse), pip comes from the lock's pip wheel there: without it, no
+    release is made and nothing is switched (before any venv is made)."""
+    from tests.release import BASE_PYTHON, PREVIOUS_WHEEL
+
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    root = tmp_path / "root"
+    result = run("bash", INSTALL, "--root", root, "--skip", "packages",
+                 "--services", "scheduler", "--python", BASE_PYTHON,
+                 "--wheel", PREVIOUS_WHEEL, "--wheelhouse", house)  # fmt: skip
+    assert result.returncode != 0
+    locked = next(
+        line.split("==")[1]
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line.startswith("pip==")
+    )
+    assert f"has no pip-{locked}-py3-none-any.whl, the lock's pip" in result.stderr
+    assert not (root / "opt/pdn/current").exists()
+    assert list((root / "opt/pdn/releases").iterdir()) == []
 
 
 def test_uninstall_keeps_data_unless_purged(tmp_path: Path) -> None:

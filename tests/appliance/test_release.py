@@ -1,12 +1,15 @@
 """Releases and the unattended rollback (issue 25), with install.sh --root and real releases.
 
 install.sh installs real wheels into a throwaway root (each release a venv of its own that
-reuses this checkout's dependencies: PDN_INSTALL_SITE_PACKAGES, nothing downloaded but the
-locked pip). The display unit is then run as systemd runs pdn-display.service: its
-ExecStartPre (pdn-release started, as root) and ExecStart (the release's start wrapper, a real
-`pdn display` on the shared Xvfb) read from the installed unit file, restarted RestartSec after
-every exit, with pdn-release-check.service's command (pdn-release check) every second as its
-timer would, on short deadlines. Nothing of pdn-release is replaced by a stand-in.
+reuses this checkout's dependencies: PDN_INSTALL_SITE_PACKAGES), the locked pip from the
+session's wheelhouse (install.sh --wheelhouse: nothing downloaded). The wheels are built once a
+module; the root with 0.2.0 installed, which three tests upgrade, is installed once and restored
+for each (at the same path: a venv cannot move). The display unit is then run as systemd runs
+pdn-display.service: its ExecStartPre (pdn-release started, as root) and ExecStart (the
+release's start wrapper, a real `pdn display` on the shared Xvfb) read from the installed unit
+file, restarted RestartSec after every exit, with pdn-release-check.service's command
+(pdn-release check) every second as its timer would, on short deadlines. Nothing of
+pdn-release is replaced by a stand-in.
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.release import BASE_PYTHON, PREVIOUS_WHEEL, SITE_PACKAGES, release_env
+from tests.release import (
+    BASE_PYTHON,
+    PREVIOUS_WHEEL,
+    SITE_PACKAGES,
+    build_venv,
+    build_wheel,
+    release_env,
+)
 
 from .conftest import REPO
 
@@ -43,18 +54,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def build_wheel(source: Path, out: Path) -> Path:
-    subprocess.run(
-        [BASE_PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env=release_env(),
-    )
-    (wheel,) = out.glob("pdn_display-*.whl")
-    return wheel
 
 
 def source_copy(target: Path, version: str) -> Path:
@@ -81,10 +80,22 @@ BROKEN_MAIN = """def main(argv: Sequence[str] | None = None) -> int:
 """
 
 
+@dataclass(frozen=True)
+class Wheels:
+    """The releases' wheels by name, and the wheelhouse install.sh takes the locked pip from."""
+
+    files: dict[str, Path]
+    house: Path
+
+    def __getitem__(self, name: str) -> Path:
+        return self.files[name]
+
+
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def wheels(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Wheels:
     base = tmp_path_factory.mktemp("wheels")
-    new = build_wheel(REPO, base / "new")
+    builder = build_venv(base / "build-venv", wheelhouse)
+    new = build_wheel(REPO, base / "new", builder)
     broken_source = source_copy(base / "broken-src", "0.2.1")
     cli = broken_source / "server/cli.py"
     cli.write_text(
@@ -92,7 +103,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "def main(argv: Sequence[str] | None = None) -> int:\n", BROKEN_MAIN, 1
         )
     )
-    broken = build_wheel(broken_source, base / "broken")
+    broken = build_wheel(broken_source, base / "broken", builder)
     # A release pip cannot finish: a dependency it cannot fetch (nothing listens there).
     missing_source = source_copy(base / "missing-src", "0.2.2")
     pyproject = missing_source / "pyproject.toml"
@@ -103,35 +114,34 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             1,
         )
     )
-    missing = build_wheel(missing_source, base / "missing")
+    missing = build_wheel(missing_source, base / "missing", builder)
     # A release pip installs but that does not import.
     unfit_source = source_copy(base / "unfit-src", "0.2.3")
     cds_init = unfit_source / "cds/__init__.py"
     cds_init.write_text('raise ImportError("a test release that does not import")\n')
-    unfit = build_wheel(unfit_source, base / "unfit")
-    return {
-        "previous": PREVIOUS_WHEEL,
-        "new": new,
-        "broken": broken,
-        "missing": missing,
-        "unfit": unfit,
-    }
+    unfit = build_wheel(unfit_source, base / "unfit", builder)
+    files = {"previous": PREVIOUS_WHEEL, "new": new, "broken": broken, "missing": missing,
+             "unfit": unfit}  # fmt: skip
+    return Wheels(files, wheelhouse)
 
 
-def install(root: Path, wheel: Path, *options: str) -> subprocess.CompletedProcess[str]:
+def install(
+    root: Path, wheels: Wheels, name: str, *options: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", str(INSTALL), "--root", str(root), "--skip", "packages",
-         "--python", BASE_PYTHON, "--platform", "xcb", "--wheel", str(wheel), *options],
+         "--python", BASE_PYTHON, "--platform", "xcb", "--wheel", str(wheels[name]),
+         "--wheelhouse", str(wheels.house), *options],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
-        env=release_env(PDN_INSTALL_SITE_PACKAGES=SITE_PACKAGES),
+        env=release_env(PDN_INSTALL_SITE_PACKAGES=SITE_PACKAGES, **env),
     )  # fmt: skip
 
 
-def installed(root: Path, wheel: Path, *options: str) -> str:
-    result = install(root, wheel, *options)
+def installed(root: Path, wheels: Wheels, name: str, *options: str) -> str:
+    result = install(root, wheels, name, *options)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -273,17 +283,39 @@ def call(url: str, body: dict[str, Any] | None = None) -> Any:
             return json.load(error)
 
 
-def display_root(tmp_path: Path, wheels: dict[str, Path], first: str) -> tuple[Path, int]:
-    """A root with one release installed, its display on loopback at a free port, on HTTPS as
-    install.sh configures it."""
-    root = tmp_path / "root"
-    installed(root, wheels[first])
+@pytest.fixture(scope="module")
+def installed_new(tmp_path_factory: pytest.TempPathFactory, wheels: Wheels) -> tuple[Path, Path]:
+    """0.2.0 installed by install.sh into a root, once a module: the path it was installed at,
+    and where that root is kept (moved, untouched)."""
+    base = tmp_path_factory.mktemp("installed-0.2.0")
+    root = base / "root"
+    installed(root, wheels, "new")
+    root.rename(base / "copy")
+    return root, base / "copy"
+
+
+@pytest.fixture
+def new_root(installed_new: tuple[Path, Path], tmp_path: Path) -> Iterator[Path]:
+    """A root as install.sh left it after installing 0.2.0 as the first release: the module's
+    root, restored from its copy (modes, times and links as they were) at the path it was
+    installed at, which its venv names. Afterwards it is moved to the test's tmp_path (a
+    rename: what the display wrote there is not deleted file by file, and stays to be read)."""
+    root, copy = installed_new
+    shutil.rmtree(root, ignore_errors=True)  # (only there if a test before it was interrupted)
+    shutil.copytree(copy, root, symlinks=True)
+    yield root
+    root.rename(tmp_path / "root")
+
+
+def on_loopback(root: Path) -> int:
+    """The installed display's config, on loopback at a free port (on HTTPS as install.sh
+    configures it); the port."""
     port = free_port()
     config = root / "etc/pdn/pdn.toml"
     text = config.read_text().replace('host = "0.0.0.0"', 'host = "127.0.0.1"')
     assert "\ntls = true\n" in text
     config.write_text(text.replace("port = 8080", f"port = {port}"))
-    return root, port
+    return port
 
 
 @pytest.fixture
@@ -303,13 +335,15 @@ def healthy(unit: DisplayUnit) -> Callable[[], bool]:
 
 
 def test_a_good_upgrade_switches_and_passes_its_trial(
-    tmp_path: Path, wheels: dict[str, Path], units: list[DisplayUnit]
+    tmp_path: Path, wheels: Wheels, units: list[DisplayUnit]
 ) -> None:
-    root, port = display_root(tmp_path, wheels, "previous")
+    root = tmp_path / "root"
+    installed(root, wheels, "previous")
+    port = on_loopback(root)
     (old,) = releases(root)
     assert old.startswith("0.1.0-") and current(root) == old
     assert "trial" not in state(root)  # the first release: nothing to go back to
-    out = installed(root, wheels["new"])
+    out = installed(root, wheels, "new")
     new = current(root)
     assert new.startswith("0.2.0-") and releases(root) == sorted([old, new])
     assert state(root)["trial"] == new and state(root)["previous"] == old
@@ -330,7 +364,7 @@ def test_a_good_upgrade_switches_and_passes_its_trial(
     }  # fmt: skip
     print(f"good upgrade: trial passed {took:.1f} s after the switch")
     # The same wheel again: the release is reused, nothing switches.
-    again = installed(root, wheels["new"])
+    again = installed(root, wheels, "new")
     assert "is installed already" in again and current(root) == new
     assert "trial" not in state(root)
 
@@ -352,11 +386,12 @@ def test_a_good_upgrade_switches_and_passes_its_trial(
 
 
 def test_a_release_whose_display_exits_rolls_back_by_itself(
-    tmp_path: Path, wheels: dict[str, Path], units: list[DisplayUnit]
+    new_root: Path, wheels: Wheels, units: list[DisplayUnit]
 ) -> None:
-    root, port = display_root(tmp_path, wheels, "new")
+    root = new_root
+    port = on_loopback(root)
     good = current(root)
-    installed(root, wheels["broken"])
+    installed(root, wheels, "broken")
     bad = current(root)
     assert bad.startswith("0.2.1-") and state(root)["trial"] == bad
     switched = int(state(root)["trial-since"])
@@ -380,11 +415,12 @@ def test_a_release_whose_display_exits_rolls_back_by_itself(
 
 
 def test_a_release_that_never_answers_rolls_back_at_the_deadline(
-    tmp_path: Path, wheels: dict[str, Path], units: list[DisplayUnit]
+    new_root: Path, wheels: Wheels, units: list[DisplayUnit]
 ) -> None:
-    root, port = display_root(tmp_path, wheels, "new")
+    root = new_root
+    port = on_loopback(root)
     good = current(root)
-    installed(root, wheels["broken"])
+    installed(root, wheels, "broken")
     bad = current(root)
     switched = int(state(root)["trial-since"])  # the switch, in whole seconds
     unit = DisplayUnit(root, port, deadline=15)
@@ -401,18 +437,18 @@ def test_a_release_that_never_answers_rolls_back_at_the_deadline(
     print(f"deadline: rolled back {rolled_back:.1f} s after the switch")
 
 
-def test_a_pip_or_check_failure_changes_nothing(tmp_path: Path, wheels: dict[str, Path]) -> None:
-    root = tmp_path / "root"
-    installed(root, wheels["new"])
+def test_a_pip_or_check_failure_changes_nothing(new_root: Path, wheels: Wheels) -> None:
+    root = new_root
     before = (current(root), releases(root), state(root))
-    result = install(root, wheels["missing"])
+    # (pip's retries of a refused connection would only make its failure come later)
+    result = install(root, wheels, "missing", PIP_RETRIES="0")
     assert result.returncode != 0
     assert "pip could not install" in result.stderr
     assert "the current release is unchanged" in result.stderr
     assert (current(root), releases(root), state(root)) == before
     assert not list((root / "opt/pdn/releases").glob("0.2.2-*"))
     # Installed, but its check fails: the same.
-    result = install(root, wheels["unfit"])
+    result = install(root, wheels, "unfit")
     assert result.returncode != 0
     assert "the new release does not import" in result.stderr
     assert "a test release that does not import" in result.stderr
@@ -420,7 +456,7 @@ def test_a_pip_or_check_failure_changes_nothing(tmp_path: Path, wheels: dict[str
 
 
 def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
-    tmp_path: Path, wheels: dict[str, Path]
+    tmp_path: Path, wheels: Wheels
 ) -> None:
     from tests.release import release_venv
 
@@ -429,7 +465,7 @@ def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
     release_venv(root / "opt/pdn/venv", wheels["previous"])
     (root / "opt/pdn/libexec").mkdir(parents=True)
     shutil.copy2(REPO / "packaging/pdn-display-start", root / "opt/pdn/libexec/pdn-display-start")
-    out = installed(root, wheels["new"])
+    out = installed(root, wheels, "new")
     assert "moved the install in /opt/pdn/venv (pdn 0.1.0) to the release 0.1.0-legacy" in out
     assert sorted(releases(root)) == sorted(["0.1.0-legacy", current(root)])
     assert state(root)["previous"] == "0.1.0-legacy"

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.e2e.test_network import free_port, wait_for
-from tests.release import PREVIOUS_VERSION, PREVIOUS_WHEEL, release_env, release_venv
+from tests.release import PREVIOUS_VERSION, release_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.qt]
 
@@ -32,10 +32,9 @@ OPERATOR, ENROLMENT = "operator-token-of-the-skew-test", "enrolment-token-of-the
 PAGE = b"<!doctype html><html><body style='margin:0;background:#2060a0'>skew</body></html>"
 
 
-@pytest.fixture(scope="module")
-def old_pdn(tmp_path_factory: pytest.TempPathFactory) -> str:
-    python = release_venv(tmp_path_factory.mktemp("release-0.1.0"), PREVIOUS_WHEEL)
-    return str(python.parent / "pdn")
+@pytest.fixture
+def old_pdn(previous_release: Path) -> str:
+    return str(previous_release.parent / "pdn")  # the session's venv of pdn 0.1.0
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from server.outbox import Outbox
 from server.pairing import Pairing
 from server.scheduler.storage import Assignment, PlayRecord, SchedulerStorage, StoredSchedule
 from server.sql import SqliteDatabase
-from tests.release import PREVIOUS_WHEEL, release_venv, run_release
+from tests.release import run_release
 
 HALL = b'<content-set name="hall"><content-item><requires-file><sources><uri>http://127.0.0.1:9/a.html</uri></sources></requires-file></content-item></content-set>'
 ONE = "http://192.0.2.1:8080"
@@ -73,9 +73,9 @@ print(json.dumps(seen))
 """
 
 
-@pytest.fixture(scope="module")
-def previous_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return release_venv(tmp_path_factory.mktemp("release-0.1.0"), PREVIOUS_WHEEL)
+@pytest.fixture
+def previous_python(previous_release: Path) -> Path:
+    return previous_release  # the session's venv of pdn 0.1.0 (tests/conftest.py)
 
 
 @pytest.fixture
