@@ -9,10 +9,16 @@
 #             and grim for platform cage, and v4l-utils (cec-ctl) for HDMI-CEC screen power;
 #             other roles need only Python's venv and CA certificates
 #   user      a 'pdn' system user (home /var/lib/pdn) in the groups a screen needs
-#   venv      the project in /opt/pdn/venv, at the versions of constraints.txt (the lock file);
-#             for a display with its 'display' extra and a PySide6 this machine can run; the
-#             scheduler, content and sensor roles need no Qt and get none
-#   files     the start wrapper, the README and docs/ and the systemd units
+#   venv      a release: the project in /opt/pdn/releases/<version>-<hash>, a venv of its own at
+#             the versions of constraints.txt (the lock file); for a display with its 'display'
+#             extra and a PySide6 this machine can run; the scheduler, content and sensor roles
+#             need no Qt and get none. Checked (imports, pdn --version) before anything else
+#             changes; a failure removes it and leaves the running release as it was. Then
+#             /opt/pdn/current is switched to it in one rename; a display is on trial and rolls
+#             back by itself unless it reports healthy within 5 minutes (packaging/pdn-release);
+#             the two releases before it are kept, older ones removed. An install from before
+#             releases (/opt/pdn/venv) becomes the release <version>-legacy first.
+#   files     pdn-release, the README and docs/ and the systemd units
 #   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet; for a
 #             scheduler, its operator and enrolment tokens in /etc/pdn/scheduler.env when it
 #             has none (printed once)
@@ -30,6 +36,11 @@
 #                       (default display); each enables its unit (sensor: the pdn-sensor@NAME
 #                       template is installed, enable one per sensor); only display pulls Qt
 #   --wheel FILE        install this wheel instead of the checkout the script is in
+#   --wheelhouse DIR    take every package from the wheels in DIR, with no package index (a
+#                       kiosk without internet): the lock's pip and what the release needs at
+#                       the lock's versions (setuptools too, to install a checkout rather than
+#                       a --wheel); on a machine of the same architecture and Python, e.g.
+#                       pip download -d DIR -c constraints.txt pip 'pdn_display-VERSION-py3-none-any.whl[display]'
 #   --python PATH       the Python to build the venv with (3.11 to 3.13; default: the newest found)
 #   --skip STEPS        comma-separated steps to leave out (e.g. packages,venv)
 #   --disable-desktop   make the machine boot to the console (multi-user.target), so a desktop
@@ -56,6 +67,7 @@ START=1
 PLATFORM=""
 SERVICES="display"
 WHEEL=""
+WHEELHOUSE=""
 PYTHON=""
 SKIP=""
 DISABLE_DESKTOP=0
@@ -84,6 +96,7 @@ parse_args() {
             --platform) PLATFORM=${2:?--platform needs a name}; shift ;;
             --services) SERVICES=${2:?--services needs a list}; shift ;;
             --wheel) WHEEL=${2:?--wheel needs a file}; shift ;;
+            --wheelhouse) WHEELHOUSE=${2:?--wheelhouse needs a directory}; shift ;;
             --python) PYTHON=${2:?--python needs a path}; shift ;;
             --skip) SKIP=${2:?--skip needs a list}; shift ;;
             --disable-desktop) DISABLE_DESKTOP=1 ;;
@@ -111,6 +124,10 @@ parse_args() {
         esac
     done
     if [ -n "$WHEEL" ] && [ ! -f "$WHEEL" ]; then die "--wheel: no such file $WHEEL"; fi
+    if [ -n "$WHEELHOUSE" ]; then
+        [ -d "$WHEELHOUSE" ] || die "--wheelhouse: no such directory $WHEELHOUSE"
+        WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
+    fi
 }
 
 # --- What machine is this -----------------------------------------------------------------
@@ -332,14 +349,109 @@ constraints_for() {
     echo "$adjusted"
 }
 
-install_venv() {
-    local venv="$ROOT$PREFIX/venv" python requirement="" glibc arch source constraints target
+# --- Releases (issue 25) -------------------------------------------------------------------
+# Each version goes into a directory of its own, /opt/pdn/releases/<version>-<hash>, with its own
+# venv and start wrapper; the units run /opt/pdn/current, a link switched in one rename
+# (packaging/pdn-release). <hash>: the first 12 hex digits of a SHA-256 over what decides the
+# venv's content: the wheel file (--wheel) or the package's source files of the checkout
+# (pyproject.toml and every file under player/, server/ and cds/, by path and content), the lock
+# file, the PySide6 requirement and the extra. The same install run twice reuses its release.
+
+RELEASE_NAME=""    # made by install_release, switched to by switch_release
+RELEASE_VERSION="" # its version
+
+# The package's version: from the wheel's file name, or the checkout's pyproject.toml.
+source_version() {
+    if [ -n "$WHEEL" ]; then
+        basename "$WHEEL" | awk -F- '{print $2}'
+    else
+        sed -n 's/^version[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$source_dir/pyproject.toml" | head -n1
+    fi
+}
+
+# What the release's hash is taken over (see above), on stdout.
+release_inputs() {
+    local constraints=$1 requirement=$2 extra=$3
+    if [ -n "$WHEEL" ]; then
+        sha256sum <"$WHEEL"
+    else
+        (cd "$source_dir" && find pyproject.toml player server cds -type f \
+            ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+            | xargs -0 sha256sum)
+    fi
+    sha256sum <"$constraints"
+    printf '%s\n' "$requirement" "$extra"
+}
+
+# Moves an install from before releases (the project in /opt/pdn/venv, installed in place) into
+# releases/<version>-legacy, with the start wrapper it ran with, and makes it current: it is the
+# release to go back to. /opt/pdn/venv stays as a link to it, since its scripts name that path.
+migrate_legacy_venv() {
+    local venv="$ROOT$PREFIX/venv" version name dir
+    [ -d "$venv" ] && [ ! -L "$venv" ] || return 0
+    version=$("$venv/bin/pdn" --version 2>/dev/null | awk '{print $NF}') || true
+    name="${version:-unknown}-legacy"
+    dir="$ROOT$PREFIX/releases/$name"
+    rm -rf "$dir"
+    install -d -m 0755 "$dir/libexec"
+    mv "$venv" "$dir/venv"
+    ln -s "releases/$name/venv" "$venv"
+    # Its units name /opt/pdn/libexec/pdn-display-start until this run replaces them.
+    if [ -f "$ROOT$PREFIX/libexec/pdn-display-start" ] && [ ! -L "$ROOT$PREFIX/libexec/pdn-display-start" ]; then
+        mv "$ROOT$PREFIX/libexec/pdn-display-start" "$dir/libexec/pdn-display-start"
+        ln -s ../current/libexec/pdn-display-start "$ROOT$PREFIX/libexec/pdn-display-start"
+    fi
+    printf 'version=%s\nsource=%s\n' "${version:-unknown}" "the in-place venv of an older install.sh" >"$dir/RELEASE"
+    touch "$dir/.complete"
+    link_release "$name"
+    did "moved the install in $PREFIX/venv (pdn ${version:-unknown}) to the release $name"
+}
+
+# The command of the current release: /opt/pdn/bin/pdn (the units') and /usr/local/bin/pdn.
+stable_links() {
+    mkdir -p "$ROOT$PREFIX/bin" "$ROOT/usr/local/bin"
+    ln -sfn ../current/venv/bin/pdn "$ROOT$PREFIX/bin/pdn"
+    ln -sfn "$PREFIX/bin/pdn" "$ROOT/usr/local/bin/pdn"
+}
+
+# 'current' set for the first time (no trial: there is nothing to go back to).
+link_release() {
+    PDN_ROOT=$ROOT bash "$script_dir/pdn-release" switch "$1" || die "cannot switch to $1"
+    stable_links
+}
+
+# A release's venv with the lock's pip. From a wheelhouse, pip comes straight from the lock's
+# pip wheel there (a venv without pip, then that wheel's pip puts itself in): ensurepip's own
+# pip would only be replaced, and it takes as long to install as the lock's.
+create_venv() {
+    local python=$1 venv=$2 constraints=$3 locked wheel
+    if [ -z "$WHEELHOUSE" ]; then
+        "$python" -m venv "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+        "$venv/bin/python" -m pip install -q -c "$constraints" "pip" \
+            || die "pip could not install the locked pip"
+        return 0
+    fi
+    locked=$(sed -n 's/^pip==\([^[:space:]]*\).*/\1/p' "$constraints" | head -n1)
+    wheel="$WHEELHOUSE/pip-$locked-py3-none-any.whl"
+    if [ -z "$locked" ] || [ ! -f "$wheel" ]; then
+        die "--wheelhouse: $WHEELHOUSE has no pip-${locked:-?}-py3-none-any.whl, the lock's pip"
+    fi
+    "$python" -m venv --without-pip "$venv" || die "cannot create $venv (apt-get install python3-venv)"
+    "$venv/bin/python" "$wheel/pip" install -q --no-index --find-links "$WHEELHOUSE" \
+        -c "$constraints" "pip" || die "pip could not install the locked pip from $wheel"
+}
+
+install_release() {
+    local python requirement="" glibc arch source constraints target extra="" hash dir venv
+    local from_index=()
     local display=0
     wants_service display && display=1
+    migrate_legacy_venv
     arch=$(machine_arch)
     glibc=$(glibc_version)
     if [ "$display" = 1 ]; then
         requirement=$(pyside6_requirement "$arch" "$glibc") || die "cannot install PySide6 here"
+        extra=display
     fi
     python=$(choose_python) || die "no Python 3.11 to 3.13 found (on Debian: apt-get install python3)"
     source=${WHEEL:-$source_dir}
@@ -347,32 +459,75 @@ install_venv() {
     # The display role takes the 'display' extra (PySide6); the other roles need no Qt.
     target=$source
     if [ "$display" = 1 ]; then target="${source}[display]"; fi
-    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); ${requirement:+PySide6: $requirement; }installing $target with $(basename "$constraints")"
-    if [ ! -x "$venv/bin/python" ] \
-        || [ "$(readlink -f "$venv/bin/python")" != "$(readlink -f "$python")" ]; then
-        # --clear: a venv built on another Python (an older install) is rebuilt, not patched.
-        "$python" -m venv --clear "$venv" || die "cannot create $venv (apt-get install python3-venv)"
-        did "created the virtual environment $PREFIX/venv with $python"
+    RELEASE_VERSION=$(source_version)
+    [ -n "$RELEASE_VERSION" ] || die "cannot tell the version of $source"
+    hash=$(release_inputs "$constraints" "$requirement" "$extra" | sha256sum | cut -c1-12)
+    RELEASE_NAME="$RELEASE_VERSION-$hash"
+    dir="$ROOT$PREFIX/releases/$RELEASE_NAME"
+    venv="$dir/venv"
+    if [ -f "$dir/.complete" ]; then
+        say "release $RELEASE_NAME is installed already (the same source, lock file and extra)"
+        if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
+        return 0
     fi
+    say "machine: $arch, glibc $glibc, $("$python" --version 2>&1); ${requirement:+PySide6: $requirement; }installing $target with $(basename "$constraints")${WHEELHOUSE:+ from the wheels in $WHEELHOUSE} into $PREFIX/releases/$RELEASE_NAME"
+    # A half-made release (an earlier run stopped, or this one fails) is removed: 'current' is
+    # switched only to a release whose every check passed.
+    rm -rf "$dir"
+    # shellcheck disable=SC2064 # the path now: the trap outlives this function's variables
+    trap "rm -rf $(printf %q "$dir")" EXIT
+    install -d -m 0755 "$dir"
     # Every version comes from the lock file: a box installed today gets what one installed last
     # month got (no --upgrade to whatever is newest). pip itself is locked too.
-    "$venv/bin/python" -m pip install -q -c "$constraints" "pip" \
-        || die "pip could not install the locked pip"
-    # Uninstall first: the same version number from a newer checkout must still replace it.
-    "$venv/bin/python" -m pip uninstall -q -y pdn-display >/dev/null 2>&1 || true
-    "$venv/bin/python" -m pip install -q -c "$constraints" "$target" ${requirement:+"$requirement"} \
-        || die "pip could not install $target${requirement:+ with $requirement} (constraints: $constraints)"
-    if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
-    if [ "$display" = 1 ]; then check_webengine "$venv"; fi
-    mkdir -p "$ROOT$PREFIX/bin"
-    ln -sfn ../venv/bin/pdn "$ROOT$PREFIX/bin/pdn"
-    mkdir -p "$ROOT/usr/local/bin"
-    ln -sfn "$PREFIX/bin/pdn" "$ROOT/usr/local/bin/pdn"
-    if [ "$display" = 1 ]; then
-        did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/venv"
-    else
-        did "installed $("$venv/bin/pdn" --version 2>/dev/null || echo pdn) (no Qt: not a display) into $PREFIX/venv"
+    create_venv "$python" "$venv" "$constraints"
+    # Tests: a site-packages whose packages the new venv reuses instead of downloading them.
+    if [ -n "${PDN_INSTALL_SITE_PACKAGES:-}" ]; then
+        echo "$PDN_INSTALL_SITE_PACKAGES" \
+            >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/pdn-reuse.pth"
     fi
+    if [ -n "$WHEELHOUSE" ]; then from_index=(--no-index --find-links "$WHEELHOUSE"); fi
+    "$venv/bin/python" -m pip install -q "${from_index[@]}" -c "$constraints" "$target" ${requirement:+"$requirement"} \
+        || die "pip could not install $target${requirement:+ with $requirement} (constraints: $constraints); the current release is unchanged"
+    if [ "$constraints" != "$source_dir/constraints.txt" ]; then rm -f "$constraints"; fi
+    check_release "$venv"
+    if [ "$display" = 1 ]; then check_webengine "$venv"; fi
+    install -d -m 0755 "$dir/libexec"
+    install -m 0755 "$script_dir/pdn-display-start" "$dir/libexec/pdn-display-start"
+    printf 'version=%s\nhash=%s\nsource=%s\nextra=%s\ninstalled=%s\n' "$RELEASE_VERSION" "$hash" \
+        "$(basename "$source")" "$extra" "$(date -u +%FT%TZ)" >"$dir/RELEASE"
+    sync -f "$dir/RELEASE" 2>/dev/null || sync
+    touch "$dir/.complete"
+    trap - EXIT
+    if [ "$display" = 1 ]; then
+        did "installed pdn $RELEASE_VERSION with $("$venv/bin/python" -c 'import PySide6; print("PySide6", PySide6.__version__)') into $PREFIX/releases/$RELEASE_NAME"
+    else
+        did "installed pdn $RELEASE_VERSION (no Qt: not a display) into $PREFIX/releases/$RELEASE_NAME"
+    fi
+}
+
+# The new release must run before it is switched to: its packages import, and pdn --version
+# names the version that was meant.
+check_release() {
+    local venv=$1 output
+    if ! output=$(cd / && "$venv/bin/python" -c 'import server.cli, player.config, cds' 2>&1); then
+        die "the new release does not import: ${output##*$'\n'}; the current release is unchanged"
+    fi
+    if ! output=$(cd / && "$venv/bin/pdn" --version 2>&1) || [ "$output" != "pdn $RELEASE_VERSION" ]; then
+        die "the new release's 'pdn --version' said '${output##*$'\n'}', not 'pdn $RELEASE_VERSION'; the current release is unchanged"
+    fi
+}
+
+# Switches 'current' to the release just installed, and prunes old ones. A display on an
+# upgrade is on trial: pdn-release rolls it back unless it reports healthy in time.
+switch_release() {
+    local trial=()
+    [ -n "$RELEASE_NAME" ] || return 0
+    if wants_service display && [ -e "$ROOT$PREFIX/current" ]; then trial=(--trial); fi
+    PDN_ROOT=$ROOT bash "$ROOT$PREFIX/libexec/pdn-release" switch "$RELEASE_NAME" "${trial[@]}" \
+        || die "cannot switch to $RELEASE_NAME"
+    stable_links
+    PDN_ROOT=$ROOT bash "$ROOT$PREFIX/libexec/pdn-release" prune || warn "could not remove old releases"
+    did "current release: $RELEASE_NAME${trial:+ (on trial: rolled back unless the display reports healthy within 5 minutes)}"
 }
 
 # The chosen wheels must carry Qt WebEngine, and its libraries must load on this machine, for
@@ -389,10 +544,12 @@ check_webengine() {
     did "checked: PySide6.QtWebEngineQuick imports${as_user:+ as $PDN_USER}"
 }
 
+# What lives beside the releases: pdn-release (the switch and the rollback; not in a release,
+# so a broken one cannot break its way back), the docs and the units.
 install_files() {
     local unit
     install -d -m 0755 "$ROOT$PREFIX/libexec" "$ROOT$PREFIX/share" "$ROOT$UNIT_DIR"
-    install -m 0755 "$script_dir/pdn-display-start" "$ROOT$PREFIX/libexec/pdn-display-start"
+    install -m 0755 "$script_dir/pdn-release" "$ROOT$PREFIX/libexec/pdn-release"
     install -m 0644 "$source_dir/README.md" "$ROOT$PREFIX/share/README.md" 2>/dev/null || true
     if [ -d "$source_dir/docs" ]; then # what the README links to, beside it
         install -m 0644 "$source_dir/SECURITY.md" "$ROOT$PREFIX/share/SECURITY.md"
@@ -405,7 +562,7 @@ install_files() {
         [ -e "$unit" ] || continue
         install -m 0644 "$unit" "$ROOT$UNIT_DIR/$(basename "$unit")"
     done
-    did "installed the start wrapper ($PREFIX/libexec) and the systemd units ($UNIT_DIR)"
+    did "installed pdn-release ($PREFIX/libexec), the docs ($PREFIX/share) and the systemd units ($UNIT_DIR)"
 }
 
 # The config holds the API token: readable by root and the pdn group only.
@@ -511,11 +668,14 @@ create_state_dirs() {
             install -d -m 0750 -o "$PDN_USER" -g "$PDN_USER" "$dir"
         fi
     done
-    did "created $STATE_DIR (display, scheduler, schedules, apps)${ROOT:+; owner pdn is set on a real install}"
+    # The release state (packaging/pdn-release): root's, readable by the display (its health).
+    install -d -m 0755 "$ROOT$STATE_DIR/release"
+    did "created $STATE_DIR (display, scheduler, schedules, apps, release)${ROOT:+; owner pdn is set on a real install}"
 }
 
 units_to_enable() {
-    wants_service display && printf '%s\n' pdn-display.service pdn-display-retry.timer
+    wants_service display && printf '%s\n' pdn-display.service pdn-display-retry.timer \
+        pdn-release-check.timer
     wants_service scheduler && echo pdn-scheduler.service
     wants_service content && echo pdn-content.service
     return 0
@@ -607,13 +767,14 @@ summary() {
     echo
     say "display API: $(api_url)  (try: curl $(api_url)playback/)"
     say "to schedule it from another machine, pair with the code on its screen (or from"
-    say "  sudo -u $PDN_USER $PREFIX/venv/bin/pdn display --pairing-code --data-dir $STATE_DIR/display):"
+    say "  sudo -u $PDN_USER $PREFIX/bin/pdn display --pairing-code --data-dir $STATE_DIR/display):"
     say "  pdn ctl pair $(api_url) CODE"
     if [[ $(api_url) == https:* ]]; then
         say "(pdn ctl pins the display's certificate; its fingerprint is on the idle page and in"
-        say "  $PREFIX/venv/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
+        say "  $PREFIX/bin/pdn display --config $CONFIG_DIR/pdn.toml --check-config)"
     fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
+    say "releases, the trial and any rollback: $PREFIX/libexec/pdn-release status"
     if [ -n "$OPERATOR_TOKEN_MADE" ]; then
         say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
         say "  $OPERATOR_TOKEN_MADE"
@@ -629,10 +790,11 @@ main() {
     platform=$(chosen_platform)
     skipped packages || install_system_packages "$platform"
     skipped user || create_user
-    skipped venv || install_venv
+    skipped venv || install_release
     skipped files || install_files
     skipped config || { write_config; write_scheduler_tokens; check_private_files; }
     skipped dirs || create_state_dirs
+    skipped venv || switch_release
     skipped enable || enable_units
     skipped start || start_units
     summary

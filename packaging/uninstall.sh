@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Removes what packaging/install.sh installed: stops and disables the units, removes them,
-# /opt/pdn and the /usr/local/bin/pdn link. Keeps the config (/etc/pdn), the data
+# /opt/pdn (every release in /opt/pdn/releases), the release state (/var/lib/pdn/release) and
+# the /usr/local/bin/pdn link. Keeps the config (/etc/pdn), the data
 # (/var/lib/pdn: schedules, cache, state) and the pdn user, unless --purge.
 #
 #   sudo packaging/uninstall.sh [--purge] [--root DIR]
@@ -15,7 +16,8 @@ CONFIG_DIR=/etc/pdn
 STATE_DIR=/var/lib/pdn
 UNIT_DIR=/etc/systemd/system
 PDN_USER=pdn
-UNITS=(pdn-display.service pdn-display-retry.timer pdn-scheduler.service pdn-content.service)
+UNITS=(pdn-display.service pdn-display-retry.timer pdn-release-check.timer pdn-release-check.service
+    pdn-scheduler.service pdn-content.service)
 
 ROOT=""
 PURGE=0
@@ -76,7 +78,8 @@ remove_files() {
     for unit in "${UNITS[@]}" pdn-sensor@.service; do
         rm -f "$ROOT$UNIT_DIR/$unit"
     done
-    rm -rf "$ROOT$PREFIX"
+    # Every release (/opt/pdn/releases), the current link, and the releases' state.
+    rm -rf "$ROOT$PREFIX" "$ROOT$STATE_DIR/release"
     if [ -L "$ROOT/usr/local/bin/pdn" ]; then rm -f "$ROOT/usr/local/bin/pdn"; fi
     if [ -z "$ROOT" ] && [ -d /run/systemd/system ]; then
         systemctl daemon-reload

@@ -125,7 +125,7 @@ def run(
         # 1. Durable state. Nothing below runs on a database it cannot trust.
         data_dir = config.data_dir.resolve()
         try:
-            store = DisplayStore(data_dir / "display.db")
+            store = DisplayStore(data_dir / "display.db", play_log_rows=config.play_log_rows)
             stopping.callback(store.close)
             outbox = Outbox(store.path, name="display")
         except (StoreError, OSError, RuntimeError) as error:

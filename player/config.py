@@ -16,6 +16,7 @@ then command-line flags. Example (every key is optional)::
     register = "http://10.0.0.9:8090"   # register with this scheduler (needs [location]);
                                         # 'scheduler' is another name for it
     groups = ["lobby", "floor-2"]       # groups it declares at the scheduler (assignment)
+    play_log_rows = 1000000             # plays the play log keeps at most (GET /x/plays)
     scheduler_token = "..."             # the scheduler's enrolment token: approved at once
                                         # (else it waits for an operator); PDN_SCHEDULER_TOKEN
 
@@ -120,6 +121,8 @@ class DisplayConfig:
     schedule_url: str | None = None  # follow this schedule of a scheduler (schedule = URL)
     register_url: str | None = None  # register with this scheduler (register = URL)
     groups: tuple[str, ...] = ()  # groups declared to the scheduler when registering
+    #: The play log keeps at most this many plays, the oldest go first (player.store).
+    play_log_rows: int = 1_000_000
     power: PowerConfig = field(default_factory=lambda: PowerConfig(schedule=None))
     clock: ClockConfig = field(default_factory=ClockConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
@@ -233,6 +236,12 @@ def _groups(key: str, value: Any) -> tuple[str, ...]:
                 "or '-', not starting with '.' or '-')"
             )
     return tuple(sorted(set(value)))
+
+
+def _play_log_rows(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000_000:
+        raise ConfigError(f"'{key}' must be a number of plays from 1 to 100000000")
+    return value
 
 
 def _url(key: str, value: Any) -> str:
@@ -433,6 +442,7 @@ _TOP: dict[str, Callable[[str, Any], Any]] = {
     "schedule_url": _url,
     "register_url": _url,
     "groups": _groups,  # groups = ["lobby"]: declared to the scheduler
+    "play_log_rows": _play_log_rows,
 }
 # Config keys with another name than their field: schedule = URL, register (or scheduler) = URL.
 _KEY_FIELDS = {"schedule": "schedule_url", "register": "register_url", "scheduler": "register_url"}

@@ -28,6 +28,7 @@ from player.store import DisplayStore, SensorReading
 from server.cli import package_version
 from server.db import last_disk_full
 from server.display.port import Rejected, SensorMessage
+from server.release import release_status
 
 log = logging.getLogger("pdn.display")
 
@@ -220,6 +221,13 @@ class Display:
     def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
         return self._playback.updates_after(after, timeout)
 
+    def plays(self, since: int, limit: int) -> dict[str, Any]:
+        status = self._store.play_log_status()
+        return {
+            "plays": [play.json() for play in self._store.plays(since, limit)],
+            "last-sequence": status["last-sequence"],
+        }
+
     def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
         return self._playback.subscribe(uri, signing_secret)
 
@@ -258,6 +266,7 @@ class Display:
         return {
             "status": "ok" if healthy else "degraded",
             "version": _version(),
+            "release": release_status(),
             "time": now.isoformat(),
             "uptime": round(time.monotonic() - self._started, 3),
             "renderer": screen,
@@ -280,6 +289,7 @@ class Display:
             "cache": cache,
             "disk": {"path": str(self._store.path.parent), "free": disk.free, "total": disk.total},
             "storage": storage,
+            "play-log": self._store.play_log_status(),
             "webhooks": self._playback.delivery_stats(),
             "memory": memory,
         }

@@ -16,10 +16,18 @@ Settings, and why:
 
 Migrations: a schema is an ordered list of steps, each a list of SQL statements; step *n*
 takes the schema from version *n* to *n + 1*. :func:`migrate` applies the steps a file lacks
-in one transaction and records the new version; a file from a newer pdn is refused
-(:class:`SchemaTooNewError`). The version is ``PRAGMA user_version``, or, for a schema that
-shares its file with another one (the outbox's tables live in the display's and the
-scheduler's files), a one-row table of its own.
+in one transaction and records the new version. The version is ``PRAGMA user_version``, or,
+for a schema that shares its file with another one (the outbox's tables live in the display's
+and the scheduler's files), a one-row table of its own.
+
+Steps are forward-only and additive (issue 25): new tables, indexes and columns that may be
+NULL or have a default, never a table or column dropped, renamed or retyped; so the release
+before reads a file the new one migrated, and a release rolled back to keeps its data. Such a
+file opens as it is in an older pdn (:func:`migrate` returns its newer version and logs it).
+pdn 0.1.0, released before this rule, refuses a version it does not know: for it the version
+above is kept at what it knows (``legacy``, per schema) and the steps after are counted in
+``pdn_schema_steps`` (one row per schema), which also holds the steps a reader must know
+(``readable_from``): a file whose reader needs more is refused (:class:`SchemaTooNewError`).
 """
 
 from __future__ import annotations
@@ -147,37 +155,90 @@ def schema_version(connection: sqlite3.Connection, version_table: str | None = N
     return 0 if row is None or row[0] is None else int(row[0])
 
 
+#: The steps each schema counts beyond what pdn 0.1.0 reads (see the module's docstring).
+STEPS_TABLE = "pdn_schema_steps"
+
+
+def _steps_row(connection: sqlite3.Connection, key: str) -> tuple[int, int] | None:
+    """(version, readable_from) of ``key`` in :data:`STEPS_TABLE`, None when it has none."""
+    exists = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (STEPS_TABLE,)
+    ).fetchone()
+    if exists is None:
+        return None
+    row = connection.execute(
+        f"SELECT version, readable_from FROM {STEPS_TABLE} WHERE name = ?", (key,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _count_steps(connection: sqlite3.Connection, key: str, version: int, legacy: int) -> None:
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {STEPS_TABLE} (name TEXT PRIMARY KEY,"
+        " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
+    )
+    connection.execute(
+        f"INSERT INTO {STEPS_TABLE} (name, version, readable_from) VALUES (?, ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
+        (key, version, legacy),
+    )
+
+
 def migrate(
     connection: sqlite3.Connection,
     migrations: Migrations,
     *,
     version_table: str | None = None,
+    legacy: int | None = None,
 ) -> int:
     """Bring the schema to ``len(migrations)``; returns the version the file had before.
 
     The missing steps run in one transaction, with the new version, so a crash leaves the
     old schema or the new one. The version is ``PRAGMA user_version``, or with
     ``version_table`` the single row ``version`` of that table (created when missing), for a
-    schema that shares its file with another. SchemaTooNewError for a file from a newer pdn.
+    schema that shares its file with another. With ``legacy`` (the steps pdn 0.1.0 knows of
+    this schema), that version stays at most ``legacy`` and the full count is kept in
+    :data:`STEPS_TABLE`, so pdn 0.1.0 opens the file. A file from a newer pdn opens as it is,
+    unless its steps table says a reader must know more steps (SchemaTooNewError).
     """
     target = len(migrations)
+    key = version_table or "user_version"
     with transaction(connection):
         # Read inside the write lock: two processes opening a new file migrate it once.
-        found = schema_version(connection, version_table)
+        counted = schema_version(connection, version_table)
+        steps = _steps_row(connection, key) if legacy is not None else None
+        found = max(counted, steps[0]) if steps is not None else counted
+        if found > target:
+            if steps is None or steps[1] > target:
+                raise SchemaTooNewError(found, target)
+            log.info(
+                "database schema version %d is newer than this pdn's (%d): opened as it is"
+                " (its steps are additive)",
+                found,
+                target,
+            )
+            return found
         missing = missing_statements(migrations, found)
         if not missing:
+            if legacy is not None and steps is None:
+                _count_steps(connection, key, target, legacy)  # every file alike
             return found
         for statement in missing:
             connection.execute(statement)
+        # The version pdn 0.1.0 reads: what it knows, never lowered (a file that an unreleased
+        # pdn took past it stays refused by 0.1.0, as it was).
+        shown = target if legacy is None else max(counted, min(target, legacy))
         if version_table is None:
-            # PRAGMA does not take parameters; target is an int.
-            connection.execute(f"PRAGMA user_version={target}")
+            # PRAGMA does not take parameters; shown is an int.
+            connection.execute(f"PRAGMA user_version={shown}")
         else:
             connection.execute(
                 f"CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER NOT NULL)"
             )
             connection.execute(f"DELETE FROM {version_table}")
-            connection.execute(f"INSERT INTO {version_table} (version) VALUES (?)", (target,))
+            connection.execute(f"INSERT INTO {version_table} (version) VALUES (?)", (shown,))
+        if legacy is not None:
+            _count_steps(connection, key, target, legacy)
     log.info("database schema migrated from version %d to %d", found, target)
     return found
 

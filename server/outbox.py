@@ -186,7 +186,9 @@ MIGRATIONS: Schema = (
     only("postgresql", "ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT"),
     # Issue 24, one outbox on both: SQLite's tables take PostgreSQL's names and shape (the
     # back-off on the subscription, taken from its oldest event); the database makes the
-    # event ids and the times.
+    # event ids and the times. The old tables stay (issue 25: steps are additive), so pdn 0.1.0
+    # rolled back to still opens the file: it finds the subscriptions as they were, and no
+    # events (they moved here, and are not sent twice).
     only(
         "sqlite",
         f"""CREATE TABLE pdn_outbox_subscriptions (
@@ -219,8 +221,7 @@ MIGRATIONS: Schema = (
         "INSERT INTO pdn_outbox_events"
         " SELECT id, subscription_id, event_id, topic, body, content_type, created"
         " FROM outbox_events WHERE subscription_id IN (SELECT id FROM outbox_subscriptions)",
-        "DROP TABLE outbox_events",
-        "DROP TABLE outbox_subscriptions",
+        "DELETE FROM outbox_events",
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
     only(

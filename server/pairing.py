@@ -103,7 +103,7 @@ class Pairing:
         self._lock = threading.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
         self._connection = connect(data_dir / DATABASE)
-        migrate(self._connection, MIGRATIONS)
+        migrate(self._connection, MIGRATIONS, legacy=1)  # the steps pdn 0.1.0 knew (server.db)
         self._code = ""
         self._expires = 0.0
         self._hashes: dict[str, str] = {}  # token SHA-256 -> controller name

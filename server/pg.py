@@ -24,7 +24,10 @@ component (the scheduler's tables, the outbox's) keeps its version in one row of
 ``pdn_schema``. :func:`migrate` takes a transaction-scoped advisory lock first, so when several
 processes start at once on a new database, one migrates and the others wait for its commit,
 then find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is
-transactional). A database from a newer pdn is refused (``server.db.SchemaTooNewError``).
+transactional). As on SQLite (``server.db``, issue 25), with ``legacy`` the version pdn 0.1.0
+reads stays at the steps it knows, the full count is in ``pdn_schema_steps``, and a database
+from a newer pdn opens as it is unless that table says a reader must know more steps
+(``server.db.SchemaTooNewError``).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.db import Migrations, missing_statements
-from server.sql import Database, Dialect, Schema, Transaction, steps_for
+from server.db import Migrations, SchemaTooNewError, missing_statements
+from server.sql import RELEASED_POSTGRESQL_STEPS, Database, Dialect, Schema, Transaction, steps_for
 
 __all__ = [
     "MIGRATION_LOCK",
@@ -119,10 +122,39 @@ def schema_version(connection: Connection, component: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def migrate(pool: ConnectionPool[Connection], migrations: Migrations, *, component: str) -> int:
+def _steps(connection: Connection, component: str) -> tuple[int, int] | None:
+    exists = connection.execute("SELECT to_regclass('pdn_schema_steps') IS NOT NULL").fetchone()
+    if not exists or not exists[0]:
+        return None
+    row = connection.execute(
+        "SELECT version, readable_from FROM pdn_schema_steps WHERE component = %s", (component,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _count_steps(connection: Connection, component: str, version: int, legacy: int) -> None:
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS pdn_schema_steps (component TEXT PRIMARY KEY,"
+        " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
+    )
+    connection.execute(
+        "INSERT INTO pdn_schema_steps (component, version, readable_from) VALUES (%s, %s, %s)"
+        " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+        (component, version, legacy),
+    )
+
+
+def migrate(
+    pool: ConnectionPool[Connection],
+    migrations: Migrations,
+    *,
+    component: str,
+    legacy: int | None = None,
+) -> int:
     """Bring ``component``'s schema to ``len(migrations)``; returns the version it had before.
 
     One transaction under ``pg_advisory_xact_lock``: processes starting together migrate once.
+    ``legacy``: the steps pdn 0.1.0 knows of this schema (see the module's docstring).
     """
     target = len(migrations)
     with transaction(pool) as connection:
@@ -131,17 +163,35 @@ def migrate(pool: ConnectionPool[Connection], migrations: Migrations, *, compone
             "CREATE TABLE IF NOT EXISTS pdn_schema ("
             " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        found = schema_version(connection, component)
+        counted = schema_version(connection, component)
+        steps = _steps(connection, component) if legacy is not None else None
+        found = max(counted, steps[0]) if steps is not None else counted
+        if found > target:
+            if steps is None or steps[1] > target:
+                raise SchemaTooNewError(found, target)
+            log.info(
+                "%s: database schema version %d is newer than this pdn's (%d): used as it is",
+                component,
+                found,
+                target,
+            )
+            return found
         missing = missing_statements(migrations, found)
         if not missing:
+            if legacy is not None and steps is None:
+                _count_steps(connection, component, target, legacy)
             return found
         for statement in missing:
             connection.execute(statement.encode())
+        # The version pdn 0.1.0 reads: what it knows, never lowered.
+        shown = target if legacy is None else max(counted, min(target, legacy))
         connection.execute(
             "INSERT INTO pdn_schema (component, version) VALUES (%s, %s)"
             " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-            (component, target),
+            (component, shown),
         )
+        if legacy is not None:
+            _count_steps(connection, component, target, legacy)
     log.info("%s: database schema migrated from version %d to %d", component, found, target)
     return found
 
@@ -178,7 +228,12 @@ class PgDatabase(Database):
         return Transaction(connection, _text)
 
     def migrate(self, schema: Schema, component: str, *, own_file: bool = False) -> int:
-        return migrate(self.pool, steps_for(schema, self.dialect), component=component)
+        return migrate(
+            self.pool,
+            steps_for(schema, self.dialect),
+            component=component,
+            legacy=RELEASED_POSTGRESQL_STEPS.get(component),
+        )
 
     def close(self) -> None:
         if self._own_pool:

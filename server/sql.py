@@ -45,6 +45,14 @@ __all__ = [
 ]
 
 Dialect = Literal["sqlite", "postgresql"]
+
+#: The SQLite steps of each component that the first release to have it knew (pdn 0.1.0; the
+#: scheduler's proof_of_play came with 0.2.0): the version that release reads stays there, and a
+#: later release's additive steps open after a rollback (server.db, issue 25). Constant: a
+#: component's entry never changes once released.
+RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2, "proof_of_play": 1}
+#: And on PostgreSQL (server.pg).
+RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2, "proof_of_play": 1}
 Params = Sequence[Any]
 
 #: The column types that are written differently, by database.
@@ -222,7 +230,12 @@ class SqliteDatabase(Database):
     def migrate(self, schema: Schema, component: str, *, own_file: bool = False) -> int:
         table = None if own_file else f"{component}_schema"
         with self._lock:
-            return migrate(self._connection, steps_for(schema, self.dialect), version_table=table)
+            return migrate(
+                self._connection,
+                steps_for(schema, self.dialect),
+                version_table=table,
+                legacy=RELEASED_SQLITE_STEPS.get(component),
+            )
 
     def close(self) -> None:
         with self._lock:

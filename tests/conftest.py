@@ -14,10 +14,12 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.pgserver import PgServer, PostgresMissingError
+from tests.release import PREVIOUS_WHEEL, make_wheelhouse, release_venv
 from tests.tools import xvfb
 
 _shared_x = contextlib.ExitStack()
@@ -60,6 +62,19 @@ def _root_logger_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers + [h for h in root.handlers if not ours(h)]
     root.setLevel(level)
+
+
+# Releases (issue 25, tests/release.py): made once a session, for every test that reads them.
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lock's pip and setuptools: the session's one download from the package index."""
+    return make_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
+
+
+@pytest.fixture(scope="session")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a venv with pdn 0.1.0, for the tests that only run it (none changes it)."""
+    return release_venv(tmp_path_factory.mktemp("release-0.1.0"), PREVIOUS_WHEEL)
 
 
 # A real PostgreSQL (tests/pgserver.py): one server per test session, a database per test.

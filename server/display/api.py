@@ -183,6 +183,34 @@ def health() -> Response:
     return json_response(body, 200 if body["status"] == "ok" else 503)
 
 
+#: GET /x/plays: how many plays one answer gives, unless ``limit`` says otherwise, and at most.
+PLAYS_LIMIT = 1000
+MAX_PLAYS_LIMIT = 10000
+
+
+@api.get("/x/plays")
+def plays() -> Response:
+    """The display's play log, in sequence order, from just after ``since`` (issue 25)."""
+    since = _whole_number("since", 0, 0, 2**63 - 1)
+    limit = _whole_number("limit", PLAYS_LIMIT, 1, MAX_PLAYS_LIMIT)
+    return json_response(display().plays(since, limit))
+
+
+def _whole_number(name: str, default: int, low: int, high: int) -> int:
+    given = request.args.get(name)
+    if given is None:
+        return default
+    text = given.strip()
+    if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
+        raise ApiError(
+            400,
+            "invalid-field",
+            f"'{name}' must be a whole number from {low} to {high}, not {given[:40]!r}.",
+            field=name,
+        )
+    return int(text)
+
+
 @api.post("/x/pair")
 def pair() -> Response:
     """A controller pairs with the code on the screen and gets a token of its own."""

@@ -73,6 +73,10 @@ class DisplayPort(Protocol):
         oldest first; waits up to ``timeout`` seconds for one and returns [] if none came.
         ``after=None`` (or a sequence too old to replay): the current record alone, at once."""
 
+    def plays(self, since: int, limit: int) -> dict[str, Any]:
+        """``GET /x/plays``: ``{"plays": [...], "last-sequence": n}``, up to ``limit`` plays of
+        the display's play log with a sequence above ``since``, in sequence order."""
+
     def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
         """Subscribe ``uri`` to playback updates (idempotent), signed with ``signing_secret``
         (``whsec_...``, already checked) when one is given."""

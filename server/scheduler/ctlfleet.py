@@ -272,11 +272,19 @@ def cmd_plays(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not answer["plays"]:
         print("no plays recorded")
+    reasons = {
+        (gap.get("display"), gap.get("before-sequence")): gap.get("reason")
+        for gap in answer.get("gaps") or []
+        if isinstance(gap, dict)
+    }
     for play in answer["plays"]:
         if play.get("gap-before"):
+            reason = reasons.get((play["display"], play["sequence"]))
             print(
                 f"  -- {play['gap-before']} update(s) of {play['display']} missing "
-                f"(sequence {play['sequence'] - play['gap-before']} to {play['sequence'] - 1}) --"
+                f"(sequence {play['sequence'] - play['gap-before']} to {play['sequence'] - 1})"
+                + (f": {reason}" if reason else "")
+                + " --"
             )
         what = play.get("content-item") or "(idle page)"
         ended = play.get("ended") or "..."
@@ -382,8 +390,11 @@ def describe_fleet_entry(display: dict[str, Any]) -> str:
     picture = "no thumbnail"
     if thumbnail.get("available"):
         picture = f"thumbnail {thumbnail.get('taken')}"
+    version = display.get("version") or "?"
+    if display.get("rolled-back-from"):
+        version += f" (ROLLED BACK from {display['rolled-back-from']})"
     return (
         f"{name}{display['display']}  {state}  health {verdict}  "
-        f"version {display.get('version') or '?'}\n"
+        f"version {version}\n"
         f"    shows {what}{where} since {playing.get('started') or '?'}; {picture}"
     )

@@ -8,7 +8,8 @@ display is read by one of the processes, and every process answers alike). Per d
 - what it shows now and since when: from the playback updates the scheduler ingests (proof of
   play, :meth:`FleetStatus.played`) and from the ``playback`` section of its ``/x/health``;
 - a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
-- its version (``/x/health``'s extension field ``version``);
+- its version (``/x/health``'s extension field ``version``) and, after a release of it was
+  rolled back by itself, which one (``release.rolled-back-from``, issue 25);
 - a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
   the display extra, is installed beside the scheduler; else kept as the display sent it),
   taken when there is none, when what it shows changed (at most every ``THUMBNAIL_MIN_GAP``
@@ -124,6 +125,7 @@ class DisplayStatus:
     problem: str | None = None
     health_checked: float | None = None
     version: str | None = None
+    rolled_back_from: str | None = None
     thumbnail: bytes | None = field(default=None, repr=False)  # kept by MemoryStatusBook only
     has_thumbnail: bool = False
     thumbnail_taken: float | None = None
@@ -145,6 +147,7 @@ class DisplayStatus:
                 "checked": _iso(self.health_checked),
             },
             "version": self.version,
+            "rolled-back-from": self.rolled_back_from,
             "thumbnail": {
                 "available": self.has_thumbnail,
                 "taken": _iso(self.thumbnail_taken),
@@ -170,6 +173,13 @@ def merge_status(status: DisplayStatus, fields: dict[str, Any]) -> bool:
             setattr(status, name, value)
             changed = changed or name not in _ROUTINE
     return changed
+
+
+def _rolled_back_from(health: dict[str, Any]) -> str | None:
+    """The release a display went back from (its ``/x/health`` ``release``); None."""
+    release = health.get("release")
+    failed = release.get("rolled-back-from") if isinstance(release, dict) else None
+    return failed if isinstance(failed, str) else None
 
 
 def _now_playing(record: dict[str, Any]) -> dict[str, Any]:
@@ -471,6 +481,7 @@ class FleetStatus:
             "problem": health_problem(body),
             "health_checked": time.time(),
             "version": body["version"] if isinstance(body.get("version"), str) else None,
+            "rolled_back_from": _rolled_back_from(body),
         }
         playback = body.get("playback")
         if isinstance(playback, dict):

@@ -6,7 +6,8 @@ displays (in registration order, with their names, sensors and playback-ingest s
 displays' playback updates keep arriving), schedules (with where they came from), groups,
 assignments, what was pushed to each display, proof of play, and from the outbox the
 subscriptions and the events not yet delivered (with their event ids: a receiver that already
-had one de-duplicates it). Back-off state is not copied: the first delivery is tried at once.
+had one de-duplicates it), and how far each display's plays are accounted for (issue 25).
+Back-off state is not copied: the first delivery is tried at once.
 
 The target must hold no scheduler data yet (its tables are created if need be): copying twice,
 or onto a registry in use, is refused rather than merged. Stop the SQLite scheduler first (a
@@ -56,8 +57,14 @@ _TABLES: dict[str, tuple[str, str]] = {
         "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
         " started_at, duration, ended, painted, received",
     ),
+    # Issue 25: how far each display's plays are accounted for, and whether its play log is
+    # to be read (not who was reading it: no process is, the scheduler is stopped).
+    "play_backfill": (
+        "display_key, seen, wanted, done, due, failures, error",
+        "display_key, seen, wanted, done, due, failures, error",
+    ),
 }
-_ORDER = {"displays": "seq", "plays": "id"}
+_ORDER = {"displays": "seq", "plays": "id", "play_backfill": "display_key"}
 
 
 class MigrationRefusedError(Exception):

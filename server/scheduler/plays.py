@@ -9,9 +9,11 @@ It is served by a small app of its own (:func:`create_ingest_app`), mounted in f
 scheduler's API (``SchedulerService``), outside the API token's reach.
 
 ``GET /x/plays?display=&since=&until=`` answers JSON, or CSV for ``Accept: text/csv``. A jump
-in a display's ``sequence`` (updates the display dropped, or that never arrived) is reported as a
-gap, in the JSON (``gaps``, and ``gap-before`` on the update after it) and the CSV
-(``gap_before``).
+in a display's ``sequence`` (updates that never arrived) is filled from the display's own play
+log (``server.scheduler.backfill``, issue 25); while it cannot be, it is reported as a gap with
+the reason, in the JSON (``gaps``, and ``gap-before`` on the update after it) and the CSV
+(``gap_before``, ``gap_reason``). Without ``since``, the plays before a display's first stored
+one are a gap too, until its play log has been read.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from server.http import (
     read_raw_body,
     webhook_headers,
 )
-from server.scheduler.storage import PlayRecord, SchedulerStorage
+from server.scheduler.storage import BackfillState, PlayRecord, SchedulerStorage, display_key
 from server.signing import SignatureError, Verifier, derived_secret, parse_secret
 from server.validation import HTTP, Uri
 
@@ -54,6 +56,7 @@ CSV_COLUMNS = (
     "duration",
     "painted",
     "gap_before",
+    "gap_reason",
 )
 
 
@@ -108,30 +111,54 @@ def play_json(play: PlayRecord, gap_before: int) -> dict[str, Any]:
     }
 
 
-def with_gaps(plays: list[PlayRecord]) -> tuple[list[tuple[PlayRecord, int]], list[dict[str, Any]]]:
+def with_gaps(
+    plays: list[PlayRecord],
+    states: dict[str, BackfillState] | None = None,
+    *,
+    from_start: bool = False,
+) -> tuple[list[tuple[PlayRecord, int]], list[dict[str, Any]]]:
     """Each play with the number of updates missing right before it (in the answer's range),
-    and the gaps themselves."""
+    and the gaps themselves, each with the reason it is there (``states``: what the scheduler
+    knows of each display's play log, by display key). ``from_start``: the answer starts at
+    each display's first play, so the plays before the first one stored are a gap too, unless
+    the display's play log does not have them (expired there, or made before its log)."""
+    states = states or {}
     annotated: list[tuple[PlayRecord, int]] = []
     gaps: list[dict[str, Any]] = []
     previous: PlayRecord | None = None
     for play in plays:
-        missing = 0
+        state = states.get(display_key(play.display), BackfillState())
+        missing, after, since = 0, 0, None
         if previous is not None and previous.display == play.display:
             missing = max(0, play.sequence - previous.sequence - 1)
-            if missing:
-                gaps.append(
-                    {
-                        "display": play.display,
-                        "after-sequence": previous.sequence,
-                        "before-sequence": play.sequence,
-                        "missing": missing,
-                        "from": previous.started,
-                        "until": play.started,
-                    }
-                )
+            after, since = previous.sequence, previous.started
+        elif from_start and play.sequence - 1 > state.seen:
+            missing, after = play.sequence - 1 - state.seen, state.seen
+        if missing:
+            gaps.append(
+                {
+                    "display": play.display,
+                    "after-sequence": after,
+                    "before-sequence": play.sequence,
+                    "missing": missing,
+                    "from": since,
+                    "until": play.started,
+                    **gap_reason(state, play.sequence - 1),
+                }
+            )
         annotated.append((play, missing))
         previous = play
     return annotated, gaps
+
+
+def gap_reason(state: BackfillState, last_missing: int) -> dict[str, Any]:
+    """Why plays up to ``last_missing`` are missing, and whether the scheduler still fills them
+    (``filling``): they are read from the display's play log (issue 25)."""
+    if last_missing > state.seen and state.error is not None:
+        return {"reason": f"the display's play log cannot be read: {state.error}", "filling": True}
+    if last_missing > state.seen and state.pending:
+        return {"reason": "being read from the display's play log", "filling": True}
+    return {"reason": "the display's play log does not have them", "filling": False}
 
 
 def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
@@ -239,16 +266,19 @@ def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:
             None if since is None else parse_time("since", since),
             None if until is None else parse_time("until", until),
         )
-        annotated, gaps = with_gaps(plays)
+        known = storage.backfill_states(display)
+        states = {display_key(url): state for url, state in known.items()}
+        annotated, gaps = with_gaps(plays, states, from_start=since is None)
         accept = request.accept_mimetypes
         if accept["text/csv"] > accept["application/json"]:
-            return Response(plays_csv(annotated), mimetype="text/csv")
+            return Response(plays_csv(annotated, gaps), mimetype="text/csv")
         return json_response(
             {"plays": [play_json(play, missing) for play, missing in annotated], "gaps": gaps}
         )
 
 
-def plays_csv(annotated: list[tuple[PlayRecord, int]]) -> str:
+def plays_csv(annotated: list[tuple[PlayRecord, int]], gaps: list[dict[str, Any]]) -> str:
+    reasons = {(display_key(gap["display"]), gap["before-sequence"]): gap["reason"] for gap in gaps}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
@@ -266,6 +296,7 @@ def plays_csv(annotated: list[tuple[PlayRecord, int]]) -> str:
                 "" if play.duration is None else f"{play.duration:g}",
                 "true" if play.painted else "false",
                 missing,
+                reasons.get((display_key(play.display), play.sequence), "") if missing else "",
             ]
         )
     return out.getvalue()

@@ -157,18 +157,22 @@ class DisplayProber:
                 log.exception("catching display %s up failed", url)
         return ANSWERED
 
+    def bearer(self, url: str) -> str | None:
+        """The token the scheduler sends the display: the one got by pairing with it; else, for
+        a display that gave a signing secret at registration, the token that goes with it
+        (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN."""
+        token = self._tokens(url) if self._tokens is not None else None
+        if token is None:
+            push_secret = self._storage.push_secret(url)
+            token = bearer_from_secret(push_secret) if push_secret else self._display_token
+        return token
+
     def _subscribe_playback(self, url: str) -> None:
         """Have the display POST its playback updates to the scheduler (proof of play)."""
         subscriber = self._subscriber_for(url)
         if subscriber is None:
             return
-        # The token got by pairing with the display; else, for a display that gave a signing
-        # secret at registration, the token that goes with it
-        # (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN.
-        token = self._tokens(url) if self._tokens is not None else None
-        if token is None:
-            push_secret = self._storage.push_secret(url)
-            token = bearer_from_secret(push_secret) if push_secret else self._display_token
+        token = self.bearer(url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         target = url.rstrip("/") + "/playback/subscribe/"
         body = {"subscriber-uri": subscriber}

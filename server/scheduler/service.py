@@ -13,6 +13,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from server.net import is_loopback
 from server.pins import OriginBook, PinBook
 from server.scheduler.app import create_app, schedule_topic
+from server.scheduler.backfill import PlayBackfill
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
 from server.scheduler.console import create_console_app
 from server.scheduler.enrol import SchedulerAccess, add_display, approve
@@ -125,7 +126,7 @@ class SchedulerService(SegmentService):
         self.prober = DisplayProber(
             self.storage,
             refresh_interval=refresh_interval,
-            on_back=self.fleet.reachable_again,
+            on_back=self._back,
             subscriber_for=self._playback_subscriber,
             signing_secret_for=self._playback_signing_secret,
             display_token=display_token(),
@@ -133,6 +134,8 @@ class SchedulerService(SegmentService):
             pins=self.pins.pin,
             tokens=self.tokens.get,
         )
+        # The plays it missed, read from the displays' play logs (issue 25).
+        self.backfill = PlayBackfill(self.storage, bearer=self.prober.bearer, pins=self.pins.pin)
         # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
             self.storage,
@@ -177,8 +180,20 @@ class SchedulerService(SegmentService):
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}
         )
         self._listen(
-            self.app, host, port, self.outbox, self.library, self.prober, self.fleet_status
+            self.app,
+            host,
+            port,
+            self.outbox,
+            self.library,
+            self.prober,
+            self.fleet_status,
+            self.backfill,
         )
+
+    def _back(self, url: str) -> None:
+        """A display answers again: push it everything, read the plays it made meanwhile."""
+        self.backfill.wanted(url)
+        self.fleet.reachable_again(url)
 
     def _played(self, play: PlayRecord) -> None:
         self.broadcasts.played(play)
@@ -219,6 +234,7 @@ class SchedulerService(SegmentService):
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
+        self.backfill.wanted(url)  # its plays from the first not stored (issue 25)
         self.prober.poke(url)  # due at once in the queue the prober and fleet status share
         self.fleet_status.poke()
 
@@ -238,6 +254,8 @@ class SchedulerService(SegmentService):
         # Every display gets what it should hold now: what changed while the scheduler was
         # down, and the removal of a broadcast that was under way when it stopped.
         self.fleet.sync_all()
+        # And every display's plays it missed meanwhile (issue 25).
+        self.storage.want_all_plays()
         return self
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ What is stored:
 - the fleet (migration 2): groups of displays (named by the operator or declared by the display
   when it registers), assignments of schedules to a display or a group, which documents were
   pushed to each display (so a change pushes only what differs), and every playback update
-  received from the displays (proof of play).
+  received from the displays (proof of play: ``server.scheduler.playstore``).
 
 What differs on PostgreSQL, where several processes share the database, is said where it
 happens: registration order is a sequence (``Database.next_number``); a schedule change is
@@ -32,14 +32,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from server.scheduler.playstore import (
+    PLAYS_COMPONENT,
+    PLAYS_SCHEMA,
+    BackfillClaim,
+    BackfillState,
+    PlayRecord,
+    PlayStorage,
+    display_key,
+)
 from server.sql import Database, Schema, Transaction, only
 
 __all__ = [
     "MIGRATIONS",
+    "PLAYS_COMPONENT",
+    "PLAYS_SCHEMA",
     "SCHEDULES_CHANNEL",
     "Assignment",
+    "BackfillClaim",
+    "BackfillState",
     "DisplayRecord",
     "PlayRecord",
     "SchedulerStorage",
@@ -87,36 +99,6 @@ class Assignment:
     display: str | None = None  # the display's URL
     group: str | None = None
     created: float = 0.0
-
-
-@dataclass(frozen=True)
-class PlayRecord:
-    """One playback update a display sent: what its screen showed from ``started`` on.
-
-    ``ended`` is the start of the display's next update when that one is the very next in its
-    ``sequence`` (else unknown: updates in between were never received, a gap). ``painted``:
-    the display sends an update only once its renderer confirmed the item painted.
-    """
-
-    display: str
-    sequence: int
-    item: str | None
-    content_type: str | None
-    set_name: str | None
-    origin: str
-    started: str  # ISO 8601, as the display sent it
-    started_at: float  # the same, epoch seconds
-    duration: float | None
-    ended: str | None
-    painted: bool
-    received: float
-
-
-def display_key(url: str) -> str:
-    """The identity of a display URL: scheme and host in lower case, no trailing slash."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
 
 
 # Tables both databases had before issue 24, with the same columns ({real}: server.sql.TYPES).
@@ -250,10 +232,6 @@ SCHEDULES_CHANNEL = "pdn_schedules"
 #: The displays columns of a DisplayRecord, in _display's order.
 _DISPLAY_COLUMNS = "url, location, name, sensors, registered, checked, state"
 _SCHEDULE_COLUMNS = "id, xml, digest, root_name, updated, source"
-_PLAY_COLUMNS = (
-    "display_url, sequence, item, content_type, set_name, origin, started, started_at,"
-    " duration, ended, painted, received"
-)
 
 
 def _assignment_target(assignment: Assignment) -> tuple[str, str]:
@@ -281,13 +259,7 @@ def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
     return StoredSchedule(row[0], bytes(row[1]), row[2], row[3], row[4], row[5])
 
 
-def _play(row: tuple[Any, ...]) -> PlayRecord:
-    values = list(row)
-    values[10] = bool(values[10])  # painted: SQLite keeps a boolean as 0 or 1
-    return PlayRecord(*values)
-
-
-class SchedulerStorage:
+class SchedulerStorage(PlayStorage):
     """Everything the scheduler stores, in one database (``server.sql``: SQLite or
     PostgreSQL). Safe to call from any thread."""
 
@@ -296,6 +268,7 @@ class SchedulerStorage:
         together migrate once)."""
         self.database = self._db = database
         database.migrate(MIGRATIONS, "scheduler", own_file=True)
+        database.migrate(PLAYS_SCHEMA, PLAYS_COMPONENT)
         self._register = (
             "INSERT INTO displays (key, url, location, name, registered, seq, ingest, state)"
             f" VALUES (?, ?, ?, ?, ?, {database.next_number('displays', 'seq')}, ?, ?)"
@@ -317,18 +290,21 @@ class SchedulerStorage:
         """Add a display or update the one with the same (normalised) URL. ``pending``: the
         registration did not carry the enrolment token; a new display waits for an operator's
         approval, one approved before stays approved."""
-        self._db.execute(
-            self._register,
-            (
-                display_key(url),
-                url,
-                json.dumps(location),
-                name,
-                time.time(),
-                secrets.token_urlsafe(18),
-                "pending" if pending else "approved",
-            ),
-        )
+        with self._db.transaction() as transaction:
+            transaction.execute(
+                self._register,
+                (
+                    display_key(url),
+                    url,
+                    json.dumps(location),
+                    name,
+                    time.time(),
+                    secrets.token_urlsafe(18),
+                    "pending" if pending else "approved",
+                ),
+            )
+            # Its play log is read from the first play not stored (issue 25).
+            self._want_plays(transaction, display_key(url))
 
     def record_display_info(
         self, url: str, name: str | None, sensors: list[dict[str, str]]
@@ -640,65 +616,3 @@ class SchedulerStorage:
             " pushed = excluded.pushed",
             (display_key(url), name, digest, time.time()),
         )
-
-    # -- proof of play ------------------------------------------------------------------------
-
-    def record_play(self, play: PlayRecord) -> bool:
-        """Store a playback update; False when this very update was stored before."""
-        key = display_key(play.display)
-        with self._db.transaction() as transaction:
-            inserted = transaction.execute(
-                f"INSERT INTO plays (display_key, {_PLAY_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (
-                    key,
-                    play.display,
-                    play.sequence,
-                    play.item,
-                    play.content_type,
-                    play.set_name,
-                    play.origin,
-                    play.started,
-                    play.started_at,
-                    play.duration,
-                    play.ended,
-                    play.painted,
-                    play.received,
-                ),
-            )
-            if inserted:
-                # The update before this one ended when this one started; an update after it
-                # (received first: delivery retried) tells when this one ended.
-                transaction.execute(
-                    "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
-                    " AND ended IS NULL",
-                    (play.started, key, play.sequence - 1),
-                )
-                transaction.execute(
-                    "UPDATE plays SET ended = (SELECT started FROM plays WHERE display_key = ?"
-                    " AND sequence = ? ORDER BY id DESC LIMIT 1)"
-                    " WHERE display_key = ? AND sequence = ? AND ended IS NULL",
-                    (key, play.sequence + 1, key, play.sequence),
-                )
-        return inserted > 0
-
-    def plays(
-        self, url: str | None = None, since: float | None = None, until: float | None = None
-    ) -> list[PlayRecord]:
-        """Stored updates, by display then sequence, started in [since, until)."""
-        where: list[str] = []
-        params: list[Any] = []
-        for condition, value in (
-            ("display_key = ?", None if url is None else display_key(url)),
-            ("started_at >= ?", since),
-            ("started_at < ?", until),
-        ):
-            if value is not None:
-                where.append(condition)
-                params.append(value)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self._db.rows(
-            f"SELECT {_PLAY_COLUMNS} FROM plays {clause} ORDER BY display_key, sequence, id",
-            params,
-        )
-        return [_play(row) for row in rows]

@@ -20,6 +20,7 @@ SCRIPTS = [
     INSTALL,
     UNINSTALL,
     START,
+    REPO / "packaging/pdn-release",
     REPO / "packaging/dev.sh",
     REPO / "packaging/fresh-root.sh",
     REPO / "packaging/lock.sh",
@@ -93,7 +94,9 @@ def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
     assert (tmp_path / "etc/pdn/services.env").exists()
     for sub in ("display", "scheduler", "schedules", "apps"):
         assert (tmp_path / "var/lib/pdn" / sub).is_dir()
-    assert os.access(tmp_path / "opt/pdn/libexec/pdn-display-start", os.X_OK)
+    # Beside the releases (the venv step, skipped here, makes one: tests/appliance/test_release.py)
+    assert os.access(tmp_path / "opt/pdn/libexec/pdn-release", os.X_OK)
+    assert (tmp_path / "var/lib/pdn/release").is_dir()
     wants = tmp_path / "etc/systemd/system/multi-user.target.wants"
     assert (wants / "pdn-display.service").is_symlink()
     assert not (wants / "pdn-scheduler.service").is_symlink()
@@ -165,6 +168,30 @@ def test_bad_options_are_refused(tmp_path: Path) -> None:
     assert "unknown option" in install_into(tmp_path, "--frobnicate").stderr
     assert "--platform must be" in install_into(tmp_path, "--platform", "vnc").stderr
     assert "unknown service" in install_into(tmp_path, "--services", "display,printer").stderr
+    missing = install_into(tmp_path, "--wheelhouse", str(tmp_path / "nowhere"))
+    assert "--wheelhouse: no such directory" in missing.stderr
+
+
+def test_a_wheelhouse_without_the_locked_pip_installs_nothing(tmp_path: Path) -> None:
+    """Offline (--wheelhouse), pip comes from the lock's pip wheel there: without it, no
+    release is made and nothing is switched (before any venv is made)."""
+    from tests.release import BASE_PYTHON, PREVIOUS_WHEEL
+
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    root = tmp_path / "root"
+    result = run("bash", INSTALL, "--root", root, "--skip", "packages",
+                 "--services", "scheduler", "--python", BASE_PYTHON,
+                 "--wheel", PREVIOUS_WHEEL, "--wheelhouse", house)  # fmt: skip
+    assert result.returncode != 0
+    locked = next(
+        line.split("==")[1]
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line.startswith("pip==")
+    )
+    assert f"has no pip-{locked}-py3-none-any.whl, the lock's pip" in result.stderr
+    assert not (root / "opt/pdn/current").exists()
+    assert list((root / "opt/pdn/releases").iterdir()) == []
 
 
 def test_uninstall_keeps_data_unless_purged(tmp_path: Path) -> None:
@@ -292,3 +319,26 @@ def test_example_config_is_valid_for_the_display(tmp_path: Path) -> None:
     check = run(REPO / ".venv/bin/pdn", "display", "--config", example, "--check-config")
     assert check.returncode == 0, check.stderr
     assert "configuration OK" in check.stdout
+
+
+def test_start_wrapper_runs_the_pdn_of_its_own_release(tmp_path: Path) -> None:
+    """Run through /opt/pdn/current, it starts the release the link named when it started
+    (issue 25: a switch meanwhile cannot mix two releases)."""
+    libexec = tmp_path / "opt/pdn/releases/0.2.0-abc/libexec"
+    libexec.mkdir(parents=True)
+    shutil.copy2(START, libexec / "pdn-display-start")
+    (tmp_path / "opt/pdn/current").symlink_to("releases/0.2.0-abc")
+    config = tmp_path / "pdn.toml"
+    config.write_text('[screen]\nplatform = "offscreen"\n')
+    result = subprocess.run(
+        ["bash", str(tmp_path / "opt/pdn/current/libexec/pdn-display-start")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PDN_CONFIG": str(config), "PDN_DRY_RUN": "1",
+             "PDN_PYTHON": shutil.which("python3") or "python3"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    release = tmp_path / "opt/pdn/releases/0.2.0-abc"
+    assert f"exec {release}/venv/bin/pdn display --config {config}" in result.stdout

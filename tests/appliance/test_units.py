@@ -55,6 +55,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "opt/pdn/bin").mkdir(parents=True, exist_ok=True)
     # A copy, not a link: systemd resolves links inside the root.
     shutil.copy2(Path(sys.executable).parent / "pdn", root / "opt/pdn/bin/pdn")
+    # The release the display unit runs (install.sh makes one; --skip venv did not).
+    release = root / "opt/pdn/releases/test/libexec"
+    release.mkdir(parents=True)
+    shutil.copy2(REPO / "packaging/pdn-display-start", release / "pdn-display-start")
+    (root / "opt/pdn/current").symlink_to("releases/test")
     host_units = Path("/lib/systemd/system")
     shutil.copytree(host_units, root / "usr/lib/systemd/system", symlinks=True)
     env_file = root / "etc/pdn/sensor-cpu-temp.env"
@@ -108,7 +113,9 @@ def test_display_unit_is_a_watched_kiosk(root: Path) -> None:
     assert 10 <= int(unit["WatchdogSec"][0]) <= 60
     assert int(unit["StartLimitBurst"][0]) >= 3
     assert unit["User"] == ["pdn"]
-    assert unit["ExecStart"] == ["/opt/pdn/libexec/pdn-display-start"]
+    assert unit["ExecStart"] == ["/opt/pdn/current/libexec/pdn-display-start"]
+    # Each start of a new release is counted as root, and never stops the display (issue 25).
+    assert unit["ExecStartPre"] == ["-+/opt/pdn/libexec/pdn-release started"]
     assert unit["DevicePolicy"] == ["closed"]
     assert any(v.startswith("char-drm") for v in unit["DeviceAllow"])
 
@@ -131,6 +138,17 @@ def test_units_are_enabled_at_boot(root: Path) -> None:
     assert result.stdout.strip() == "enabled"
 
 
-def test_retry_timer_verifies(root: Path) -> None:
-    result = analyze(root, "verify", "pdn-display-retry.timer")
+@pytest.mark.parametrize("timer", ["pdn-display-retry.timer", "pdn-release-check.timer"])
+def test_timers_verify(root: Path, timer: str) -> None:
+    result = analyze(root, "verify", timer)
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+def test_the_release_check_runs_while_the_display_is_enabled(root: Path) -> None:
+    """pdn-release check (issue 25): from boot on, so a rollback a power cut stopped is
+    finished; it does nothing without a trial."""
+    assert (root / "etc/systemd/system/timers.target.wants/pdn-release-check.timer").is_symlink()
+    check = settings(root / "etc/systemd/system/pdn-release-check.service")
+    assert check["Type"] == ["oneshot"]
+    assert check["ExecStart"] == ["/opt/pdn/libexec/pdn-release check"]
+    assert "User" not in check  # root: it switches /opt/pdn/current

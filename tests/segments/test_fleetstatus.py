@@ -217,6 +217,37 @@ def test_fleet_status_follows_each_screen(
     wait_until(lambda: entry(base, hall.url)["online"] is True, timeout=15)
 
 
+def test_fleet_shows_a_display_that_rolled_back(
+    scheduler: SchedulerService,
+    make_screen: Callable[..., Screen],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pdn-release's state says a release was rolled back (issue 25): the display's /x/health
+    tells, and so do /x/fleet and pdn ctl fleet."""
+    state = tmp_path / "state"
+    state.write_text("current=0.2.0-aaa\nrolled-back-from=0.3.0-bbb\nreason=the test\n")
+    monkeypatch.setenv("PDN_RELEASE_STATE", str(state))
+    base = scheduler.url
+    stage = make_screen("stage")
+    with_screen(stage)
+    wait_until(lambda: entry(base, stage.url)["rolled-back-from"] == "0.3.0-bbb")
+    Document("scheduler").check(requests.get(f"{base}/x/fleet", timeout=5), "/x/fleet")
+    from server.cli import main, package_version
+
+    assert main(["ctl", "fleet", base]) == 0
+    out = capsys.readouterr().out
+    assert f"version {package_version()} (ROLLED BACK from 0.3.0-bbb)" in out
+    health = requests.get(f"{stage.url}/x/health", timeout=5).json()
+    assert health["release"]["rolled-back-from"] == "0.3.0-bbb"
+    # The console's card and the display's page.
+    assert "(rolled back from 0.3.0-bbb)" in requests.get(f"{base}/console/", timeout=5).text
+    page = requests.get(f"{base}/console/display", params={"url": stage.url}, timeout=5)
+    assert "rolled back by itself from the release 0.3.0-bbb" in page.text
+    assert health["release"]["rolled-back-because"] == "the test"
+
+
 def test_console_pages_without_a_token(
     scheduler: SchedulerService, make_screen: Callable[..., Screen]
 ) -> None:

@@ -91,6 +91,10 @@ def test_migrate_to_copies_the_registry(
             else:
                 assert now == listed, path
         assert new.storage.ingest_secret("http://192.0.2.3:8080") == secret
+        # How far each display's plays are accounted for came along (issue 25).
+        states = new.storage.backfill_states()
+        assert sorted(states) == [f"http://192.0.2.{n}:8080" for n in (1, 2, 3)]
+        assert states["http://192.0.2.1:8080"].seen == 1
         assert new.outbox.subscribers("schedule:hall") == [f"{peer.url}/hook"]
         # The subscription works: a change made on PostgreSQL reaches the old subscriber.
         assert put_schedule(new.url, "hall", cds("hall", "http://127.0.0.1:9/b.html")).ok

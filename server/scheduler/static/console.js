@@ -40,6 +40,7 @@
     health.className = "health h-" + (d.health.status || "unknown");
     set(card, ".problem", d.health.problem ? ": " + d.health.problem : "");
     set(card, ".version", d.version || "–");
+    set(card, ".rolled-back", d["rolled-back-from"] ? " (rolled back from " + d["rolled-back-from"] + ")" : "");
     var img = card.querySelector("img.thumb");
     if (d.thumbnail.available && img) {
       var src = base + "/thumbnail?display=" + encodeURIComponent(d.display) +

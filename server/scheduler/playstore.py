@@ -1,0 +1,300 @@
+"""Proof of play in the scheduler's database: every playback update the displays sent, and what
+the scheduler knows of each display's own play log, to fill the gaps (issue 25).
+
+:class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that
+keeps them; it shares that storage's database (``server.sql``: SQLite or PostgreSQL). The plays
+table belongs to the scheduler's own migrations (fleet, migration 2); the backfill table is a
+component of its own (:data:`PLAYS_SCHEMA`), so the release before still opens the database.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from server.sql import Database, Schema, Transaction
+
+__all__ = [
+    "PLAYS_COMPONENT",
+    "PLAYS_SCHEMA",
+    "BackfillClaim",
+    "BackfillState",
+    "PlayRecord",
+    "PlayStorage",
+    "display_key",
+]
+
+
+def display_key(url: str) -> str:
+    """The identity of a display URL: scheme and host in lower case, no trailing slash."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+@dataclass(frozen=True)
+class PlayRecord:
+    """One playback update a display sent: what its screen showed from ``started`` on.
+
+    ``ended`` is the start of the display's next update when that one is the very next in its
+    ``sequence`` (else unknown: updates in between were never received, a gap). ``painted``:
+    the display sends an update only once its renderer confirmed the item painted.
+    """
+
+    display: str
+    sequence: int
+    item: str | None
+    content_type: str | None
+    set_name: str | None
+    origin: str
+    started: str  # ISO 8601, as the display sent it
+    started_at: float  # the same, epoch seconds
+    duration: float | None
+    ended: str | None
+    painted: bool
+    received: float
+
+
+#: Issue 25, filling the gaps in proof of play: the tables of a component of their own
+#: (``proof_of_play``: its version in ``proof_of_play_schema`` on SQLite, a row of
+#: ``pdn_schema`` on PostgreSQL), so the scheduler's own version, which the release before reads,
+#: stays as it was and that release still opens a database this one migrated.
+#:
+#: ``play_backfill``, one row per display: ``seen``, the sequence up to which every play the
+#: display still had is stored; ``wanted`` counts the reasons to fetch the display's play log
+#: (a jump in its sequence, its registration, its coming back) and ``done`` the one the last
+#: fetch answered; ``due`` when the next fetch may start (NULL: none wanted), ``lease`` until
+#: when the process that claimed it has it, ``failures`` and ``error`` why fetching failed.
+PLAYS_SCHEMA: Schema = (
+    (
+        """CREATE TABLE play_backfill (
+            display_key TEXT PRIMARY KEY,
+            seen {bigint} NOT NULL DEFAULT 0,
+            wanted {bigint} NOT NULL DEFAULT 0,
+            done {bigint} NOT NULL DEFAULT 0,
+            due {real},
+            lease {real},
+            failures INTEGER NOT NULL DEFAULT 0,
+            error TEXT
+        )""",
+        "CREATE INDEX play_backfill_by_due ON play_backfill (due)",
+        # Displays registered before: their play logs are read once.
+        "INSERT INTO play_backfill (display_key, wanted, due) SELECT key, 1, 0 FROM displays",
+    ),
+)
+PLAYS_COMPONENT = "proof_of_play"
+
+
+@dataclass(frozen=True)
+class BackfillClaim:
+    """A display whose play log one process reads now (:meth:`SchedulerStorage.claim_backfill`)."""
+
+    url: str
+    seen: int
+    wanted: int
+    failures: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class BackfillState:
+    """What the scheduler knows of a display's play log (gaps in ``GET /x/plays``)."""
+
+    seen: int = 0
+    error: str | None = None
+    failures: int = 0
+    pending: bool = False  # a fetch is wanted (or under way)
+
+
+_PLAY_COLUMNS = (
+    "display_url, sequence, item, content_type, set_name, origin, started, started_at,"
+    " duration, ended, painted, received"
+)
+
+
+def _play(row: tuple[Any, ...]) -> PlayRecord:
+    values = list(row)
+    values[10] = bool(values[10])  # painted: SQLite keeps a boolean as 0 or 1
+    return PlayRecord(*values)
+
+
+class PlayStorage:
+    """Plays and play-log backfill, on the database of the storage that inherits this."""
+
+    _db: Database
+
+    # -- plays ------------------------------------------------------------------------
+
+    def record_play(self, play: PlayRecord) -> bool:
+        """Store a playback update; False when this very update was stored before. An update
+        that does not follow the last one stored in the display's sequence makes its play log
+        wanted (:meth:`claim_backfill`)."""
+        key = display_key(play.display)
+        with self._db.transaction() as transaction:
+            inserted = self._insert_play(transaction, play)
+            # The next in sequence: every play up to it is stored. Else, a jump (plays this
+            # scheduler never received): read them from the display.
+            followed = transaction.execute(
+                "UPDATE play_backfill SET seen = ? WHERE display_key = ? AND seen = ?",
+                (play.sequence, key, play.sequence - 1),
+            )
+            if not followed:
+                transaction.execute(
+                    "INSERT INTO play_backfill (display_key, wanted, due) VALUES (?, 1, ?)"
+                    " ON CONFLICT (display_key) DO UPDATE SET"
+                    " wanted = play_backfill.wanted + 1, due = excluded.due"
+                    " WHERE play_backfill.seen < ?",
+                    (key, time.time(), play.sequence - 1),
+                )
+        return inserted > 0
+
+    def _insert_play(self, transaction: Transaction, play: PlayRecord) -> int:
+        key = display_key(play.display)
+        inserted = transaction.execute(
+            f"INSERT INTO plays (display_key, {_PLAY_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                key,
+                play.display,
+                play.sequence,
+                play.item,
+                play.content_type,
+                play.set_name,
+                play.origin,
+                play.started,
+                play.started_at,
+                play.duration,
+                play.ended,
+                play.painted,
+                play.received,
+            ),
+        )
+        if inserted:
+            # The update before this one ended when this one started; an update after it
+            # (received first: delivery retried) tells when this one ended.
+            transaction.execute(
+                "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
+                " AND ended IS NULL",
+                (play.started, key, play.sequence - 1),
+            )
+            transaction.execute(
+                "UPDATE plays SET ended = (SELECT started FROM plays WHERE display_key = ?"
+                " AND sequence = ? ORDER BY id DESC LIMIT 1)"
+                " WHERE display_key = ? AND sequence = ? AND ended IS NULL",
+                (key, play.sequence + 1, key, play.sequence),
+            )
+        return inserted
+
+    def record_plays(self, plays: list[PlayRecord]) -> int:
+        """Store plays read from a display's play log (those stored before are left as they
+        are), in one transaction; how many were new."""
+        added = 0
+        with self._db.transaction() as transaction:
+            for play in plays:
+                added += self._insert_play(transaction, play)
+        return added
+
+    def plays(
+        self, url: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[PlayRecord]:
+        """Stored updates, by display then sequence, started in [since, until)."""
+        where: list[str] = []
+        params: list[Any] = []
+        for condition, value in (
+            ("display_key = ?", None if url is None else display_key(url)),
+            ("started_at >= ?", since),
+            ("started_at < ?", until),
+        ):
+            if value is not None:
+                where.append(condition)
+                params.append(value)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self._db.rows(
+            f"SELECT {_PLAY_COLUMNS} FROM plays {clause} ORDER BY display_key, sequence, id",
+            params,
+        )
+        return [_play(row) for row in rows]
+
+    # -- filling the gaps (issue 25) -------------------------------------------------------
+
+    def _want_plays(self, transaction: Transaction, key: str) -> None:
+        transaction.execute(
+            "INSERT INTO play_backfill (display_key, wanted, due) VALUES (?, 1, ?)"
+            " ON CONFLICT (display_key) DO UPDATE SET wanted = play_backfill.wanted + 1,"
+            " due = excluded.due",
+            (key, time.time()),
+        )
+
+    def want_plays(self, url: str) -> None:
+        """Read the display's play log soon (it registered, or answers again): no back-off."""
+        with self._db.transaction() as transaction:
+            self._want_plays(transaction, display_key(url))
+
+    def want_all_plays(self) -> None:
+        """Read every display's play log soon: the scheduler starts, and may have missed plays
+        while it was down (those the displays' outboxes dropped, or not sent again yet)."""
+        self._db.execute(
+            "UPDATE play_backfill SET wanted = wanted + 1, due = ?, failures = 0", (time.time(),)
+        )
+
+    def claim_backfill(self, limit: int, lease: float) -> list[BackfillClaim]:
+        """Up to ``limit`` approved displays whose play log is due to be read, most overdue
+        first; each is left to this process for ``lease`` seconds (on PostgreSQL the rows
+        are claimed ``FOR UPDATE SKIP LOCKED``: two processes never read the same display's
+        log at once)."""
+        now = time.time()
+        lock = " FOR UPDATE OF b SKIP LOCKED" if self._db.dialect == "postgresql" else ""
+        with self._db.transaction() as transaction:
+            rows = transaction.rows(
+                "SELECT b.display_key, d.url, b.seen, b.wanted, b.failures, b.error"
+                " FROM play_backfill b JOIN displays d ON d.key = b.display_key"
+                " WHERE b.due <= ? AND (b.lease IS NULL OR b.lease < ?)"
+                " AND d.state = 'approved' ORDER BY b.due LIMIT ?" + lock,
+                (now, now, limit),
+            )
+            transaction.executemany(
+                "UPDATE play_backfill SET lease = ? WHERE display_key = ?",
+                [(now + lease, row[0]) for row in rows],
+            )
+        return [BackfillClaim(url, int(seen), int(wanted), failures, error)
+                for _key, url, seen, wanted, failures, error in rows]  # fmt: skip
+
+    def plays_seen(self, url: str, sequence: int) -> None:
+        """Every play the display still has up to ``sequence`` is stored."""
+        self._db.execute(
+            "UPDATE play_backfill SET seen = ? WHERE display_key = ? AND seen < ?",
+            (sequence, display_key(url), sequence),
+        )
+
+    def backfill_done(self, claim: BackfillClaim, error: str | None, retry_in: float) -> None:
+        """The claimed read is over: without ``error``, not due again unless wanted again
+        meanwhile; with one, due again in ``retry_in`` seconds."""
+        key = display_key(claim.url)
+        if error is None:
+            self._db.execute(
+                "UPDATE play_backfill SET done = ?, lease = NULL, failures = 0, error = NULL,"
+                " due = CASE WHEN wanted = ? THEN NULL ELSE due END WHERE display_key = ?",
+                (claim.wanted, claim.wanted, key),
+            )
+        else:
+            self._db.execute(
+                "UPDATE play_backfill SET lease = NULL, failures = failures + 1, error = ?,"
+                " due = ? WHERE display_key = ?",
+                (error, time.time() + retry_in, key),
+            )
+
+    def backfill_states(self, url: str | None = None) -> dict[str, BackfillState]:
+        """Per display URL (``url``: that display's only): what the scheduler knows of its
+        play log."""
+        where, params = ("", ()) if url is None else (" WHERE d.key = ?", (display_key(url),))
+        rows = self._db.rows(
+            "SELECT d.url, b.seen, b.error, b.failures, b.due FROM play_backfill b"
+            " JOIN displays d ON d.key = b.display_key" + where,
+            params,
+        )
+        return {
+            url: BackfillState(int(seen), error, failures, due is not None)
+            for url, seen, error, failures, due in rows
+        }
