@@ -206,11 +206,13 @@ def run(
         # 4. What plays: the schedule, the content cache, the engine, the playback record.
         #    Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
         clock = ClockSanity(require_ntp=config.clock.require_ntp)
-        playlist = Playlist(config.tzinfo(), clock_trusted=clock.is_set)
         content = CachedContent(
             ContentCache(data_dir, config=config.cache, on_ready=lambda _spec, _path: waker.wake())
         )
         stopping.callback(content.close)
+        playlist = Playlist(
+            config.tzinfo(), clock_trusted=clock.is_set, natural_length=content.natural_length
+        )
         playback = PlaybackRecord(
             store=store, outbox=outbox, display_url=lambda: url, clock=utc_now
         )
