@@ -11,6 +11,9 @@ With one web view (``options.views``, the low-memory profile) a page that follow
 in place of the one in front: a still of the last frame (a texture copy on the GPU) covers the
 screen until the new page has painted, so the screen never shows a blank view, only the last
 frame standing still a moment.
+
+An item of a synchronised set (``PlayItem.due``) comes ahead of its instant, prepared: it is
+held by a :class:`~player.renderer.duegate.DueGate` and switched to on the instant.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from PySide6.QtQuick import QQuickItem
 from player.playitem import PlayItem, RendererListener
 from player.renderer.compositor import CompositorView
 from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
+from player.renderer.duegate import DueGate, SwitchTrace, due_timestamp
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.idle import (
     addresses,
@@ -108,12 +112,16 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._frame_class = "content"  # of the last look at the screen
         self._frame_class_at: float | None = None
         self._watch_count = 0
+        self._grab_owed = False
         self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
         # The slot fading out under the one fading in: it stays live until it is cleared.
         self._outgoing: WebSlot | None = None
         self._deferred_hint: PlayItem | None = None  # a hint that waits for that slot
         self._still_source: object = None  # the view the still copied (one web view)
         self._zygotes = ZygoteWatch()
+        # Items of a synchronised set wait here for their instant; how late switches came.
+        self._due = DueGate(self, self._show_now)
+        self.switch_trace = SwitchTrace()
 
         self.stage = Stage(
             rotation=options.rotation,
@@ -201,6 +209,15 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     def show(self, item: PlayItem) -> None:
         if self._closed:
             return
+        self._due.cancel()
+        if self._due.hold(item):
+            self.prepare(item)  # prepared already, as a rule: then this does nothing
+            return
+        self._show_now(item)
+
+    def _show_now(self, item: PlayItem) -> None:
+        if self._closed:
+            return
         self._deferred_hint = None
         kind = classify(item)
         remembered = self._prepared_failures.pop(item.url, None)
@@ -222,6 +239,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     def show_idle(self) -> None:
         if self._closed:
             return
+        self._due.cancel()
         front_slot = self._front_slot()
         if (
             front_slot is not None
@@ -325,6 +343,9 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         }
         if self._front is self.video_layer:
             state["video"] = self.video_layer.describe()
+        switches = self.switch_trace.describe()
+        if switches is not None:
+            state["sync"] = switches
         if self._fatal is not None:
             state["problem"] = f"giving up: {self._fatal}"
         elif self._problem is not None and self._wrong_since is not None:
@@ -342,6 +363,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         if self._closed:
             return
         self._closed = True
+        self._due.cancel()
         for timer in (self._beat, self._idle_refresh, self._watch):
             timer.stop()
         self.compositor.close()
@@ -366,6 +388,9 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
 
     def _lost_zygote(self) -> str | None:
         return self._zygotes.lost()
+
+    def _switch_imminent(self) -> bool:
+        return self._due.held is not None
 
     def _free_slot(self, for_show: bool) -> WebSlot | None:
         """The slot to load into: never the one on screen, and for a hint never the one an
@@ -440,17 +465,19 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         pending = self._pending
         assert pending is not None
         self._pending = None
-        self._swap_to(slot)
+        self._swap_to(slot, due_timestamp(pending.item))
         slot.start()
         self._now_showing(pending, None)
 
-    def _swap_to(self, layer: Layer) -> None:
+    def _swap_to(self, layer: Layer, due: float | None = None) -> None:
         """Bring ``layer`` in front: raised, faded in over the outgoing layer (which stays
-        live under it), and the outgoing layer cleared once covered."""
+        live under it), and the outgoing layer cleared once covered. ``due``: the instant
+        the item was due (a synchronised set's), for :attr:`switch_trace`."""
         old = self._front
         item = layer.front_item()
         if item is None:
             return
+        self.switch_trace.switching(due)
         fade_ms = self.options.crossfade_ms if old is not None else 0
         if old is layer and layer not in (self.image_layer, self.video_layer):
             fade_ms = 0
@@ -503,6 +530,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._later(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
 
     def _frame_swapped(self) -> None:
+        self.switch_trace.frame_swapped(self.stage.last_swap)
         if self._front is not None:  # a frame of something, not of the empty stage
             self._last_frame = self.stage.last_swap
         self.still.frame_swapped()
