@@ -128,6 +128,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             screen_index=options.screen,
             fullscreen=options.fullscreen,
             window_size=options.window_size,
+            wall=options.wall,
         )
         self.profile, self._profile_owner = make_profile(options, self.stage.view.engine(), self)
         self.recycler = Recycler(memory)
