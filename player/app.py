@@ -43,6 +43,7 @@ from player import videodecode
 from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.clocksanity import ClockSanity
+from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
@@ -206,6 +207,7 @@ def run(
         # 4. What plays: the schedule, the content cache, the engine, the playback record.
         #    Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
         clock = ClockSanity(require_ntp=config.clock.require_ntp)
+        clock_sync = ClockSync()  # what the time daemon says, for health and the fleet view
         content = CachedContent(
             ContentCache(data_dir, config=config.cache, on_ready=lambda _spec, _path: waker.wake())
         )
@@ -236,6 +238,7 @@ def run(
             screen=QtScreen(bridge, renderer),
             content=content,
             memory=memory,
+            clock_sync=clock_sync,
         )
         renderer.set_context(display.context())
 
@@ -314,6 +317,8 @@ def run(
             follower.start()
             stopping.callback(follower.stop)
         clock.start(on_set=waker.wake)  # time windows may open once the clock is set
+        clock_sync.start()
+        stopping.callback(clock_sync.stop)
         power = start_power_schedule(config.power, config.tzinfo(), clock.is_set)
         if power is not None:
             stopping.callback(power.stop)

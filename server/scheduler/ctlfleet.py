@@ -30,6 +30,7 @@ from server.ctl import (
     _call,
     _check,
 )
+from server.scheduler.clockspread import clock_spread, describe_spread
 
 JSON = "application/json"
 
@@ -355,6 +356,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         print("no display has registered")
     for display in answer:
         print(describe_fleet_entry(display))
+    if answer:
+        print(describe_spread(clock_spread(answer)))
     return EXIT_OK
 
 
@@ -382,8 +385,11 @@ def describe_fleet_entry(display: dict[str, Any]) -> str:
     picture = "no thumbnail"
     if thumbnail.get("available"):
         picture = f"thumbnail {thumbnail.get('taken')}"
+    clock = display.get("clock") or {}
+    offset = clock.get("offset-ms")
+    timing = f"clock {offset:+g} ms ({clock.get('source')})" if offset is not None else "clock ?"
     return (
         f"{name}{display['display']}  {state}  health {verdict}  "
-        f"version {display.get('version') or '?'}\n"
+        f"version {display.get('version') or '?'}  {timing}\n"
         f"    shows {what}{where} since {playing.get('started') or '?'}; {picture}"
     )

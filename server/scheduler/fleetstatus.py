@@ -9,6 +9,9 @@ display is read by one of the processes, and every process answers alike). Per d
   play, :meth:`FleetStatus.played`) and from the ``playback`` section of its ``/x/health``;
 - a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
 - its version (``/x/health``'s extension field ``version``);
+- its clock: what its time daemon says (``/x/health``'s ``clock``: source, synchronised,
+  offset), and over the fleet the spread of the offsets (``server.scheduler.clockspread``):
+  screens that change together (a synchronised set) agree only as well as their clocks do;
 - a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
   the display extra, is installed beside the scheduler; else kept as the display sent it),
   taken when there is none, when what it shows changed (at most every ``THUMBNAIL_MIN_GAP``
@@ -124,6 +127,7 @@ class DisplayStatus:
     problem: str | None = None
     health_checked: float | None = None
     version: str | None = None
+    clock: dict[str, Any] | None = None  # health's clock: source, synchronised, offset-ms
     thumbnail: bytes | None = field(default=None, repr=False)  # kept by MemoryStatusBook only
     has_thumbnail: bool = False
     thumbnail_taken: float | None = None
@@ -145,6 +149,7 @@ class DisplayStatus:
                 "checked": _iso(self.health_checked),
             },
             "version": self.version,
+            "clock": self.clock,
             "thumbnail": {
                 "available": self.has_thumbnail,
                 "taken": _iso(self.thumbnail_taken),
@@ -154,8 +159,24 @@ class DisplayStatus:
         }
 
 
+def clock_of(health: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of a display's ``/x/health`` ``clock`` the fleet keeps (None: not reported)."""
+    clock = health.get("clock")
+    if not isinstance(clock, dict):
+        return None
+    offset = clock.get("offset-ms")
+    synchronised = clock.get("synchronised")
+    return {
+        "source": clock.get("source") if isinstance(clock.get("source"), str) else "unknown",
+        "synchronised": synchronised if isinstance(synchronised, bool) else None,
+        "offset-ms": float(offset)
+        if isinstance(offset, int | float) and not isinstance(offset, bool)
+        else None,
+    }
+
+
 #: Fields whose change alone is no news (a console is not told of every successful read).
-_ROUTINE = ("last_seen", "health_checked")
+_ROUTINE = ("last_seen", "health_checked", "clock")
 
 
 def merge_status(status: DisplayStatus, fields: dict[str, Any]) -> bool:
@@ -471,6 +492,7 @@ class FleetStatus:
             "problem": health_problem(body),
             "health_checked": time.time(),
             "version": body["version"] if isinstance(body.get("version"), str) else None,
+            "clock": clock_of(body),
         }
         playback = body.get("playback")
         if isinstance(playback, dict):
