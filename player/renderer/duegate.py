@@ -3,8 +3,9 @@ its turn (``PlayItem.due``, ``player.engine.SHOW_AHEAD``) and goes on screen on 
 
 :class:`DueGate` holds the item until then on a precise timer of its own, so the switch waits
 on this timer alone, not on the engine's tick nor on a load (the item is prepared by then).
-:class:`SwitchTrace` notes, for each switch made on its instant, how late the first frame
-swapped after it came by this display's clock: the figure health reports and the benchmark
+:class:`SwitchTrace` notes, for each switch made on its instant, how late the gate let it
+through (the timer: the GUI thread's promptness) and how late the first frame swapped after it
+came (the drawing too), by this display's clock: the figures health reports and the benchmark
 checks against the recorded screens.
 """
 
@@ -35,9 +36,15 @@ def due_timestamp(item: PlayItem) -> float | None:
 class DueGate(QObject):
     """Holds one item handed over ahead of its instant; releases it on the instant."""
 
-    def __init__(self, parent: QObject, release: Callable[[PlayItem], None]) -> None:
+    def __init__(
+        self,
+        parent: QObject,
+        release: Callable[[PlayItem], None],
+        fired: Callable[[float], None] | None = None,
+    ) -> None:
         super().__init__(parent)
         self._release = release
+        self._fired = fired or (lambda late: None)
         self._item: PlayItem | None = None
         self._timer = QTimer(self)  # the gate's own: it dies with it
         self._timer.setSingleShot(True)
@@ -73,6 +80,8 @@ class DueGate(QObject):
             self._arm(due)  # woken early (the timer counts whole milliseconds): the rest
             return
         self._item = None
+        if due is not None:
+            self._fired(time.time() - due)
         self._release(item)
 
 
@@ -82,7 +91,12 @@ class SwitchTrace:
     def __init__(self, keep: int = 200) -> None:
         self._waiting: float | None = None  # the due instant of a switch made, not yet swapped
         self._late: deque[float] = deque(maxlen=keep)
+        self._gate: deque[float] = deque(maxlen=keep)
         self.switches = 0
+
+    def gate_opened(self, late: float) -> None:
+        """The gate let an item through ``late`` seconds after its instant."""
+        self._gate.append(late)
 
     def switching(self, due: float | None) -> None:
         """A layer with an item due at ``due`` was raised now."""
@@ -104,13 +118,20 @@ class SwitchTrace:
     def describe(self) -> dict[str, object] | None:
         if not self._late:
             return None
-        late = sorted(self._late)
         return {
             "switches": self.switches,
-            "late-ms": {
-                "last": round(self._late[-1] * 1000, 1),
-                "p50": round(statistics.median(late) * 1000, 1),
-                "p95": round(late[min(len(late) - 1, math.ceil(0.95 * len(late)) - 1)] * 1000, 1),
-                "max": round(late[-1] * 1000, 1),
-            },
+            "late-ms": _figures(self._late),  # the first frame swapped after the switch
+            "gate-ms": _figures(self._gate),  # the switch itself (the timer)
         }
+
+
+def _figures(values: deque[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {
+        "last": round(values[-1] * 1000, 1),
+        "p50": round(statistics.median(ordered) * 1000, 1),
+        "p95": round(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)] * 1000, 1),
+        "max": round(ordered[-1] * 1000, 1),
+    }

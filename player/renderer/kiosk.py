@@ -120,8 +120,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._still_source: object = None  # the view the still copied (one web view)
         self._zygotes = ZygoteWatch()
         # Items of a synchronised set wait here for their instant; how late switches came.
-        self._due = DueGate(self, self._show_now)
         self.switch_trace = SwitchTrace()
+        self._due = DueGate(self, self._show_now, self.switch_trace.gate_opened)
 
         self.stage = Stage(
             rotation=options.rotation,

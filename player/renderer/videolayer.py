@@ -16,7 +16,7 @@ A video of a synchronised set (shown with its turn's ``due`` instant) keeps to t
   the frame should be). A display more than :data:`DEADBAND` behind or ahead (half a frame)
   nudges its playback rate, by at most :data:`MAX_NUDGE` (5 %), in proportion, to be back in
   step within about :data:`CATCH_UP` seconds: no frame jumps, nothing to see. Only a display
-  :data:`SEEK_BEYOND` (1 s) off, which a rate change would take too long to bring back, seeks.
+  :data:`SEEK_BEYOND` (0.5 s) off, which a 5 % nudge would take over 10 s to bring back, seeks.
   A seek costs a decode from the previous key frame (a stall of tens to hundreds of ms, the
   picture jumping), a nudge costs nothing visible: measured in docs/benchmarks.md.
 
@@ -65,7 +65,7 @@ CORRECT_MS = 500  # how often a playing video is set against the wall clock
 DEADBAND = 0.5  # of a frame: closer than this, the rate is left at 1
 CATCH_UP = 2.0  # seconds to make up a lag in, at a nudged rate
 MAX_NUDGE = 0.05  # the rate stays within 1 +- this
-SEEK_BEYOND = 1.0  # seconds off: seek instead
+SEEK_BEYOND = 0.5  # seconds off: seek instead (a nudge would take over 10 s)
 SEEK_LEAD = 0.15  # seconds: a seek while playing lands this far ahead (its decode time)
 
 

@@ -1,0 +1,695 @@
+"""Screens that change together (issue 26), measured from the screens: real ``pdn display``
+processes, each on an Xvfb of its own, playing one synchronised set, each screen recorded by
+``ffmpeg -f x11grab`` at 60 fps.
+
+    .venv/bin/python -m tests.bench.bench_sync [--displays 3] [--switches 50] [--size 640x360]
+        [--parts sync,wall] [--output tests/bench/figures/sync.json]
+        [--montage tests/bench/figures/sync_wall_montage.png] [--work DIR]
+
+**sync** (``--displays`` screens): the set ``bench-sync`` with ``<playback sync="wall-clock"/>``
+is a solid red page, a yellow picture, a green page, a magenta picture (2 s each), a blue page
+(2 s) and an H.264 video with its frame numbers drawn in (its own length, 12 s: 30 fps, made by
+Debian's ffmpeg, drawtext, and a code of its frame number in its top rows that the analysis
+reads); 22 s a cycle, six switches. Pages are served live from 127.0.0.1, the pictures and the
+video come from each display's cache (sha256 in the CDS). Cross-fade 0 (a cut), so that a
+switch is an instant. Measured (sync_tools.py says how the recordings are read):
+
+- **switch skew**: for each due instant of the grid, the spread (latest minus earliest) of the
+  instants the screens changed, p50/p95/max over ``--switches`` switches; beside it, each
+  screen's lateness against the due instant (recording included), and each display's own
+  account (``/x/health`` ``renderer.screen.sync``: the first frame swapped after the switch, by
+  its clock). A switch is located on each screen to +-8.3 ms (between two recorded frames),
+  so the skew of two perfect screens reads up to 16.7 ms: the resolution of 60 fps.
+- **video frames**: at every recorded frame of a screen during the video, the frame number it
+  shows minus the one each other screen shows at that instant; and the time between two
+  screens' first showing of the same frame number; and each display's own figure
+  (``renderer.screen.video.sync``: the lag behind its turn, rate nudges, seeks).
+- **rejoin**: one display killed (SIGKILL) 1 s into the video's turn and started again 1 s
+  later: the time from its start to its API answering, to its first frame of content, whether
+  that was the item of the grid's turn then (not the set's top), and to being back in step (its
+  item the others' item and, in the video, at most one frame off theirs, for 3 s on end).
+
+**wall**: four displays as a 2x2 wall (``[screen] wall``, bezel 0.03), one synchronised set of a
+picture-rich video (testsrc2 with a grid and its frame number), each screen recorded in full
+(FFV1); the four frames recorded nearest one instant are put side by side with the bezels' gap,
+as ``--montage``.
+
+The machine's load is part of the figures: its load average and how busy its CPUs were
+(/proc/stat) during the run, the displays' CPU, the recorders'. Prints the figures and writes
+them as JSON (``--output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cds.parser import parse
+from cds.playlist import Playlist
+from player.medialength import media_length
+from tests.bench.memory_tools import Display, XServer, process_tree, xvfb
+from tests.bench.stats import percentile
+from tests.bench.sync_tools import (
+    FPS,
+    PALETTE,
+    ScreenRecorder,
+    Seen,
+    numbered_video,
+    picture_video,
+    solid_png,
+)
+from tests.bench.video_tools import MediaSite
+
+REPO = Path(__file__).resolve().parents[2]
+TICK = os.sysconf("SC_CLK_TCK")
+SET = "bench-sync"
+STEP_S = 2.0
+VIDEO_S = 12.0
+HOLD_S = 3.0  # in step this long on end counts as back in step
+AFTER_RESTART_S = 60.0  # recorded this long after the restart
+EDGE_S = 0.04  # around a due instant either item counts as in step
+
+
+# -- the machine ------------------------------------------------------------------------------
+
+
+def cpu_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    with open("/proc/stat") as stream:
+        fields = [float(v) for v in stream.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def tree_cpu(root: int) -> float:
+    total = 0.0
+    for pid, _ in process_tree(root):
+        with contextlib.suppress(OSError, IndexError):
+            with open(f"/proc/{pid}/stat") as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
+
+
+def busiest_others(own: set[int], count: int = 5) -> list[str]:
+    """The processes not ours using the most CPU over a second (what else loads the machine)."""
+
+    def sample() -> dict[int, tuple[str, float]]:
+        found = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in own:
+                continue
+            with contextlib.suppress(OSError, IndexError):
+                with open(f"/proc/{entry}/stat") as stream:
+                    text = stream.read()
+                name = text[text.index("(") + 1 : text.rindex(")")]
+                fields = text.rsplit(")", 1)[1].split()
+                found[int(entry)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+        return found
+
+    before = sample()
+    time.sleep(1.0)
+    after = sample()
+    used = [(after[pid][1] - before[pid][1], after[pid][0]) for pid in after if pid in before]
+    return [
+        f"{name} {share * 100:.0f} %"
+        for share, name in sorted(used, reverse=True)[:count]
+        if share > 0.02
+    ]
+
+
+# -- the set and its grid -----------------------------------------------------------------------
+
+
+@dataclass
+class Media:
+    site: MediaSite
+    video: Path
+    items: list[tuple[str, str, str, float | None, str | None]]  # name, url, type, seconds, sha
+
+    def cds(self, name: str = SET) -> bytes:
+        body = ""
+        for _, url, kind, seconds, sha in self.items:
+            duration = (
+                f"<constraints><scheduling-constraints><preferred-duration>{seconds:g} seconds"
+                "</preferred-duration></scheduling-constraints></constraints>"
+                if seconds is not None
+                else ""
+            )
+            hashes = f'<hashes><hash type="sha256">{sha}</hash></hashes>' if sha else ""
+            body += (
+                f'<content-item content-type="{kind}">{duration}<requires-file>{hashes}'
+                f"<sources><uri>{url}</uri></sources></requires-file></content-item>"
+            )
+        return (
+            f'<content-set name="{name}"><constraints><scheduling-constraints>'
+            '<playback order="inorder" sync="wall-clock"/></scheduling-constraints>'
+            f"</constraints>{body}</content-set>"
+        ).encode()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_media(work: Path, size: tuple[int, int]) -> Media:
+    video = numbered_video(work / "numbered.mp4", size, VIDEO_S)
+    yellow = solid_png(work / "yellow.png", size, PALETTE["yellow"])
+    magenta = solid_png(work / "magenta.png", size, PALETTE["magenta"])
+    files = {
+        path.name: (path.read_bytes(), kind)
+        for path, kind in ((video, "video/mp4"), (yellow, "image/png"), (magenta, "image/png"))
+    }
+    site = MediaSite(files)
+
+    def page(name: str) -> str:
+        return f"{site.base}/solid/{''.join(f'{c:02x}' for c in PALETTE[name])}.html"
+
+    items = [
+        ("red", page("red"), "text/html", STEP_S, None),
+        ("yellow", f"{site.base}/media/yellow.png", "image/png", STEP_S, sha256(yellow)),
+        ("green", page("green"), "text/html", STEP_S, None),
+        ("magenta", f"{site.base}/media/magenta.png", "image/png", STEP_S, sha256(magenta)),
+        ("blue", page("blue"), "text/html", STEP_S, None),
+        ("video", f"{site.base}/media/numbered.mp4", "video/mp4", None, sha256(video)),
+    ]
+    return Media(site, video, items)
+
+
+@dataclass(frozen=True)
+class Turn:
+    item: str
+    start: float
+    end: float
+
+
+class Grid:
+    """The turns the displays should follow (the same code: cds.playlist with the CDS)."""
+
+    def __init__(self, media: Media) -> None:
+        length = media_length(media.video)
+        names = {url: name for name, url, *_ in media.items}
+        playlist = Playlist(UTC, natural_length=lambda item: length)
+        playlist.set_documents([parse(media.cds()).root])
+        self._playlist = playlist
+        self._names = names
+        self.cycle = 5 * STEP_S + (length or 0.0)
+
+    def turn(self, when: float) -> Turn:
+        chosen = self._playlist.next(datetime.fromtimestamp(when, UTC), lambda item: True)
+        assert chosen is not None and chosen.slot is not None
+        return Turn(
+            self._names[chosen.item.url], chosen.slot.start.timestamp(), chosen.slot.end.timestamp()
+        )
+
+    def turns(self, start: float, end: float) -> list[Turn]:
+        found, at = [], start
+        while at < end:
+            turn = self.turn(at)
+            found.append(turn)
+            at = turn.end + 1e-6
+        return found
+
+    def next_start(self, item: str, after: float) -> float:
+        return next(
+            t.start
+            for t in self.turns(after, after + 3 * self.cycle)
+            if t.item == item and t.start > after
+        )
+
+
+# -- what the recordings say ---------------------------------------------------------------------
+
+
+Frames = list[tuple[float, Seen]]
+
+
+@dataclass
+class Switch:
+    old: str
+    new: str
+    last_old: float
+    first_new: float
+
+    @property
+    def at(self) -> float:
+        return (self.last_old + self.first_new) / 2
+
+
+def switches(frames: Frames) -> list[Switch]:
+    """Every change of item on a screen (frames that show no item are skipped)."""
+    found: list[Switch] = []
+    last: tuple[float, str] | None = None
+    for at, seen in frames:
+        item = seen.item
+        if item is None:
+            continue
+        if last is not None and item != last[1]:
+            found.append(Switch(last[1], item, last[0], at))
+        last = (at, item)
+    return found
+
+
+def state_at(frames: Frames, when: float) -> Seen | None:
+    """What the screen showed at ``when``: its last recorded frame at or before it."""
+    lo, hi = 0, len(frames)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if frames[mid][0] <= when:
+            lo = mid + 1
+        else:
+            hi = mid
+    return frames[lo - 1][1] if lo else None
+
+
+def first_showings(frames: Frames, start: float, end: float) -> dict[int, float]:
+    """When each video frame number first appeared (midpoint of the two recorded frames)."""
+    shown: dict[int, float] = {}
+    previous: float | None = None
+    for at, seen in frames:
+        frame = seen.frame
+        if start <= at < end and frame is not None and frame not in shown and previous is not None:
+            shown[frame] = (previous + at) / 2
+        previous = at
+    return shown
+
+
+def summary(values: list[float], digits: int = 1) -> dict[str, Any]:
+    if not values:
+        return {"count": 0}
+    return {
+        "count": len(values),
+        "min": round(min(values), digits),
+        "p50": round(percentile(values, 0.5), digits),
+        "p95": round(percentile(values, 0.95), digits),
+        "max": round(max(values), digits),
+    }
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def screens(count: int, size: tuple[int, int]) -> Iterator[list[XServer]]:
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(xvfb(*size)) for _ in range(count)]
+
+
+def start_display(server: XServer, work: Path, name: str, config: str) -> Display:
+    return Display(server, REPO, work, config, name)
+
+
+def wait_for(what: Callable[[], bool], timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up waiting: {message}")
+        time.sleep(0.5)
+
+
+def playing(display: Display, prefix: str) -> bool:
+    with contextlib.suppress(OSError, ValueError):
+        health = display.health()
+        record = health.get("playback") or {}
+        waiting = any("waiting" in entry for entry in health.get("sync") or [])
+        return record.get("set") == prefix and not waiting
+    return False
+
+
+@dataclass
+class Phase:
+    start: float = 0.0
+    end: float = 0.0
+    kill: float | None = None
+    restart: float | None = None
+    api: float | None = None
+    killed: int | None = None
+    health: list[dict[str, Any]] = field(default_factory=list)
+    video_health: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    size = args.size
+    media = make_media(work, size)
+    grid = Grid(media)
+    cds = media.cds()
+    config = "[screen]\ncrossfade = 0\n"
+    load_before = os.getloadavg()
+    with screens(args.displays, size) as servers:
+        displays = [start_display(s, work, f"sync{i}", config) for i, s in enumerate(servers)]
+        started = []
+        try:
+            for display in displays:
+                display.schedule_cds(cds)
+            wait_for(
+                lambda: all(playing(d, SET) for d in displays), 180, "every display on the set"
+            )
+            # Steady: a whole cycle on the set before recording.
+            time.sleep(grid.cycle)
+            own = {p for d in displays for p, _ in process_tree(d.process.pid)}
+            others = busiest_others(own | {os.getpid()})
+            recorders = [
+                ScreenRecorder(s.display, size, work / f"screen{i}.nut")
+                for i, s in enumerate(servers)
+            ]
+            started = recorders
+            phase = Phase(start=time.time())
+            cpu0 = [tree_cpu(d.process.pid) for d in displays]
+            busy0 = cpu_busy()
+            cycles = math.ceil(args.switches / 6)
+            main_end = phase.start + cycles * grid.cycle + 2
+            # Each display's own account of the video, sampled in the middle of its turns.
+            while time.time() < main_end:
+                middle = grid.next_start("video", time.time()) + VIDEO_S / 2
+                if middle > main_end:
+                    break
+                time.sleep(max(0.0, middle - time.time()))
+                phase.video_health.append(
+                    {
+                        f"display{i}": d.health()["renderer"].get("screen", {}).get("video")
+                        for i, d in enumerate(displays)
+                    }
+                )
+            time.sleep(max(0.0, main_end - time.time()))
+            phase.end = time.time()
+            busy1 = cpu_busy()
+            cpu1 = [tree_cpu(d.process.pid) for d in displays]
+            phase.health = [d.health()["renderer"].get("screen", {}).get("sync") for d in displays]
+            # Rejoin: the last display killed 1 s into a video turn, started 1 s later.
+            victim = len(displays) - 1
+            video_start = grid.next_start("video", time.time() + 2)
+            time.sleep(max(0.0, video_start + 1.0 - time.time()))
+            phase.kill, phase.killed = time.time(), victim
+            displays[victim].process.kill()
+            displays[victim].process.wait()
+            displays[victim].stop()
+            time.sleep(1.0)
+            phase.restart = time.time()
+            displays[victim] = start_display(servers[victim], work, f"sync{victim}", config)
+            phase.api = time.time()
+            time.sleep(max(0.0, phase.restart + AFTER_RESTART_S - time.time()))
+            rejoin_health = displays[victim].health()["renderer"].get("screen", {})
+        finally:
+            for recorder in started:
+                recorder.stop()
+            for display in displays:
+                display.stop()
+    load_after = os.getloadavg()
+    media.site.stop()
+    frames = [recorder.frames() for recorder in started]
+    figures = analyse(grid, frames, phase)
+    busy = (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
+    seconds = phase.end - phase.start
+    figures["machine"] = {
+        "cores": os.cpu_count(),
+        "load-average-before": [round(v, 2) for v in load_before],
+        "load-average-after": [round(v, 2) for v in load_after],
+        "cpu-busy-percent-during": round(busy * 100, 1),
+        "displays-cpu-cores": [
+            round((b - a) / seconds, 2) for a, b in zip(cpu0, cpu1, strict=True)
+        ],
+        "recorders-cpu-s": [round(r.cpu_s, 1) for r in started],
+        "busiest-other-processes-at-start": others,
+    }
+    figures["displays-own-account"] = {
+        "switch-lateness": phase.health,
+        "video-in-the-middle-of-its-turns": phase.video_health,
+        "rejoined-display-at-the-end": rejoin_health.get("video") or rejoin_health.get("sync"),
+    }
+    figures["setup"] = {
+        "displays": args.displays,
+        "screen": f"{size[0]}x{size[1]}",
+        "recording": "ffmpeg x11grab 60 fps, 16x9 cells",
+        "cross-fade": 0,
+        "cycle-s": grid.cycle,
+        "items": [name for name, *_ in media.items],
+        "video": f"H.264 {size[0]}x{size[1]} {FPS} fps, {VIDEO_S:g} s, frame numbers drawn in",
+    }
+    return figures
+
+
+def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
+    main = [[(t, s) for t, s in f if phase.start <= t < phase.end] for f in frames]
+    turns = grid.turns(phase.start + 1, phase.end - 1)
+    # Switches: each screen's change nearest each due instant, to the item of that turn.
+    per_screen = [switches(f) for f in main]
+    skews: list[float] = []
+    within: list[float] = []  # +- this: where a switch lies between two recorded frames
+    late: list[list[float]] = [[] for _ in frames]
+    counted = 0
+    for before, after in itertools.pairwise(turns):
+        due = after.start
+        instants = []
+        for index, found in enumerate(per_screen):
+            near = [
+                s
+                for s in found
+                if s.new == after.item and s.old == before.item and abs(s.at - due) < 1.0
+            ]
+            if near:
+                instants.append(near[0].at)
+                late[index].append((near[0].at - due) * 1000)
+                within.append((near[0].first_new - near[0].last_old) / 2 * 1000)
+        if len(instants) == len(frames):
+            skews.append((max(instants) - min(instants)) * 1000)
+            counted += 1
+    # Video: frame numbers at the same instant, and the same frame's first showing.
+    diffs: list[int] = []
+    offsets: list[float] = []
+    lag_vs_grid: list[list[float]] = [[] for _ in frames]
+    for turn in (t for t in turns if t.item == "video"):
+        shown = [first_showings(f, turn.start, turn.end) for f in main]
+        for index, screen in enumerate(shown):
+            lag_vs_grid[index].extend(
+                (at - (turn.start + n / FPS)) * 1000 for n, at in screen.items()
+            )
+        for a, b in itertools.combinations(range(len(frames)), 2):
+            offsets.extend(abs(shown[a][n] - shown[b][n]) * 1000 for n in shown[a] if n in shown[b])
+        for a, b in itertools.permutations(range(len(frames)), 2):
+            for at, seen in main[a]:
+                if not (turn.start + 0.1 <= at < turn.end - 0.1) or seen.kind != "video":
+                    continue
+                other = state_at(main[b], at)
+                if other is not None and other.kind == "video" and seen.frame is not None:
+                    assert other.frame is not None
+                    diffs.append(seen.frame - other.frame)
+    counts = {"0": 0, "1": 0, "2 or more": 0}
+    for diff in diffs:
+        counts["0" if diff == 0 else "1" if abs(diff) == 1 else "2 or more"] += 1
+    intervals = [(b[0] - a[0]) * 1000 for f in main for a, b in itertools.pairwise(f)]
+    figures: dict[str, Any] = {
+        "recording-interval-ms": summary(intervals),
+        "switch-skew-ms": {**summary(skews), "switches": counted},
+        "each-switch-located-to-within-ms": summary(within),
+        "switch-lateness-vs-due-ms": [summary(values) for values in late],
+        "video": {
+            "frame-difference-at-the-same-instant": {
+                "samples": len(diffs),
+                "counts": counts,
+                "max": max((abs(d) for d in diffs), default=None),
+            },
+            "same-frame-first-shown-apart-ms": summary(offsets),
+            "lag-behind-the-grid-ms": [summary(values) for values in lag_vs_grid],
+        },
+    }
+    figures["rejoin"] = analyse_rejoin(grid, frames, phase)
+    return figures
+
+
+def analyse_rejoin(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
+    assert phase.killed is not None and phase.restart is not None and phase.kill is not None
+    mine = [(t, s) for t, s in frames[phase.killed] if t >= phase.restart]
+    reference = frames[0]
+    content = next(((t, s) for t, s in mine if s.item is not None), None)
+    result: dict[str, Any] = {
+        "killed": f"display{phase.killed} (SIGKILL), 1 s into the video's turn",
+        "restart-to-api-s": round((phase.api or 0) - phase.restart, 2),
+    }
+    if content is None:
+        result["restart-to-in-step-s"] = None
+        return result
+    first_at, first = content
+    result["restart-to-first-content-s"] = round(first_at - phase.restart, 2)
+    result["first-item"] = first.item
+    result["first-item-is-the-turn-of-then"] = first.item == grid.turn(first_at).item
+    if first.kind == "video" and first.frame is not None:
+        turn = grid.turn(first_at)
+        result["first-video-frame"] = first.frame
+        result["first-video-frame-expected-by-the-grid"] = int((first_at - turn.start) * FPS)
+
+    def in_step(at: float, seen: Seen, reference: Frames) -> bool:
+        if seen.item is None:
+            return False  # black (no window yet), the idle page, a torn frame
+        turn = grid.turn(at)
+        if min(at - turn.start, turn.end - at) < EDGE_S:
+            return True
+        other = state_at(reference, at)
+        if other is None or seen.item != other.item:
+            return False
+        if seen.kind == "video":
+            return (
+                other.frame is not None
+                and seen.frame is not None
+                and abs(seen.frame - other.frame) <= 1
+            )
+        return True
+
+    first_in_step = next(
+        (at for at, seen in mine if at >= first_at and in_step(at, seen, reference)), None
+    )
+    result["restart-to-in-step-s"] = (
+        None if first_in_step is None else round(first_in_step - phase.restart, 2)
+    )
+    result["kill-to-in-step-s"] = (
+        None if first_in_step is None else round(first_in_step - phase.kill, 2)
+    )
+    if first_in_step is not None:
+        # How well it keeps step afterwards, beside two displays that never stopped.
+        window = (first_in_step, first_in_step + 10.0)
+        after = [(t, s) for t, s in mine if window[0] <= t < window[1]]
+        pair = [(t, s) for t, s in frames[1] if window[0] <= t < window[1]]
+        result["in-step-share-10-s-after"] = round(
+            sum(in_step(t, s, reference) for t, s in after) / max(1, len(after)), 3
+        )
+        result["in-step-share-of-two-unkilled-displays-then"] = round(
+            sum(in_step(t, s, reference) for t, s in pair) / max(1, len(pair)), 3
+        )
+    since: float | None = None
+    for at, seen in mine:
+        if at < first_at:
+            continue
+        if in_step(at, seen, reference):
+            since = at if since is None else since
+            if at - since >= HOLD_S:
+                break
+        else:
+            since = None
+    result[f"restart-to-in-step-{HOLD_S:g}-s-on-end-s"] = (
+        None if since is None else round(since - phase.restart, 2)
+    )
+    return result
+
+
+# -- the wall ----------------------------------------------------------------------------------
+
+
+def run_wall(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    tile = (args.size[0] * 3 // 4, args.size[1] * 3 // 4)  # four screens: smaller ones
+    bezel = 0.03
+    gap = round(bezel * tile[0])
+    wall_size = (2 * tile[0] + gap, 2 * tile[1] + gap)
+    video = picture_video(work / "wall.mp4", (wall_size[0] // 2 * 2, wall_size[1] // 2 * 2), 10.0)
+    site = MediaSite({video.name: (video.read_bytes(), "video/mp4")})
+    cds = (
+        '<content-set name="bench-wall"><constraints><scheduling-constraints>'
+        '<playback sync="wall-clock"/></scheduling-constraints></constraints>'
+        '<content-item content-type="video/mp4"><requires-file><hashes>'
+        f'<hash type="sha256">{sha256(video)}</hash></hashes><sources>'
+        f"<uri>{site.base}/media/{video.name}</uri></sources></requires-file></content-item>"
+        "</content-set>"
+    ).encode()
+    places = list(itertools.product(range(2), range(2)))  # (row, column)
+    result: dict[str, Any] = {"tile": f"{tile[0]}x{tile[1]}", "bezel": bezel, "gap-px": gap}
+    with screens(4, tile) as servers:
+        displays = [
+            start_display(
+                s,
+                work,
+                f"wall{i}",
+                f"[screen]\ncrossfade = 0\nwall = {{columns = 2, rows = 2, column = {c}, "
+                f"row = {r}, bezel = {bezel}}}\n",
+            )
+            for i, (s, (r, c)) in enumerate(zip(servers, places, strict=True))
+        ]
+        recorders: list[ScreenRecorder] = []
+        try:
+            for display in displays:
+                display.schedule_cds(cds)
+            wait_for(lambda: all(playing(d, "bench-wall") for d in displays), 180, "the wall")
+            time.sleep(2.0)
+            recorders = [
+                ScreenRecorder(s.display, tile, work / f"wall{i}.nut", keep=work / f"wall{i}.mkv")
+                for i, s in enumerate(servers)
+            ]
+            time.sleep(6.0)
+            instant = time.time() - 2.5
+        finally:
+            for recorder in recorders:
+                recorder.stop()
+            for display in displays:
+                display.stop()
+    site.stop()
+    shots = [work / f"wall{i}.png" for i in range(4)]
+    taken = [r.picture_at(instant, shot) for r, shot in zip(recorders, shots, strict=True)]
+    result["recorded-apart-ms"] = round((max(taken) - min(taken)) * 1000, 1)
+    montage = args.montage
+    montage.parent.mkdir(parents=True, exist_ok=True)
+    convert = shutil.which("convert")
+    if convert is None:
+        raise SystemExit("ImageMagick's convert is missing (dev.sh installs imagemagick)")
+    command = [convert, "-size", f"{wall_size[0]}x{wall_size[1]}", "xc:black"]
+    for shot, (r, c) in zip(shots, places, strict=True):
+        command += [
+            str(shot),
+            "-geometry",
+            f"+{c * (tile[0] + gap)}+{r * (tile[1] + gap)}",
+            "-composite",
+        ]
+    subprocess.run([*command, str(montage)], check=True, timeout=60)
+    result["montage"] = str(montage)
+    result["instant"] = datetime.fromtimestamp(instant, UTC).isoformat()
+    return result
+
+
+def size_of(text: str) -> tuple[int, int]:
+    width, height = (int(v) for v in text.lower().split("x"))
+    return width, height
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--displays", type=int, default=3)
+    parser.add_argument("--switches", type=int, default=50)
+    parser.add_argument("--size", type=size_of, default=(640, 360))
+    parser.add_argument("--parts", default="sync,wall")
+    parser.add_argument("--output", type=Path, default=Path("tests/bench/figures/sync.json"))
+    parser.add_argument(
+        "--montage", type=Path, default=Path("tests/bench/figures/sync_wall_montage.png")
+    )
+    parser.add_argument("--work", type=Path, help="keep the recordings and logs here")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    work = args.work or Path(tempfile.mkdtemp(prefix="pdn-bench-sync-"))
+    work.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {}
+    for part, run in (("sync", run_sync), ("wall", run_wall)):
+        if part in parts:
+            when = datetime.now(UTC).isoformat(timespec="seconds")
+            figures[part] = {"when": when, **run(args, work)}
+    text = json.dumps(figures, indent=2)
+    print(text)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
+    args.output.write_text(json.dumps({**previous, **figures}, indent=2) + "\n")
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
