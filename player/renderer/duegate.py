@@ -98,11 +98,13 @@ class SwitchTrace:
         """The gate let an item through ``late`` seconds after its instant."""
         self._gate.append(late)
 
-    def switching(self, due: float | None) -> None:
-        """A layer with an item due at ``due`` was raised now."""
+    def switching(self, due: float | None) -> bool:
+        """A layer with an item due at ``due`` was raised now: True if that is a switch on its
+        instant (not an item of no synchronised set, nor one joining its turn late)."""
         if due is None or time.time() - due > JOINED:
-            return  # not a synchronised item, or one joining its turn late
+            return False
         self._waiting = due
+        return True
 
     def frame_swapped(self, swap_monotonic: float | None) -> None:
         """A frame of the scene reached the screen at ``swap_monotonic``."""

@@ -493,7 +493,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         item = layer.front_item()
         if item is None:
             return
-        self.switch_trace.switching(due)
+        on_the_instant = self.switch_trace.switching(due)
         fade_ms = self.options.crossfade_ms if old is not None else 0
         if old is layer and layer not in (self.image_layer, self.video_layer):
             fade_ms = 0
@@ -504,7 +504,12 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             self._fading_until = time.monotonic() + fade_ms / 1000
         self._front = layer
         self._last_frame = time.monotonic()
-        self.stage.request_frame()
+        if on_the_instant:
+            # Drawn now, not after what this thread does next (the engine's bookkeeping of
+            # the item shown, the next item's preparation): Stage.draw_now.
+            self.stage.draw_now()
+        else:
+            self.stage.request_frame()
         delay = CLEAR_DELAY_MS + fade_ms
         if isinstance(old, WebSlot) and old is not layer:
             self._outgoing = old if fade_ms else None

@@ -25,6 +25,8 @@ import shiboken6
 from PySide6.QtCore import (
     Q_ARG,
     Q_RETURN_ARG,
+    QCoreApplication,
+    QEvent,
     QMetaObject,
     QObject,
     QRect,
@@ -194,6 +196,19 @@ class Stage(QObject):
     def request_frame(self) -> None:
         """Ask for a frame even if nothing changed (a check waits for one)."""
         self.view.update()
+
+    def draw_now(self) -> None:
+        """Start the frame of the scene as it is now at once, for a switch due on an instant.
+
+        :meth:`request_frame` (``update()``) has the window's update request delivered by a
+        timer of the platform (Qt's ``QT_QPA_UPDATE_IDLE_TIME``, 5 ms) through this thread's
+        event loop, so the frame waits for that timer and then for whatever this thread does
+        first: after a switch, the engine's bookkeeping of the item shown and the preparation
+        of the next one (a new web view, a decode), tens of milliseconds on a small board.
+        Delivering the update request here synchronises the scene with the render thread now
+        (the threaded render loop: this thread waits for that alone; the drawing and the swap
+        go on on the render thread while this one carries on)."""
+        QCoreApplication.sendEvent(self.view, QEvent(QEvent.Type.UpdateRequest))
 
     def _swapped(self) -> None:
         self.frames += 1

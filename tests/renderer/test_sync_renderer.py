@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
@@ -103,6 +104,52 @@ def test_a_page_and_a_picture_switch_on_their_instant_not_before(
     # The first frame after the switch reached the screen this late (software GL, 320x240);
     # the benchmark measures it against recorded screens.
     assert 0 <= late["max"] < 100, trace
+
+
+class BusyReports(Reports):
+    """A listener that takes ``busy`` seconds over each item shown, as the engine's bookkeeping
+    and the next item's preparation take the GUI thread on a loaded board."""
+
+    busy = 0.25
+
+    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
+        super().item_shown(token, at, natural_duration)
+        time.sleep(self.busy)
+
+
+def test_a_switch_on_its_instant_is_drawn_before_the_work_that_follows_it(
+    make_renderer: Callable[..., tuple[KioskRenderer, Reports]], http_server: LoopbackServer
+) -> None:
+    """The frame that shows a switch made on its instant is not queued behind what the GUI
+    thread does next (Stage.draw_now): it swaps while the listener is still busy."""
+    renderer, reports = make_renderer(crossfade_ms=0, compositor_check=0)
+    first = item(http_server.colour("green"), "text/html", None)
+    renderer.show(first)
+    assert wait_until(lambda: first.token in reports.shown_tokens(), 15)
+    busy = BusyReports()
+    renderer.set_listener(busy)
+    play = item(http_server.colour("blue"), "text/html", soon(1.2))
+    assert play.due is not None
+    renderer.prepare(play)
+    process_for(0.6)
+    swaps: list[float] = []
+
+    def swapped() -> None:  # on the render thread, as the frame is swapped
+        swaps.append(time.time())
+
+    view = renderer.stage.view
+    view.frameSwapped.connect(swapped, Qt.ConnectionType.DirectConnection)
+    try:
+        renderer.show(play)
+        assert wait_until(lambda: play.token in busy.shown_tokens(), 5)
+        process_for(0.2)
+    finally:
+        view.frameSwapped.disconnect(swapped)
+    due = play.due.timestamp()
+    after = [at - due for at in swaps if at >= due]
+    assert after, swaps
+    assert after[0] < BusyReports.busy - 0.05, after[:3]  # not after the listener's work
+    assert uniform_colour(renderer.grab_image()) == (0, 0, 255)
 
 
 def test_a_new_show_cancels_one_waiting_for_its_instant(
