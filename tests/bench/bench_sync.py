@@ -5,6 +5,7 @@ processes, each on an Xvfb of its own, playing one synchronised set, each screen
     .venv/bin/python -m tests.bench.bench_sync [--displays 3] [--switches 50] [--size 640x360]
         [--parts sync,wall] [--output tests/bench/figures/sync.json]
         [--montage tests/bench/figures/sync_wall_montage.png] [--work DIR]
+        [--probe-ms 1] [--probe-nice -10] [--no-rejoin] [--checkout DIR]
 
 **sync** (``--displays`` screens): the set ``bench-sync`` with ``<playback sync="wall-clock"/>``
 is a solid red page, a yellow picture, a green page, a magenta picture (2 s each), a blue page
@@ -20,6 +21,10 @@ switch is an instant. Measured (sync_tools.py says how the recordings are read):
   account (``/x/health`` ``renderer.screen.sync``: the first frame swapped after the switch, by
   its clock). A switch is located on each screen to +-8.3 ms (between two recorded frames),
   so the skew of two perfect screens reads up to 16.7 ms: the resolution of 60 fps.
+- **the fine reading** (``screen_probe.py``): the same switches read from each Xvfb's
+  framebuffer every ``--probe-ms`` by one process, each switch located to about +-0.5 ms; and
+  its control, a further Xvfb whose root is painted at instants known to within a millisecond,
+  which the probe must place where they were made (``fine`` in the figures).
 - **video frames**: at every recorded frame of a screen during the video, the frame number it
   shows minus the one each other screen shows at that instant; and the time between two
   screens' first showing of the same frame number; and each display's own figure
@@ -33,6 +38,9 @@ switch is an instant. Measured (sync_tools.py says how the recordings are read):
 picture-rich video (testsrc2 with a grid and its frame number), each screen recorded in full
 (FFV1); the four frames recorded nearest one instant are put side by side with the bezels' gap,
 as ``--montage``.
+
+``--checkout`` runs the displays of another checkout (a copy of an earlier commit), for a
+before-and-after in one sitting; ``--no-rejoin`` leaves the kill and restart out.
 
 The machine's load is part of the figures: its load average and how busy its CPUs were
 (/proc/stat) during the run, the displays' CPU, the recorders'. Prints the figures and writes
@@ -63,6 +71,7 @@ from cds.parser import parse
 from cds.playlist import Playlist
 from player.medialength import media_length
 from tests.bench.memory_tools import Display, XServer, process_tree, xvfb
+from tests.bench.screen_probe import Running, read_probe
 from tests.bench.stats import percentile
 from tests.bench.sync_tools import (
     FPS,
@@ -104,6 +113,13 @@ def tree_cpu(root: int) -> float:
                 fields = stream.read().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / TICK
     return total
+
+
+def autogroup() -> str | None:
+    """This session's scheduling group and its niceness (``/proc/self/autogroup``), if any."""
+    with contextlib.suppress(OSError):
+        return Path("/proc/self/autogroup").read_text().strip()
+    return None
 
 
 def busiest_others(own: set[int], count: int = 5) -> list[str]:
@@ -310,8 +326,10 @@ def screens(count: int, size: tuple[int, int]) -> Iterator[list[XServer]]:
         yield [stack.enter_context(xvfb(*size)) for _ in range(count)]
 
 
-def start_display(server: XServer, work: Path, name: str, config: str) -> Display:
-    return Display(server, REPO, work, config, name)
+def start_display(
+    server: XServer, work: Path, name: str, config: str, checkout: Path = REPO
+) -> Display:
+    return Display(server, checkout, work, config, name)
 
 
 def wait_for(what: Callable[[], bool], timeout: float, message: str) -> None:
@@ -350,9 +368,12 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     cds = media.cds()
     config = "[screen]\ncrossfade = 0\n"
     load_before = os.getloadavg()
-    with screens(args.displays, size) as servers:
-        displays = [start_display(s, work, f"sync{i}", config) for i, s in enumerate(servers)]
-        started = []
+    with screens(args.displays, size) as servers, xvfb(*size) as control_server:
+        displays = [
+            start_display(s, work, f"sync{i}", config, args.checkout) for i, s in enumerate(servers)
+        ]
+        started: list[ScreenRecorder] = []
+        helpers: list[Running] = []
         try:
             for display in displays:
                 display.schedule_cds(cds)
@@ -368,7 +389,28 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 for i, s in enumerate(servers)
             ]
             started = recorders
+            helpers = [
+                Running(
+                    "probe",
+                    "--out",
+                    str(work / "probe.bin"),
+                    "--period-ms",
+                    str(args.probe_ms),
+                    *(str(s.framebuffer) for s in [*servers, control_server]),
+                    nice=args.probe_nice,
+                ),
+                Running(
+                    "control",
+                    "--display",
+                    control_server.display,
+                    "--out",
+                    str(work / "control.json"),
+                    nice=args.probe_nice,
+                ),
+            ]
+            time.sleep(1.0)
             phase = Phase(start=time.time())
+            load_start = os.getloadavg()
             cpu0 = [tree_cpu(d.process.pid) for d in displays]
             busy0 = cpu_busy()
             cycles = math.ceil(args.switches / 6)
@@ -387,43 +429,49 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 )
             time.sleep(max(0.0, main_end - time.time()))
             phase.end = time.time()
+            load_end = os.getloadavg()
             busy1 = cpu_busy()
             cpu1 = [tree_cpu(d.process.pid) for d in displays]
             phase.health = [d.health()["renderer"].get("screen", {}).get("sync") for d in displays]
-            # Rejoin: the last display killed 1 s into a video turn, started 1 s later.
-            victim = len(displays) - 1
-            video_start = grid.next_start("video", time.time() + 2)
-            time.sleep(max(0.0, video_start + 1.0 - time.time()))
-            phase.kill, phase.killed = time.time(), victim
-            displays[victim].process.kill()
-            displays[victim].process.wait()
-            displays[victim].stop()
-            time.sleep(1.0)
-            phase.restart = time.time()
-            displays[victim] = start_display(servers[victim], work, f"sync{victim}", config)
-            phase.api = time.time()
-            time.sleep(max(0.0, phase.restart + AFTER_RESTART_S - time.time()))
-            rejoin_health = displays[victim].health()["renderer"].get("screen", {})
+            rejoin_health: dict[str, Any] = {}
+            if args.rejoin:
+                rejoin_health = rejoin(grid, servers, displays, work, config, phase, args.checkout)
         finally:
             for recorder in started:
                 recorder.stop()
+            for helper in helpers:
+                helper.stop()
             for display in displays:
                 display.stop()
     load_after = os.getloadavg()
     media.site.stop()
     frames = [recorder.frames() for recorder in started]
     figures = analyse(grid, frames, phase)
+    figures["fine"] = analyse_fine(
+        grid, work / "probe.bin", args.displays, work / "control.json", phase
+    )
     busy = (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
     seconds = phase.end - phase.start
     figures["machine"] = {
         "cores": os.cpu_count(),
         "load-average-before": [round(v, 2) for v in load_before],
         "load-average-after": [round(v, 2) for v in load_after],
+        "load-average-at-the-start-and-end-of-the-switches": [
+            [round(v, 2) for v in load_start],
+            [round(v, 2) for v in load_end],
+        ],
         "cpu-busy-percent-during": round(busy * 100, 1),
         "displays-cpu-cores": [
             round((b - a) / seconds, 2) for a, b in zip(cpu0, cpu1, strict=True)
         ],
         "recorders-cpu-s": [round(r.cpu_s, 1) for r in started],
+        "probe-and-control-cpu-s": [round(h.cpu_s, 1) for h in helpers],
+        "probe-and-control-nice": [h.nice for h in helpers],
+        "run-s": round(seconds, 1),
+        "priority": f"nice {os.nice(0)}",
+        # With the kernel's autogroups the CPU is shared between sessions first, whatever
+        # the niceness of processes in other sessions: the session's own weight is this.
+        "autogroup": autogroup(),
         "busiest-other-processes-at-start": others,
     }
     figures["displays-own-account"] = {
@@ -435,7 +483,15 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "displays": args.displays,
         "screen": f"{size[0]}x{size[1]}",
         "recording": "ffmpeg x11grab 60 fps, 16x9 cells",
+        "fine-probe": f"each Xvfb's framebuffer (mapped), top row's 16 cells, every "
+        f"{args.probe_ms:g} ms; control: the root of a further Xvfb painted at known instants",
         "cross-fade": 0,
+        "checkout": str(args.checkout),
+        "environment": {
+            name: os.environ[name]
+            for name in ("QSG_RENDER_LOOP", "QT_QPA_UPDATE_IDLE_TIME", "QSG_INFO")
+            if name in os.environ
+        },
         "cycle-s": grid.cycle,
         "items": [name for name, *_ in media.items],
         "video": f"H.264 {size[0]}x{size[1]} {FPS} fps, {VIDEO_S:g} s, frame numbers drawn in",
@@ -443,18 +499,44 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return figures
 
 
-def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
-    main = [[(t, s) for t, s in f if phase.start <= t < phase.end] for f in frames]
-    turns = grid.turns(phase.start + 1, phase.end - 1)
-    # Switches: each screen's change nearest each due instant, to the item of that turn.
-    per_screen = [switches(f) for f in main]
-    skews: list[float] = []
-    within: list[float] = []  # +- this: where a switch lies between two recorded frames
-    late: list[list[float]] = [[] for _ in frames]
-    counted = 0
+@dataclass
+class Switched:
+    """The screens' switches at the grid's due instants."""
+
+    skews: list[float] = field(default_factory=list)  # ms, the spread of the screens' instants
+    within: list[float] = field(default_factory=list)  # +- ms each screen's switch is known to
+    late: list[list[float]] = field(default_factory=list)  # ms after its due instant, by screen
+    by_change: dict[str, list[float]] = field(default_factory=dict)  # the same, by old>new
+    first_and_last: list[tuple[int, int]] = field(default_factory=list)  # screens' order
+    # +- ms each skew is known to: the earliest and the latest screen's located-to-within
+    skew_within: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        first = [f for f, _ in self.first_and_last]
+        last = [lst for _, lst in self.first_and_last]
+        screens = range(len(self.late))
+        return {
+            "switch-skew-ms": {**summary(self.skews), "switches": len(self.skews)},
+            "switch-skew-known-to-within-ms": summary(self.skew_within),
+            "switch-skew-within-17-ms-share": round(
+                sum(skew <= 1000 / 60 for skew in self.skews) / max(1, len(self.skews)), 3
+            ),
+            "each-switch-located-to-within-ms": summary(self.within),
+            "switch-lateness-vs-due-ms": [summary(values) for values in self.late],
+            "switch-lateness-by-change-ms": {k: summary(v) for k, v in self.by_change.items()},
+            "screen-first-to-switch-counts": [first.count(i) for i in screens],
+            "screen-last-to-switch-counts": [last.count(i) for i in screens],
+        }
+
+
+def switched(turns: list[Turn], frames: list[Frames]) -> Switched:
+    """Each screen's change nearest each due instant, to the item of that turn."""
+    per_screen = [switches(f) for f in frames]
+    result = Switched(late=[[] for _ in frames])
     for before, after in itertools.pairwise(turns):
         due = after.start
         instants = []
+        halves = []
         for index, found in enumerate(per_screen):
             near = [
                 s
@@ -463,14 +545,108 @@ def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
             ]
             if near:
                 instants.append(near[0].at)
-                late[index].append((near[0].at - due) * 1000)
-                within.append((near[0].first_new - near[0].last_old) / 2 * 1000)
+                halves.append((near[0].first_new - near[0].last_old) / 2 * 1000)
+                late = (near[0].at - due) * 1000
+                result.late[index].append(late)
+                result.by_change.setdefault(f"{before.item}>{after.item}", []).append(late)
+                result.within.append((near[0].first_new - near[0].last_old) / 2 * 1000)
         if len(instants) == len(frames):
-            skews.append((max(instants) - min(instants)) * 1000)
-            counted += 1
+            result.skews.append((max(instants) - min(instants)) * 1000)
+            first, last = instants.index(min(instants)), instants.index(max(instants))
+            result.first_and_last.append((first, last))
+            result.skew_within.append(halves[first] + halves[last])
+    return result
+
+
+def video_apart(turns: list[Turn], frames: list[Frames]) -> list[float]:
+    """For each video frame number, how far apart two screens first showed it (ms)."""
+    offsets: list[float] = []
+    for turn in (t for t in turns if t.item == "video"):
+        shown = [first_showings(f, turn.start, turn.end) for f in frames]
+        for a, b in itertools.combinations(range(len(frames)), 2):
+            offsets.extend(abs(shown[a][n] - shown[b][n]) * 1000 for n in shown[a] if n in shown[b])
+    return offsets
+
+
+def analyse_fine(
+    grid: Grid, probe: Path, screens: int, control: Path, phase: Phase
+) -> dict[str, Any]:
+    """The probe's reading of the switches (screen_probe.py), and its check: the control's
+    changes, made at known instants on a screen of their own, as the probe placed them."""
+    frames, spacing = read_probe(probe, screens + 1)
+    main = [[(t, s) for t, s in f if phase.start <= t < phase.end] for f in frames[:screens]]
+    turns = grid.turns(phase.start + 1, phase.end - 1)
+    figures = switched(turns, main).figures()
+    apart = video_apart(turns, main)
+    changes = json.loads(control.read_text())
+    errors: list[float] = []
+    tight: list[float] = []  # of the changes whose instant is known to within 1 ms
+    outside: list[float] = []  # how far the probe's instant lies outside the made interval
+    brackets: list[float] = []
+    inside = 0
+    found = switches(frames[screens])
+    for change in changes:
+        known = (change["before"] + change["after"]) / 2
+        near = [s for s in found if s.new == change["to"] and abs(s.at - known) < 0.2]
+        if not near:
+            continue
+        brackets.append((change["after"] - change["before"]) * 1000)
+        errors.append((near[0].at - known) * 1000)
+        if change["after"] - change["before"] <= 0.001:
+            tight.append(abs(near[0].at - known) * 1000)
+        outside.append(max(0.0, change["before"] - near[0].at, near[0].at - change["after"]) * 1000)
+        # The probe's interval (last old reading, first new) meets the control's (request
+        # sent, answer back): the change happened in both.
+        inside += near[0].last_old <= change["after"] and near[0].first_new >= change["before"]
+    return {
+        "reading-interval-ms": [summary(values, 2) for values in spacing],
+        **figures,
+        "video-same-frame-first-shown-apart-ms": summary(apart),
+        "control": {
+            "changes-made": len(changes),
+            "changes-found": len(errors),
+            "found-minus-made-ms": summary(errors, 2),
+            "found-minus-made-abs-ms": summary([abs(e) for e in errors], 2),
+            "made-between-request-and-answer-ms": summary(brackets, 2),
+            "found-minus-made-abs-ms-of-changes-made-within-1-ms": summary(tight, 2),
+            "found-outside-the-made-interval-by-ms": summary(outside, 2),
+            "probe-interval-meets-the-made-interval": inside,
+        },
+    }
+
+
+def rejoin(
+    grid: Grid,
+    servers: list[XServer],
+    displays: list[Display],
+    work: Path,
+    config: str,
+    phase: Phase,
+    checkout: Path,
+) -> dict[str, Any]:
+    """The last display killed (SIGKILL) 1 s into a video turn, started again 1 s later."""
+    victim = len(displays) - 1
+    video_start = grid.next_start("video", time.time() + 2)
+    time.sleep(max(0.0, video_start + 1.0 - time.time()))
+    phase.kill, phase.killed = time.time(), victim
+    displays[victim].process.kill()
+    displays[victim].process.wait()
+    displays[victim].stop()
+    time.sleep(1.0)
+    phase.restart = time.time()
+    displays[victim] = start_display(servers[victim], work, f"sync{victim}", config, checkout)
+    phase.api = time.time()
+    time.sleep(max(0.0, phase.restart + AFTER_RESTART_S - time.time()))
+    screen: dict[str, Any] = displays[victim].health()["renderer"].get("screen", {})
+    return screen
+
+
+def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
+    main = [[(t, s) for t, s in f if phase.start <= t < phase.end] for f in frames]
+    turns = grid.turns(phase.start + 1, phase.end - 1)
     # Video: frame numbers at the same instant, and the same frame's first showing.
     diffs: list[int] = []
-    offsets: list[float] = []
+    offsets = video_apart(turns, main)
     lag_vs_grid: list[list[float]] = [[] for _ in frames]
     for turn in (t for t in turns if t.item == "video"):
         shown = [first_showings(f, turn.start, turn.end) for f in main]
@@ -478,8 +654,6 @@ def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
             lag_vs_grid[index].extend(
                 (at - (turn.start + n / FPS)) * 1000 for n, at in screen.items()
             )
-        for a, b in itertools.combinations(range(len(frames)), 2):
-            offsets.extend(abs(shown[a][n] - shown[b][n]) * 1000 for n in shown[a] if n in shown[b])
         for a, b in itertools.permutations(range(len(frames)), 2):
             for at, seen in main[a]:
                 if not (turn.start + 0.1 <= at < turn.end - 0.1) or seen.kind != "video":
@@ -494,9 +668,7 @@ def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
     intervals = [(b[0] - a[0]) * 1000 for f in main for a, b in itertools.pairwise(f)]
     figures: dict[str, Any] = {
         "recording-interval-ms": summary(intervals),
-        "switch-skew-ms": {**summary(skews), "switches": counted},
-        "each-switch-located-to-within-ms": summary(within),
-        "switch-lateness-vs-due-ms": [summary(values) for values in late],
+        **switched(turns, main).figures(),
         "video": {
             "frame-difference-at-the-same-instant": {
                 "samples": len(diffs),
@@ -507,7 +679,8 @@ def analyse(grid: Grid, frames: list[Frames], phase: Phase) -> dict[str, Any]:
             "lag-behind-the-grid-ms": [summary(values) for values in lag_vs_grid],
         },
     }
-    figures["rejoin"] = analyse_rejoin(grid, frames, phase)
+    if phase.killed is not None:
+        figures["rejoin"] = analyse_rejoin(grid, frames, phase)
     return figures
 
 
@@ -667,11 +840,27 @@ def main() -> int:
     parser.add_argument("--switches", type=int, default=50)
     parser.add_argument("--size", type=size_of, default=(640, 360))
     parser.add_argument("--parts", default="sync,wall")
+    parser.add_argument("--probe-ms", type=float, default=1.0, help="the fine probe's period")
+    parser.add_argument(
+        "--probe-nice", type=int, default=-10, help="the probe's niceness (when allowed)"
+    )
+    parser.add_argument(
+        "--rejoin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="kill and restart a display after the switches (a minute more)",
+    )
     parser.add_argument("--output", type=Path, default=Path("tests/bench/figures/sync.json"))
     parser.add_argument(
         "--montage", type=Path, default=Path("tests/bench/figures/sync_wall_montage.png")
     )
     parser.add_argument("--work", type=Path, help="keep the recordings and logs here")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=REPO,
+        help="run the displays of this checkout (a copy of another commit: before and after)",
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     work = args.work or Path(tempfile.mkdtemp(prefix="pdn-bench-sync-"))

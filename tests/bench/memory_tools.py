@@ -99,7 +99,9 @@ def sample_points(width: int, height: int) -> list[tuple[int, int]]:
 class Framebuffer:
     """Xvfb's screen, mapped read-only: reading a pixel costs nothing to the X server."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, points: list[tuple[int, int]] | None = None) -> None:
+        """``points``: the (x, y) pixels :meth:`pixels` reads; by default
+        :func:`sample_points` of the screen."""
         with path.open("rb") as stream:
             self._map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
         # XWD header: 25 big-endian 32-bit fields, then the window name, then the colour map.
@@ -118,7 +120,8 @@ class Framebuffer:
         self._offset = header_size + colours * 12
         self._format = "<I" if byte_order == 0 else ">I"
         self._points = [
-            self._offset + y * self._stride + x * 4 for x, y in sample_points(width, height)
+            self._offset + y * self._stride + x * 4
+            for x, y in (points if points is not None else sample_points(width, height))
         ]
 
     def pixels(self) -> list[tuple[int, int, int]]:
