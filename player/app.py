@@ -306,6 +306,8 @@ def run(
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()
         stopping.callback(_step, "webhook delivery", outbox.stop)
+        # Before delivery stops: the playback changes still queued are committed and sent.
+        stopping.callback(_step, "playback record", playback.close)
         server.start()
         stopping.callback(_step, "closing the API", server.stop)
         log.info("Display Segment API on %s (base URL %s)", server.url, url)

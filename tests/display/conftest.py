@@ -187,6 +187,7 @@ def build_display(
 
 def close_display(display: Display) -> None:
     display.driver.stop()
+    display.service._playback.close()
     display.outbox.stop()
     display.store.close()
 
