@@ -251,6 +251,15 @@ class VideoPlayer(QObject):
             return None
         return round(length * rate)
 
+    def frames_due(self) -> int | None:
+        """How many frames this showing had to present: the file's, less those before the
+        offset it was cued to (a display joining its turn 11 s into a 12 s video had 1 s of
+        frames to show, not 12)."""
+        frames = self.source_frames()
+        if frames is None:
+            return None
+        return max(0, frames - round(self.cue_target / self.frame_period()))
+
     def count_presented(self) -> None:
         """Called as the scene is about to be synchronised for drawing: the sink's frame now is
         the one drawn. A decoder outrunning the drawing hands frames over that never reach the
@@ -289,7 +298,7 @@ class VideoPlayer(QObject):
             self._last_frame_us = start
             self.last_new_frame = time.monotonic()
             if self.state is PlayerState.PLAYING and self.due is not None and start >= 0:
-                self._lags.append(time.time() - self.due - start / 1_000_000)
+                self._note_lag(start)
         if self.hardware is None:
             self.hardware = frame.handleType() is not QVideoFrame.HandleType.NoHandle
         if self.state is PlayerState.CUEING:
@@ -303,6 +312,19 @@ class VideoPlayer(QObject):
             self.state = PlayerState.READY
             self._stale.start(STALE_AFTER_MS)
             self.ready.emit(self)
+
+    def _note_lag(self, start_us: int) -> None:
+        """How far this frame, shown now, is behind the wall clock; not for a frame the sink
+        has already replaced. The player decodes and presents on threads of its own and this
+        signal is queued to the GUI thread: after the GUI thread was held up (a slow commit, a
+        page's work), the frames presented meanwhile come here in a burst, each stamped late
+        by the wait, though the video kept its time. Taken as lags they made an in-step video
+        look as far behind as the wait (a median over the burst: half of it), and a wait of a
+        second made it seek ahead for nothing."""
+        current = self.player.videoSink().videoFrame()
+        if current.isValid() and current.startTime() > start_us:
+            return
+        self._lags.append(time.time() - (self.due or 0.0) - start_us / 1_000_000)
 
     def _status(self, status: QMediaPlayer.MediaStatus) -> None:
         statuses = QMediaPlayer.MediaStatus
@@ -680,7 +702,7 @@ class VideoLayer(QObject):
     def _ended(self, player: VideoPlayer) -> None:
         # Counted on screen, not in the sink: a 1080p video on a slow GPU is decoded in full
         # and drawn in part, and that part is what the audience saw.
-        expected = player.source_frames()
+        expected = player.frames_due()
         if expected:
             dropped = max(0, expected - player.presented)
             share = dropped / expected
