@@ -132,6 +132,22 @@ class Framebuffer:
             found.append(((value >> 16) & 255, (value >> 8) & 255, value & 255))
         return found
 
+    def snapshot(self) -> bytes:
+        """The whole screen as it is now: the mapped pixels, copied in one go (a few hundred
+        microseconds at 480x270)."""
+        return self._map[self._offset : self._offset + self._stride * self.height]
+
+    def to_ppm(self, raw: bytes) -> bytes:
+        """A :meth:`snapshot` as a binary PPM (24-bit TrueColor, red in bits 16-23)."""
+        view, width, stride = memoryview(raw), self.width * 4, self._stride
+        pixels = b"".join(view[at : at + width] for at in range(0, stride * self.height, stride))
+        rgb = bytearray(self.width * self.height * 3)
+        first, last = (2, 0) if self._format == "<I" else (1, 3)
+        step = -1 if first > last else 1
+        for channel, at in enumerate(range(first, last + step, step)):
+            rgb[channel::3] = pixels[at::4]
+        return f"P6 {self.width} {self.height} 255\n".encode() + bytes(rgb)
+
     def close(self) -> None:
         self._map.close()
 
