@@ -135,8 +135,7 @@ def read_cells(cells: list[RGB]) -> Seen:
 
 class ScreenRecorder:
     """``ffmpeg -f x11grab -framerate 60`` of a whole screen, each frame averaged to 16 x 9
-    cells and kept raw with its time, until :meth:`stop`. With ``keep`` the full frames are
-    kept too (lossless FFV1), for pictures of the screen. It runs at the benchmark's own
+    cells and kept raw with its time, until :meth:`stop`. It runs at the benchmark's own
     priority (on a shared machine, not above anyone's): a late grab widens the interval a
     switch is known to, which the figures report (the recording's intervals)."""
 
@@ -146,10 +145,8 @@ class ScreenRecorder:
         size: tuple[int, int],
         path: Path,
         fps: int = 60,
-        keep: Path | None = None,
     ) -> None:
         self.path = path
-        self.keep = keep
         self.log = path.with_suffix(".log")
         self._log = self.log.open("wb")
         width, height = size
@@ -158,12 +155,6 @@ class ScreenRecorder:
             "-fps_mode", "passthrough", "-enc_time_base", "1:1000000", "-f", "nut", str(path),
         ]  # fmt: skip
         graph = f"scale={COLUMNS}:{ROWS}:flags=area[cells]"
-        if keep is not None:
-            graph = f"split=2[a][full];[a]{graph}"
-            outputs += [
-                "-map", "[full]", "-c:v", "ffv1", "-fps_mode", "passthrough",
-                "-enc_time_base", "1:1000000", str(keep),
-            ]  # fmt: skip
         self.process = subprocess.Popen(
             [require_ffmpeg(), "-hide_banner", "-y", "-f", "x11grab", "-framerate", str(fps),
              "-video_size", f"{width}x{height}", "-draw_mouse", "0",
@@ -219,22 +210,3 @@ class ScreenRecorder:
             cells = [(data[k], data[k + 1], data[k + 2]) for k in range(0, size, 3)]
             found.append((start + times[index], read_cells(cells)))
         return found
-
-    def picture_at(self, when: float, out: Path) -> float:
-        """The full frame recorded nearest ``when`` as a PNG; its time."""
-        assert self.keep is not None
-        start = self.start_time()
-        ffmpeg = require_ffmpeg()
-        probe = subprocess.run(
-            [ffmpeg.removesuffix("ffmpeg") + "ffprobe", "-v", "error", "-show_entries",
-             "frame=pts_time", "-of", "csv=p=0", str(self.keep)],
-            capture_output=True, text=True, timeout=300, check=True,
-        )  # fmt: skip
-        times = [start + float(v) for v in probe.stdout.split() if v.strip() and v != "N/A"]
-        index = min(range(len(times)), key=lambda i: abs(times[i] - when))
-        subprocess.run(
-            [ffmpeg, "-v", "error", "-y", "-i", str(self.keep), "-vf",
-             f"select=eq(n\\,{index})", "-fps_mode", "passthrough", "-frames:v", "1", str(out)],
-            check=True, timeout=300,
-        )  # fmt: skip
-        return times[index]
