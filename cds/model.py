@@ -32,6 +32,7 @@ __all__ = [
     "Hash",
     "Node",
     "PlaybackOrder",
+    "PlaybackSync",
     "RequiredFile",
     "SetType",
     "Source",
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 PlaybackOrder: TypeAlias = Literal["inorder", "reverseorder", "random"]
+#: ``<playback sync="wall-clock">``: the set's items play on a grid fixed to wall-clock time
+#: (an extension of ours, CDS.md; :mod:`cds.syncgrid`).
+PlaybackSync: TypeAlias = Literal["wall-clock"]
 SetType: TypeAlias = Literal["inline", "remote"]
 
 #: Priority levels, lowest first; the index is the numeric level (0..4).
@@ -145,6 +149,7 @@ class Constraints:
 
     order: PlaybackOrder | None = None
     avoid_context_switch: bool | None = None
+    sync: PlaybackSync | None = None
     times: list[TimeWindow] = field(default_factory=list)
     days: list[DayWindow] = field(default_factory=list)
     dates: list[DateWindow] = field(default_factory=list)
@@ -156,6 +161,7 @@ class Constraints:
         return (
             self.order is None
             and self.avoid_context_switch is None
+            and self.sync is None
             and not self.times
             and not self.days
             and not self.dates
@@ -169,6 +175,7 @@ class Constraints:
         return (
             (self.order is not None)
             + (self.avoid_context_switch is not None)
+            + (self.sync is not None)
             + bool(self.times)
             + bool(self.days)
             + bool(self.dates)

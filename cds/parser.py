@@ -76,6 +76,11 @@ def _in_line_order(problems: list[Problem]) -> list[Problem]:
 class _Builder(ConstraintsReader):
     """The walk over a whole document: the root, its sets and items, and their files."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Each set built so far and its element, for problems found once its children are.
+        self.sets: dict[int, etree._Element] = {}
+
     # -- document
 
     def document(self, root: etree._Element) -> Document:
@@ -204,7 +209,7 @@ class _Builder(ConstraintsReader):
                 '<requires-file> on a <content-set> is only for type="remote" sets (where to '
                 "fetch the set's CDS); put files inside <content-item>",
             )
-        return ContentSet(
+        content_set = ContentSet(
             name=set_name,
             type=set_type,
             constraints=constraints or Constraints(),
@@ -214,6 +219,34 @@ class _Builder(ConstraintsReader):
             feedback=kept.get("feedback"),
             extras=extras,
         )
+        self.sets[id(content_set)] = element
+        if content_set.constraints.sync is not None:
+            self.check_sync(element, content_set)
+        return content_set
+
+    def check_sync(self, element: etree._Element, content_set: ContentSet) -> None:
+        """A synchronised set's grid must be the same on every display, from the document
+        alone: its items are its own, inline, and no set inside it has a grid of its own."""
+        if content_set.type == "remote":
+            self.error(
+                element,
+                '<playback sync="wall-clock"> needs the set\'s items in the document: put it '
+                "on an inline set (a remote set's items are fetched later, by each display)",
+            )
+        for inner in content_set.walk_sets()[1:]:
+            inner_element = self.sets.get(id(inner), element)
+            if inner.constraints.sync is not None:
+                self.error(
+                    inner_element,
+                    "a synchronised set cannot hold another synchronised set: the outer "
+                    "set's grid already places every item below it",
+                )
+            elif inner.type == "remote":
+                self.error(
+                    inner_element,
+                    "a remote <content-set> cannot be inside a set with <playback "
+                    'sync="wall-clock">: every display must know the grid from the document',
+                )
 
     def set_type(self, element: etree._Element, *, has_children: bool, has_file: bool) -> SetType:
         given = element.get("type")
@@ -240,7 +273,7 @@ class _Builder(ConstraintsReader):
             if name == "constraints":
                 if constraints is not None:
                     self.error(child, "a <content-item> has at most one <constraints>")
-                constraints = self.constraints(child)
+                constraints = self.constraints(child, on_item=True)
             elif name == "requires-file":
                 files.append(self.required_file(child))
             else:

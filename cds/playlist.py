@@ -15,7 +15,16 @@ Rules, in short:
 - each child set of a set is one "slot" that yields one item per turn, so sibling sets share
   the screen round-robin, and several documents do too;
 - ``avoid-context-switch="true"``: once the set starts, all its eligible items play before
-  anything outside it (a higher priority still interrupts; the set resumes afterwards).
+  anything outside it (a higher priority still interrupts; the set resumes afterwards);
+- ``sync="wall-clock"``: the set's items play on a grid fixed to wall-clock time
+  (:mod:`cds.syncgrid`). While one of its items is eligible at the top level, the set holds
+  the screen and plays the item whose turn it is now, from the offset the grid says: the
+  rotation does not move (other sets at that level wait; when the set's window closes they go
+  on where they were). The grid is made of every item of the set, eligible here or not, so it
+  is the same on every display; during the turn of an item that cannot play here (not
+  downloaded yet, its own window closed) the display shows the level's other items, or idle.
+  A video's own length is part of the grid: until it is known (the file is in the cache), the
+  set waits.
 
 Remote sets (``type="remote"``) are fetched by the player: :meth:`Playlist.remote_sets` lists
 them and :meth:`Playlist.set_remote` plugs in the fetched set, which then sits under the remote
@@ -43,6 +52,7 @@ from cds.model import (
     Document,
     PlaybackOrder,
 )
+from cds.syncgrid import DEFAULT_SECONDS, Slot, epoch_at, looks_like_video, slot_at
 from cds.windows import constraints_hold, has_windows, next_window_change, wall_clock, why_closed
 
 __all__ = [
@@ -56,6 +66,8 @@ __all__ = [
 log = logging.getLogger("pdn.cds")
 
 Available = Callable[[ContentItem], bool]
+#: A video's own length in seconds, once its file is here (None: not known, or not a video).
+NaturalLength = Callable[[ContentItem], float | None]
 # Remote documents may name further remote sets; this many levels is plenty, and stops a loop.
 MAX_REMOTE_DEPTH = 8
 
@@ -76,6 +88,9 @@ class Selection:
     #: preferred-duration in seconds (nearest wins), or None: the player then uses the
     #: natural length of a video, else 15 seconds
     duration: float | None
+    #: an item of a synchronised set: its turn on the grid (it plays from ``slot.start`` to
+    #: ``slot.end``, joined at the offset of now when that is past the start); else None
+    slot: Slot | None = None
 
     @property
     def url(self) -> str:
@@ -123,6 +138,20 @@ class _SetNode:
 
 
 @dataclass(eq=False)
+class _SyncSet:
+    """A set with ``sync="wall-clock"`` and its grid's items."""
+
+    key: str
+    label: str  # for messages: "set 'wall'"
+    #: what seeds its shuffle: its name (the same on every display), else its key
+    seed: str
+    order: PlaybackOrder
+    #: the constraints from the root down to the set itself (its epoch: the nearest window)
+    chain: tuple[Constraints, ...]
+    items: list[_ItemNode] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class _ItemNode:
     key: str
     item: ContentItem
@@ -134,6 +163,8 @@ class _ItemNode:
     chain: tuple[tuple[Constraints, str], ...]
     priority: int
     duration: float | None
+    #: the key of the synchronised set the item is on the grid of, if any
+    sync_key: str | None = None
 
 
 @dataclass
@@ -170,8 +201,12 @@ class Playlist:
         tz: datetime.tzinfo,
         rng: random.Random | None = None,
         clock_trusted: Callable[[], bool] | None = None,
+        natural_length: NaturalLength | None = None,
     ) -> None:
         self.tz = tz
+        # Videos' own lengths are part of a synchronised set's grid (the content cache reads
+        # them from the files: player.medialength).
+        self.natural_length: NaturalLength = natural_length or (lambda item: None)
         # A display that booted without a battery-backed clock or NTP thinks it is 1970 or the
         # build date: until ``clock_trusted`` says otherwise, no time/day/date window is open.
         self.clock_trusted = clock_trusted or (lambda: True)
@@ -182,6 +217,7 @@ class Playlist:
         self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
         self._items: list[_ItemNode] = []
         self._sets: dict[str, _SetNode] = {}
+        self._syncs: dict[str, _SyncSet] = {}
         self._remote_sets: list[tuple[str, ContentSet, bool]] = []
 
     # -- documents
@@ -231,6 +267,7 @@ class Playlist:
         self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
         self._items = []
         self._sets = {_TOP: self._top}
+        self._syncs = {}
         self._remote_sets = []
         used: set[str] = set()
         for index, document in enumerate(self._documents):
@@ -252,6 +289,7 @@ class Playlist:
                     priority=DEFAULT_PRIORITY,
                     duration=None,
                     remote_uris=(),
+                    sync_key=None,
                 )
             )
         rotation = self._rotation
@@ -273,6 +311,7 @@ class Playlist:
         priority: int,
         duration: float | None,
         remote_uris: tuple[str, ...],
+        sync_key: str | None,
     ) -> _SetNode:
         constraints = content_set.constraints
         label = f"set '{content_set.name}'" if content_set.name is not None else f"set {key}"
@@ -293,6 +332,15 @@ class Playlist:
         names = (*names, content_set.name)
         ancestors = (*ancestors, key)
         chain = (*chain, (constraints, label))
+        if constraints.sync is not None and sync_key is None:
+            sync_key = key
+            self._syncs[key] = _SyncSet(
+                key=key,
+                label=label,
+                seed=content_set.name if content_set.name is not None else key,
+                order=order,
+                chain=tuple(c for c, _ in chain),
+            )
         children: list[ContentSet | ContentItem] = list(content_set.children)
         if content_set.type == "remote":
             fetched, uris = self._resolve(key, content_set, remote_uris)
@@ -317,6 +365,7 @@ class Playlist:
                         priority=priority,
                         duration=duration,
                         remote_uris=remote_uris,
+                        sync_key=sync_key,
                     )
                 )
             elif child.files and child.files[0].sources:
@@ -332,9 +381,12 @@ class Playlist:
                     duration=(
                         own.preferred_duration if own.preferred_duration is not None else duration
                     ),
+                    sync_key=sync_key,
                 )
                 node.children.append(item)
                 self._items.append(item)
+                if sync_key is not None:
+                    self._syncs[sync_key].items.append(item)
         return node
 
     def _resolve(
@@ -386,9 +438,65 @@ class Playlist:
             log.exception("clock check failed; time windows stay closed")
             return False
 
-    def _candidates(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
+    def _candidates(
+        self, now: datetime.datetime, available: Available
+    ) -> tuple[list[_ItemNode], Slot | None]:
+        """The items that may play now at the top level, and when a synchronised set holds
+        the screen, its item whose turn it is alone, with that turn."""
         eligible, top = self._assess(now, available)
-        return [node for node in eligible if node.priority == top]
+        return self._synchronised(now, [node for node in eligible if node.priority == top])
+
+    def _synchronised(
+        self, now: datetime.datetime, candidates: list[_ItemNode]
+    ) -> tuple[list[_ItemNode], Slot | None]:
+        """The first synchronised set (document order) among ``candidates`` whose item of
+        now is one of them holds the screen; with none, the others play (never an item of a
+        synchronised set out of its turn)."""
+        tried: set[str] = set()
+        for node in candidates:
+            key = node.sync_key
+            if key is None or key in tried:
+                continue
+            tried.add(key)
+            turn = self._turn(self._syncs[key], now)
+            if turn is not None and any(c is turn[1] for c in candidates):
+                return [turn[1]], turn[0]
+        return [node for node in candidates if node.sync_key is None], None
+
+    def _durations(self, sync: _SyncSet) -> list[float] | str:
+        """The seconds of each item's turn, or why the grid is not known yet."""
+        seconds: list[float] = []
+        for node in sync.items:
+            if node.duration is not None:
+                seconds.append(node.duration)
+            elif looks_like_video(node.item):
+                try:
+                    length = self.natural_length(node.item)
+                except Exception:
+                    log.exception("cannot read the length of %s", node.item.url)
+                    length = None
+                if length is None or not 0 < length < float("inf"):
+                    return (
+                        f"the length of the video {node.item.url} is not known here yet "
+                        "(it is read from the downloaded file; a preferred-duration makes "
+                        "it known at once)"
+                    )
+                seconds.append(length)
+            else:
+                seconds.append(DEFAULT_SECONDS)
+        return seconds
+
+    def _turn(self, sync: _SyncSet, now: datetime.datetime) -> tuple[Slot, _ItemNode] | None:
+        """Whose turn it is on the grid of ``sync`` at ``now`` (None: no grid yet)."""
+        durations = self._durations(sync)
+        if isinstance(durations, str):
+            return None
+        windows = next((c.times for c in reversed(sync.chain) if c.times), [])
+        epoch, next_epoch = epoch_at(now, self.tz, windows)
+        slot = slot_at(now, durations, sync.order, sync.seed, epoch, next_epoch, self.tz)
+        if slot is None:
+            return None
+        return slot, sync.items[slot.position]
 
     def top_priority(self, now: datetime.datetime, available: Available) -> int | None:
         """The highest priority level among the items eligible now (None: nothing is)."""
@@ -398,17 +506,23 @@ class Playlist:
     def next(self, now: datetime.datetime, available: Available) -> Selection | None:
         """Advance the rotation and return what plays next (None if nothing is eligible)."""
         with self._lock:
-            node = self._advance(self._rotation, self._candidates(now, available))
+            candidates, slot = self._candidates(now, available)
+            if slot is not None:
+                return _selection(candidates[0], slot)  # the grid's turn: no rotation moves
+            node = self._advance(self._rotation, candidates)
             return _selection(node) if node is not None else None
 
     def eligible(self, now: datetime.datetime, available: Available) -> list[Selection]:
         """Every item that may play now, at the highest priority level present, in the
         order the rotation would play them from here (the rotation itself is not moved)."""
         with self._lock:
+            candidates, slot = self._candidates(now, available)
+            if slot is not None:
+                return [_selection(candidates[0], slot)]
             return [_selection(node) for node in self._upcoming(now, available)]
 
     def _upcoming(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
-        candidates = self._candidates(now, available)
+        candidates, _ = self._candidates(now, available)
         if not candidates:
             return []
         rotation = copy.deepcopy(self._rotation)
@@ -509,7 +623,8 @@ class Playlist:
 
     def next_change(self, now: datetime.datetime) -> datetime.datetime | None:
         """The next instant after ``now`` (in UTC) when any time, day-of-week or date window
-        of any set or item opens or closes (the player sleeps until then); None if never."""
+        of any set or item opens or closes, or a synchronised set open now moves on to its
+        next turn (the player sleeps until then); None if never."""
         with self._lock:
             every = [
                 set_node.content_set.constraints
@@ -517,7 +632,40 @@ class Playlist:
                 if set_node.content_set is not None
             ]
             every.extend(node.item.constraints for node in self._items)
-            return next_window_change(every, now, self.tz)
+            changes = [next_window_change(every, now, self.tz)]
+            local = wall_clock(now, self.tz)
+            for sync in self._syncs.values():
+                if all(constraints_hold(c, local) for c in sync.chain):
+                    turn = self._turn(sync, now)
+                    changes.append(turn[0].end if turn is not None else None)
+            future = [change for change in changes if change is not None and change > now]
+            return min(future) if future else None
+
+    def sync_status(self, now: datetime.datetime) -> list[dict[str, object]]:
+        """Every synchronised set: its grid now (item, offset, cycle), or why it waits."""
+        with self._lock:
+            found: list[dict[str, object]] = []
+            for sync in self._syncs.values():
+                entry: dict[str, object] = {"set": sync.seed, "items": len(sync.items)}
+                durations = self._durations(sync)
+                turn = self._turn(sync, now)
+                if isinstance(durations, str):
+                    entry["waiting"] = durations
+                elif turn is not None:
+                    slot, node = turn
+                    entry.update(
+                        {
+                            "cycle-seconds": round(sum(durations), 3),
+                            "epoch": slot.epoch.isoformat(),
+                            "cycle": slot.cycle,
+                            "item": node.item.url,
+                            "turn-start": slot.start.isoformat(),
+                            "turn-end": slot.end.isoformat(),
+                            "offset": round(slot.offset(now), 3),
+                        }
+                    )
+                found.append(entry)
+            return found
 
     # -- explanations
 
@@ -529,6 +677,7 @@ class Playlist:
             eligible, top = self._assess(now, available)
             eligible_keys = {node.key for node in eligible}
             order = {node.key: index for index, node in enumerate(self._upcoming(now, available))}
+            _, holding = self._candidates(now, available)
             verdicts: list[Verdict] = []
             trusted = self._clock_is_trusted()
             for node in self._items:
@@ -549,6 +698,7 @@ class Playlist:
                         f"priority {PRIORITY_NAMES[node.priority]} is below "
                         f"{PRIORITY_NAMES[top]}, the highest level that can play now"
                     )
+                reasons.extend(self._sync_reasons(node, now, order, holding))
                 verdicts.append(
                     Verdict(
                         key=node.key,
@@ -579,6 +729,32 @@ class Playlist:
                 )
             return verdicts
 
+    def _sync_reasons(
+        self,
+        node: _ItemNode,
+        now: datetime.datetime,
+        order: dict[str, int],
+        holding: Slot | None,
+    ) -> list[str]:
+        """Why an item that could play does not, when a synchronised set is the reason."""
+        if node.key in order or not node.chain:
+            return []
+        if node.sync_key is not None:
+            sync = self._syncs[node.sync_key]
+            durations = self._durations(sync)
+            if isinstance(durations, str):
+                return [f"synchronised {sync.label} waits: {durations}"]
+            turn = self._turn(sync, now)
+            if turn is not None and turn[1] is not node:
+                return [
+                    f"synchronised {sync.label}: it is {turn[1].item.url}'s turn on the grid "
+                    f"until {turn[0].end.astimezone(self.tz):%H:%M:%S}"
+                ]
+            return []
+        if holding is not None:
+            return ["a synchronised set holds the screen while it plays"]
+        return []
+
 
 def _safely(available: Available, item: ContentItem) -> bool:
     """The caller's availability answer; a failing check counts as "not available"."""
@@ -589,7 +765,7 @@ def _safely(available: Available, item: ContentItem) -> bool:
         return False
 
 
-def _selection(node: _ItemNode) -> Selection:
+def _selection(node: _ItemNode, slot: Slot | None = None) -> Selection:
     return Selection(
         item=node.item,
         key=node.key,
@@ -597,6 +773,7 @@ def _selection(node: _ItemNode) -> Selection:
         set_path=node.set_path,
         priority=node.priority,
         duration=node.duration,
+        slot=slot,
     )
 
 

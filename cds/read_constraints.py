@@ -1,6 +1,6 @@
 """Read ``<constraints><scheduling-constraints>`` into :class:`~cds.model.Constraints`:
-playback order, priority, preferred duration, and the time, day-of-week and date windows,
-each value checked and each problem worded for the person who wrote it.
+playback order and sync, priority, preferred duration, and the time, day-of-week and date
+windows, each value checked and each problem worded for the person who wrote it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ W = TypeVar("W")
 class ConstraintsReader(Walk):
     """The ``<constraints>`` part of the walk; :mod:`cds.parser` builds documents on it."""
 
-    def constraints(self, element: etree._Element) -> Constraints:
+    def constraints(self, element: etree._Element, *, on_item: bool = False) -> Constraints:
+        """``on_item``: the constraints of a ``<content-item>`` (no ``sync`` there)."""
         result = Constraints()
         self.unknown_attributes(element, (), result.extras, "constraints")
         self.check_text(element)
@@ -48,12 +49,12 @@ class ConstraintsReader(Walk):
                 if seen:
                     self.error(child, "<constraints> has at most one <scheduling-constraints>")
                 seen = True
-                self.scheduling(child, result)
+                self.scheduling(child, result, on_item)
             else:
                 self.unknown_element(element, child, result.extras, "constraints")
         return result
 
-    def scheduling(self, element: etree._Element, result: Constraints) -> None:
+    def scheduling(self, element: etree._Element, result: Constraints, on_item: bool) -> None:
         extras = result.extras
         self.unknown_attributes(element, (), extras, "scheduling-constraints")
         self.check_text(element)
@@ -65,7 +66,7 @@ class ConstraintsReader(Walk):
                     self.error(child, f"<scheduling-constraints> has at most one <{name}>")
                 once.add(name)
             if name == "playback":
-                self.playback(child, result)
+                self.playback(child, result, on_item)
             elif name == "time":
                 self.windows(child, "time", result.times, self.time_window, extras)
             elif name == "day-of-week":
@@ -84,9 +85,9 @@ class ConstraintsReader(Walk):
             else:
                 self.unknown_element(element, child, extras, "scheduling-constraints")
 
-    def playback(self, element: etree._Element, result: Constraints) -> None:
+    def playback(self, element: etree._Element, result: Constraints, on_item: bool) -> None:
         self.unknown_attributes(
-            element, ("order", "avoid-context-switch"), result.extras, "playback"
+            element, ("order", "avoid-context-switch", "sync"), result.extras, "playback"
         )
         self.check_text(element)
         for child in self.children(element):
@@ -114,6 +115,23 @@ class ConstraintsReader(Walk):
                 )
             else:
                 result.avoid_context_switch = flag
+        sync = element.get("sync")
+        if sync is not None:
+            if sync.strip().lower() != "wall-clock":
+                self.error(
+                    element,
+                    f"<playback> sync must be wall-clock (the only kind there is), "
+                    f"got '{short(sync)}'",
+                )
+            elif on_item:
+                self.error(
+                    element,
+                    '<playback sync="wall-clock"> goes on a <content-set>: it puts the '
+                    "set's items on one grid; a <content-item> alone has nothing to "
+                    "synchronise",
+                )
+            else:
+                result.sync = "wall-clock"
 
     def priority(self, element: etree._Element, result: Constraints) -> None:
         self.unknown_attributes(element, ("level",), result.extras, "priority")

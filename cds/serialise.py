@@ -129,7 +129,11 @@ def _constraints(constraints: Constraints) -> etree._Element | None:
     inner = etree.SubElement(outer, "scheduling-constraints")
     known: dict[str, etree._Element] = {"constraints": outer, "scheduling-constraints": inner}
 
-    if constraints.order is not None or constraints.avoid_context_switch is not None:
+    if (
+        constraints.order is not None
+        or constraints.avoid_context_switch is not None
+        or constraints.sync is not None
+    ):
         playback = etree.SubElement(inner, "playback")
         if constraints.order is not None:
             playback.set("order", constraints.order)
@@ -137,6 +141,8 @@ def _constraints(constraints: Constraints) -> etree._Element | None:
             playback.set(
                 "avoid-context-switch", "true" if constraints.avoid_context_switch else "false"
             )
+        if constraints.sync is not None:
+            playback.set("sync", constraints.sync)
         known["playback"] = playback
     windows: list[tuple[str, list[tuple[str, str]]]] = [
         ("time", [(_clock(w.start), _clock(w.end)) for w in constraints.times]),

@@ -43,6 +43,7 @@ from player import videodecode
 from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.clocksanity import ClockSanity
+from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
@@ -206,11 +207,14 @@ def run(
         # 4. What plays: the schedule, the content cache, the engine, the playback record.
         #    Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
         clock = ClockSanity(require_ntp=config.clock.require_ntp)
-        playlist = Playlist(config.tzinfo(), clock_trusted=clock.is_set)
+        clock_sync = ClockSync()  # what the time daemon says, for health and the fleet view
         content = CachedContent(
             ContentCache(data_dir, config=config.cache, on_ready=lambda _spec, _path: waker.wake())
         )
         stopping.callback(content.close)
+        playlist = Playlist(
+            config.tzinfo(), clock_trusted=clock.is_set, natural_length=content.natural_length
+        )
         playback = PlaybackRecord(
             store=store, outbox=outbox, display_url=lambda: url, clock=utc_now
         )
@@ -234,6 +238,7 @@ def run(
             screen=QtScreen(bridge, renderer),
             content=content,
             memory=memory,
+            clock_sync=clock_sync,
         )
         renderer.set_context(display.context())
 
@@ -301,6 +306,8 @@ def run(
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
         outbox.start()
         stopping.callback(_step, "webhook delivery", outbox.stop)
+        # Before delivery stops: the playback changes still queued are committed and sent.
+        stopping.callback(_step, "playback record", playback.close)
         server.start()
         stopping.callback(_step, "closing the API", server.stop)
         log.info("Display Segment API on %s (base URL %s)", server.url, url)
@@ -312,6 +319,8 @@ def run(
             follower.start()
             stopping.callback(follower.stop)
         clock.start(on_set=waker.wake)  # time windows may open once the clock is set
+        clock_sync.start()
+        stopping.callback(clock_sync.stop)
         power = start_power_schedule(config.power, config.tzinfo(), clock.is_set)
         if power is not None:
             stopping.callback(power.stop)

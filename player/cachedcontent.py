@@ -14,6 +14,7 @@ from typing import Any
 from cds.model import ContentItem, ContentSet
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
+from player.medialength import LengthCache
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -23,6 +24,7 @@ class CachedContent:
 
     def __init__(self, cache: ContentCache) -> None:
         self.cache = cache
+        self._lengths = LengthCache()
 
     @staticmethod
     def needs_cache(item: ContentItem) -> bool:
@@ -46,6 +48,13 @@ class CachedContent:
             if path is not None:
                 return Path(path).as_uri()
         return item.url
+
+    def natural_length(self, item: ContentItem) -> float | None:
+        """A cached video's own length from its file's header (a synchronised set's grid
+        needs it before the video plays); None until the file is here and verified."""
+        if not self.needs_cache(item) or not self.available(item):
+            return None
+        return self._lengths.of_url(self.locate(item))
 
     def documents_changed(self, documents: list[ContentSet]) -> None:
         specs = [

@@ -184,6 +184,8 @@ def print_config(config: DisplayConfig) -> None:
         f"cross-fade {screen.crossfade:g} s, audio {'on' if screen.audio else 'off'}"
     )
     print(f"  video:           {videodecode.plan(screen.video_backend).describe()}")
+    if screen.wall is not None:
+        print(f"  video wall:      {screen.wall.describe()}")
     power = config.power
     if power.schedule is None:
         print("  [power]:         always on (no on/off times)")

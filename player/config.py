@@ -41,6 +41,7 @@ then command-line flags. Example (every key is optional)::
     video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
+    wall = {columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}  # a video wall's tile
 
     [power]                             # daily screen on/off: player/power.py
     [clock]                             # clock sanity: player/clocksanity.py
@@ -70,6 +71,7 @@ from player.clocksanity import ClockConfig, parse_clock_config
 from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
 from player.videodecode import BACKENDS
+from player.wall import Wall, parse_wall
 from server.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
@@ -97,6 +99,7 @@ class ScreenConfig:
     video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
+    wall: Wall | None = None  # this display's tile of a video wall (player.wall)
 
 
 @dataclass
@@ -325,6 +328,17 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         low_memory = parse_low_memory(table.get("low_memory", "auto"))
     except ValueError as error:
         problems.append(f"'{key}.low-memory': {error}")
+    wall: Wall | None = None
+    if "wall" in table:
+        given = table["wall"]
+        if isinstance(given, dict):
+            wall, wall_problems = parse_wall(f"{key}.wall", given)
+            problems.extend(wall_problems)
+        else:
+            problems.append(
+                f"'{key}.wall' must be a table like "
+                "{columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}"
+            )
     if problems:
         raise ConfigError(*problems)
     return ScreenConfig(
@@ -337,6 +351,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         video_decoders=int(video_decoders),
         memory_budget_mb=budget,
         low_memory=low_memory,
+        wall=wall,
     )
 
 
@@ -411,6 +426,7 @@ _SCREEN_KEYS = {
     "video_decoders",
     "memory_budget",
     "low_memory",
+    "wall",
     *_PLATFORM_KEYS,
 }
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
@@ -460,19 +476,23 @@ def load_config(
     if path is None and env.get("PDN_CONFIG"):
         path = Path(env["PDN_CONFIG"])
     table: dict[str, Any] = {}
+    text = ""
     if path is not None:
         try:
             with path.open("rb") as handle:
-                table = tomllib.load(handle)
+                raw = handle.read()
+            text = raw.decode("utf-8", errors="replace")
+            table = tomllib.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such configuration file") from None
         except OSError as error:
             raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    where = f"{path}: " if path is not None else ""
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"{path}: not UTF-8 text ({error.reason})") from None
     config, problems = _build(_norm(table))
-    problems = [f"{where}{problem}" for problem in problems]
+    problems = [f"{_where(path, text, problem)}{problem}" for problem in problems]
     config.source = path
     token = env.get("PDN_API_TOKEN")
     if token:
@@ -513,6 +533,25 @@ def load_config(
     if problems:
         raise ConfigError(*problems)
     return config
+
+
+_WALL_LINE = re.compile(r"^\s*(?:\[\s*screen\s*\.\s*wall\s*\]|wall\s*=)")
+
+
+def _where(path: Path | None, text: str, problem: str) -> str:
+    """``FILE: ``, or ``FILE:LINE: `` for a problem of ``[screen] wall`` (its line in the file:
+    the table, or its ``[screen.wall]`` header)."""
+    if path is None:
+        return ""
+    if "screen.wall" in problem:
+        section = ""
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = re.match(r"^\s*\[([^\]]+)\]", line)
+            if header:
+                section = header.group(1).strip()
+            if _WALL_LINE.match(line) and (section == "screen" or "wall" in section):
+                return f"{path}:{number}: "
+    return f"{path}: "
 
 
 def _build(table: dict[str, Any]) -> tuple[DisplayConfig, list[str]]:

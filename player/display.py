@@ -58,6 +58,13 @@ class ContentFiles(Protocol):
         """Files, bytes and downloads, for health."""
 
 
+class ClockStatus(Protocol):
+    """The clock's synchronisation as health reports it (``player.clocksync.ClockSync``)."""
+
+    def status(self) -> dict[str, Any]:
+        """Source, synchronised or not, offset in ms (thread-safe; nothing guessed)."""
+
+
 class MemoryStatus(Protocol):
     """The display's memory as health reports it (``player.memory.MemoryWatch``)."""
 
@@ -85,9 +92,11 @@ class Display:
         content: ContentFiles | None = None,
         clock: Callable[[], datetime] = utc_now,
         memory: MemoryStatus | None = None,
+        clock_sync: ClockStatus | None = None,
     ) -> None:
         self.config = config
         self._memory = memory
+        self._clock_sync = clock_sync
         self.engine = engine
         self._store = store
         self._playlist = playlist
@@ -279,6 +288,12 @@ class Display:
                 "next-wakeup": status.next_wakeup.isoformat() if status.next_wakeup else None,
                 "backed-off": status.backed_off,
             },
+            "clock": (
+                self._clock_sync.status()
+                if self._clock_sync is not None
+                else {"source": "unknown", "synchronised": None, "offset-ms": None}
+            ),
+            "sync": self._playlist.sync_status(now),
             "schedule": {
                 "sets": self.document_names(),
                 "last-received": _iso(self._last_cds),

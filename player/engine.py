@@ -23,6 +23,14 @@ while, backing off from 5 s to 5 min; a failing request is dropped from the queu
 Restart: the queue is stored (``EngineStore``); the request that was on screen when the
 process died keeps the time it had left by the wall clock, so after ``kill -9`` the display
 comes back to what it should show now.
+
+Synchronised sets (``sync="wall-clock"``, ``cds.syncgrid``): the schedule says whose turn it
+is on the grid and when that turn began and ends. The play ends when the turn does (not a
+duration after it painted, and not at a video's own end); the next turn's item is prepared
+:data:`PREPARE_LEAD` ahead and handed to the renderer :data:`SHOW_AHEAD` ahead with its
+``due`` instant, so the switch waits on the renderer's own timer, not on this engine's tick. A
+display that starts, restarts or comes back from an interruption asks the grid again and joins
+the turn of now, at its offset (``PlayItem.due`` in the past).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cds.syncgrid import DEFAULT_SECONDS
 from player.playitem import Origin, PlayItem, Renderer
 
 if TYPE_CHECKING:
@@ -45,11 +54,14 @@ log = logging.getLogger("pdn.engine")
 
 QUEUE_LIMIT = 100
 REQUEST_DURATION = 30.0  # seconds, when a request names no preferred-duration
-DEFAULT_DURATION = 15.0  # seconds, for a scheduled item with neither duration nor video length
+DEFAULT_DURATION = DEFAULT_SECONDS  # for a scheduled item with neither duration nor video length
 REQUEST_PRIORITY = 3  # "high"
 HIGHEST_PRIORITY = 4
 LOAD_TIMEOUT = 20.0  # seconds for the renderer to paint an item before it counts as failed
 PREPARE_LEAD = 3.0  # seconds before the switch that the renderer gets its "prepare" hint
+# Seconds before its due instant that an item of a synchronised set is handed to the renderer,
+# which switches to it on the instant by its own timer (an engine tick may come late).
+SHOW_AHEAD = 1.0
 # A video played for its own length ends at its end (item_ended), which comes later than the
 # wall clock says when it started late or stalled; the clock ends it only this much later
 # (and the next item is still prepared PREPARE_LEAD - this before the video's end).
@@ -121,6 +133,8 @@ class _Play:
     shown_at: datetime | None = None
     end_at: datetime | None = None
     length: float | None = None
+    #: a turn on a synchronised set's grid: it ends then, whenever it painted
+    turn_end: datetime | None = None
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -258,14 +272,16 @@ class Engine:
             self._pending = None
             length = play.item.duration
             grace = 0.0
-            if length is None:
+            if play.turn_end is not None:
+                length = max(0.0, (play.turn_end - at).total_seconds())
+            elif length is None:
                 if natural_duration is not None and 0 < natural_duration < float("inf"):
                     length, grace = natural_duration, NATURAL_END_GRACE
                 else:
                     length = DEFAULT_DURATION
             play.shown_at = at
             play.length = length
-            play.end_at = at + timedelta(seconds=length + grace)
+            play.end_at = play.turn_end or at + timedelta(seconds=length + grace)
             self._current = play
             self._idle_shown = False
             self._backoff.pop(play.item.url, None)
@@ -307,8 +323,12 @@ class Engine:
 
     def item_ended(self, token: int) -> None:
         with self._lock:
-            if self._current is not None and self._current.item.token == token:
-                self._current.end_at = min(self._current.end_at or self._clock(), self._clock())
+            current = self._current
+            if current is None or current.item.token != token:
+                return
+            if current.turn_end is not None:
+                return  # a turn on the grid: its last frame stays until the turn ends
+            current.end_at = min(current.end_at or self._clock(), self._clock())
         self._wake()
 
     # Driving (the renderer's thread)
@@ -344,6 +364,10 @@ class Engine:
                 times.append(current.end_at)
                 if self._upcoming is None:
                     times.append(current.end_at - timedelta(seconds=PREPARE_LEAD))
+                else:
+                    due = self._upcoming.play.item.due
+                    if due is not None:
+                        times.append(due - timedelta(seconds=SHOW_AHEAD))
             times.extend(b.until for b in self._backoff.values())
             # Only future times: what is due at `now` was decided by the tick at `now` (or
             # waits on the renderer's report, which wakes us), and a past time would spin.
@@ -412,13 +436,31 @@ class Engine:
                     actions.append(renderer.show_idle)
             return actions
         if target is not self._current and target is not self._pending:
-            self._pending = target
-            target.issued = now
-            renderer = self._renderer
-            if renderer is not None:
-                actions.append(lambda item=target.item: renderer.show(item))  # type: ignore[misc]
+            self._issue(target, now, actions)
+        self._hand_over_ahead(now, actions)
         self._maybe_prepare(now, available, top, queue_blocked, actions)
         return actions
+
+    def _issue(self, play: _Play, now: datetime, actions: list[Callable[[], None]]) -> None:
+        self._pending = play
+        play.issued = now
+        renderer = self._renderer
+        if renderer is not None:
+            actions.append(lambda item=play.item: renderer.show(item))  # type: ignore[misc]
+
+    def _hand_over_ahead(self, now: datetime, actions: list[Callable[[], None]]) -> None:
+        """The next turn of a synchronised set goes to the renderer :data:`SHOW_AHEAD` before
+        it is due: the renderer switches on the instant, by its own timer."""
+        current, upcoming = self._current, self._upcoming
+        if self._pending is not None or current is None or current.end_at is None:
+            return
+        if upcoming is None or upcoming.selection is None:
+            return
+        due = upcoming.play.item.due
+        if due is None or due < current.end_at or now < due - timedelta(seconds=SHOW_AHEAD):
+            return
+        self._upcoming = None
+        self._issue(upcoming.play, now, actions)
 
     def _target_play(
         self, now: datetime, available: Available, top: int | None, queue_blocked: bool
@@ -527,7 +569,10 @@ class Engine:
     def _scheduled_play(self, selection: Any, now: datetime) -> _Play:
         content = selection.item
         duration = selection.duration
-        if duration is None and not (content.content_type or "").lower().startswith("video/"):
+        slot = getattr(selection, "slot", None)
+        if slot is not None:
+            duration = slot.seconds
+        elif duration is None and not (content.content_type or "").lower().startswith("video/"):
             duration = DEFAULT_DURATION
         item = PlayItem(
             token=next(self._tokens),
@@ -538,8 +583,14 @@ class Engine:
             origin="schedule",
             set_name=selection.root_name,
             priority=int(selection.priority),
+            due=slot.start if slot is not None else None,
         )
-        return _Play(item=item, issued=now, key=str(selection.key))
+        return _Play(
+            item=item,
+            issued=now,
+            key=str(selection.key),
+            turn_end=slot.end if slot is not None else None,
+        )
 
     def _interrupt_request(self, play: _Play, now: datetime) -> None:
         """A `highest` item takes the screen: the request keeps the time it has left."""

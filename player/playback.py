@@ -5,6 +5,14 @@ the idle page) painted. The record and one webhook event per subscriber are comm
 SQLite transaction (``player.store``, ``server.outbox``), so a power cut never leaves a record
 that subscribers were not told about, or an event for a record that was not kept.
 
+The commit is made by this record's own writer thread, in the order of the changes, and the
+record is published (``GET /playback/``, the event stream) once it is on disk, as before. The
+engine calls from the GUI thread, on the instant an item is shown: a commit there waits for
+its fsync (``synchronous=FULL``), and on a disk that others share an fsync can take seconds
+(3 displays of issue 26's benchmark froze together for 38 s, their GUI threads in this commit
+while the disk flushed, which is why all of them at once). The screen must not wait for the
+disk.
+
 On a full disk the record is kept in memory and stored and sent when space returns, with a
 jump in ``sequence`` subscribers can see (``PlaybackRecord._save``); health says why.
 """
@@ -13,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import sqlite3
 import threading
 from collections import deque
@@ -55,6 +64,10 @@ class PlaybackRecord:
         self.retry_interval = 5.0
         self._changes = threading.Condition(self._lock)
         self._recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT)
+        # Changes waiting for the writer (None: stop), and how many are not yet committed.
+        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._uncommitted = 0
+        self._committed = threading.Condition(threading.Lock())
         sequence, record = store.playback()
         self._encoded: bytes | None = None
         self._record: dict[str, Any] = record or {
@@ -66,6 +79,8 @@ class PlaybackRecord:
             "duration": None,
             "sequence": sequence,
         }
+        self._writer = threading.Thread(target=self._write, name="playback-writer", daemon=True)
+        self._writer.start()
 
     def current(self) -> dict[str, Any]:
         with self._lock:
@@ -79,13 +94,41 @@ class PlaybackRecord:
             return self._encoded
 
     def changed(self, playback: Playback) -> None:
-        """Commit the new record and one webhook event per subscriber, together."""
+        """Hand the new record to the writer, which commits it with one webhook event per
+        subscriber, together, and then publishes it. Returns at once (never waits for the
+        disk: the module's docstring)."""
+        with self._committed:
+            self._uncommitted += 1
+        self._queue.put(playback.fields())
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every change handed over is committed and published (False: not within
+        ``timeout`` seconds)."""
+        with self._committed:
+            return self._committed.wait_for(lambda: self._uncommitted == 0, timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Commit what is queued, then stop the writer."""
+        self._queue.put(None)
+        self._writer.join(timeout)
+
+    def _write(self) -> None:
+        while (fields := self._queue.get()) is not None:
+            try:
+                self._commit(fields)
+            except Exception:
+                log.exception("could not record the playback change")
+            finally:
+                with self._committed:
+                    self._uncommitted -= 1
+                    self._committed.notify_all()
+
+    def _commit(self, fields: dict[str, Any]) -> None:
         def publish(connection: sqlite3.Connection, record: dict[str, Any]) -> None:
             body = json.dumps({**record, "display": self._display_url()}).encode()
             self._outbox.publish(PLAYBACK_TOPIC, body, "application/json", connection=connection)
 
-        record = self._save(playback.fields(), publish)
+        record = self._save(fields, publish)
         with self._lock:
             self._record = record
             self._encoded = None

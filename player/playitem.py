@@ -27,6 +27,10 @@ class PlayItem:
     the request or the CDS named it (what the playback record reports).
     ``duration`` is seconds on screen; ``None`` means "the natural length of the video", which
     the renderer reports back in ``on_shown``.
+    ``due`` is set for an item of a synchronised set (``cds.syncgrid``): the instant its turn
+    on the grid begins. In the future, the renderer switches to it on that instant, not
+    before (it is shown ahead, prepared); in the past (the display joins mid-item), it shows
+    it at once, and a video starts at the offset of now into it, and keeps that offset.
     """
 
     token: int
@@ -37,6 +41,7 @@ class PlayItem:
     origin: Origin
     set_name: str | None = None
     priority: int = 2
+    due: datetime | None = None
 
 
 class RendererListener(Protocol):
@@ -64,7 +69,8 @@ class Renderer(Protocol):
         """A hint: this item is due soon; load it off-screen now so the swap is instant."""
 
     def show(self, item: PlayItem) -> None:
-        """Put the item on screen as soon as it has painted, with no blank frame between."""
+        """Put the item on screen as soon as it has painted, with no blank frame between;
+        an item with a ``due`` instant in the future, on that instant."""
 
     def show_idle(self) -> None:
         """Nothing is eligible: show the idle page (name, addresses, API URL)."""

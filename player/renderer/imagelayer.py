@@ -1,6 +1,7 @@
 """Still pictures drawn natively: no browser round-trip for a cached picture.
 
-A picture is decoded (EXIF orientation applied) and scaled to fit the stage once, on a worker
+A picture is decoded (EXIF orientation applied) and scaled to fit the stage (on a video wall,
+the wall) once, on a worker
 thread, when it is prepared or shown; the scene then shows it from the renderer's image
 provider (``image://pdn/...``) in a ``Picture`` item, whose texture Qt Quick uploads on its
 render thread. Two items take turns, so one picture can cross-fade into the next. The layer
@@ -112,7 +113,7 @@ class ImageLayer(QObject):
         """Start decoding ``url`` (a local file at ``path``) unless it is kept or under way."""
         if url in self._images or url in self._decoding:
             return
-        fit = self._stage.content_size()
+        fit = self._stage.layout_size()  # a video wall's size on a wall
         self._decoding[url] = self._worker.submit(self._decode, url, path, fit)
 
     def _decode(self, url: str, path: Path, fit: QSize) -> None:

@@ -11,6 +11,9 @@ With one web view (``options.views``, the low-memory profile) a page that follow
 in place of the one in front: a still of the last frame (a texture copy on the GPU) covers the
 screen until the new page has painted, so the screen never shows a blank view, only the last
 frame standing still a moment.
+
+An item of a synchronised set (``PlayItem.due``) comes ahead of its instant, prepared: it is
+held by a :class:`~player.renderer.duegate.DueGate` and switched to on the instant.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from PySide6.QtQuick import QQuickItem
 from player.playitem import PlayItem, RendererListener
 from player.renderer.compositor import CompositorView
 from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
+from player.renderer.duegate import DueGate, SwitchTrace, due_timestamp
 from player.renderer.engineprocs import ZygoteWatch
 from player.renderer.idle import (
     addresses,
@@ -110,18 +114,23 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._frame_class = "content"  # of the last look at the screen
         self._frame_class_at: float | None = None
         self._watch_count = 0
+        self._grab_owed = False
         self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
         # The slot fading out under the one fading in: it stays live until it is cleared.
         self._outgoing: WebSlot | None = None
         self._deferred_hint: PlayItem | None = None  # a hint that waits for that slot
         self._still_source: object = None  # the view the still copied (one web view)
         self._zygotes = ZygoteWatch()
+        # Items of a synchronised set wait here for their instant; how late switches came.
+        self.switch_trace = SwitchTrace()
+        self._due = DueGate(self, self._show_now, self.switch_trace.gate_opened)
 
         self.stage = Stage(
             rotation=options.rotation,
             screen_index=options.screen,
             fullscreen=options.fullscreen,
             window_size=options.window_size,
+            wall=options.wall,
         )
         self.profile, self._profile_owner = make_profile(options, self.stage.view.engine(), self)
         self.recycler = Recycler(memory)
@@ -216,6 +225,15 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     def show(self, item: PlayItem) -> None:
         if self._closed:
             return
+        self._due.cancel()
+        if self._due.hold(item):
+            self.prepare(item)  # prepared already, as a rule: then this does nothing
+            return
+        self._show_now(item)
+
+    def _show_now(self, item: PlayItem) -> None:
+        if self._closed:
+            return
         self._deferred_hint = None
         kind = classify(item)
         remembered = self._prepared_failures.pop(item.url, None)
@@ -237,6 +255,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
     def show_idle(self) -> None:
         if self._closed:
             return
+        self._due.cancel()
         front_slot = self._front_slot()
         if (
             front_slot is not None
@@ -340,6 +359,9 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         }
         if self._front is self.video_layer:
             state["video"] = self.video_layer.describe()
+        switches = self.switch_trace.describe()
+        if switches is not None:
+            state["sync"] = switches
         if self._fatal is not None:
             state["problem"] = f"giving up: {self._fatal}"
         elif self._problem is not None and self._wrong_since is not None:
@@ -357,6 +379,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         if self._closed:
             return
         self._closed = True
+        self._due.cancel()
         for timer in (self._beat, self._idle_refresh, self._watch):
             timer.stop()
         self.compositor.close()
@@ -381,6 +404,9 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
 
     def _lost_zygote(self) -> str | None:
         return self._zygotes.lost()
+
+    def _switch_imminent(self) -> bool:
+        return self._due.held is not None
 
     def _free_slot(self, for_show: bool) -> WebSlot | None:
         """The slot to load into: never the one on screen, and for a hint never the one an
@@ -455,17 +481,19 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         pending = self._pending
         assert pending is not None
         self._pending = None
-        self._swap_to(slot)
+        self._swap_to(slot, due_timestamp(pending.item))
         slot.start()
         self._now_showing(pending, None)
 
-    def _swap_to(self, layer: Layer) -> None:
+    def _swap_to(self, layer: Layer, due: float | None = None) -> None:
         """Bring ``layer`` in front: raised, faded in over the outgoing layer (which stays
-        live under it), and the outgoing layer cleared once covered."""
+        live under it), and the outgoing layer cleared once covered. ``due``: the instant
+        the item was due (a synchronised set's), for :attr:`switch_trace`."""
         old = self._front
         item = layer.front_item()
         if item is None:
             return
+        on_the_instant = self.switch_trace.switching(due)
         fade_ms = self.options.crossfade_ms if old is not None else 0
         if old is layer and layer not in (self.image_layer, self.video_layer):
             fade_ms = 0
@@ -476,7 +504,12 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             self._fading_until = time.monotonic() + fade_ms / 1000
         self._front = layer
         self._last_frame = time.monotonic()
-        self.stage.request_frame()
+        if on_the_instant:
+            # Drawn now, not after what this thread does next (the engine's bookkeeping of
+            # the item shown, the next item's preparation): Stage.draw_now.
+            self.stage.draw_now()
+        else:
+            self.stage.request_frame()
         delay = CLEAR_DELAY_MS + fade_ms
         if isinstance(old, WebSlot) and old is not layer:
             self._outgoing = old if fade_ms else None
@@ -526,6 +559,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             self._when_covered(covering, delay, clear)
 
     def _frame_swapped(self) -> None:
+        self.switch_trace.frame_swapped(self.stage.last_swap)
         if self._front is not None:  # a frame of something, not of the empty stage
             self._last_frame = self.stage.last_swap
         self.still.frame_swapped()

@@ -17,7 +17,9 @@ class Cover:
 
     def __init__(self, stage: Stage, name: str, api_url: str) -> None:
         self.item = stage.create(
-            "Cover", {"name": name or "pdn display", "apiUrl": api_url or "not configured"}
+            "Cover",
+            {"name": name or "pdn display", "apiUrl": api_url or "not configured"},
+            own=True,  # this panel's own facts, also on a video wall
         )
         self.item.setVisible(False)
 

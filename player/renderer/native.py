@@ -19,6 +19,7 @@ from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem, RendererListener
 from player.renderer.content import Kind, local_path
+from player.renderer.duegate import due_timestamp
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Layer
 from player.renderer.videolayer import VideoLayer
@@ -52,7 +53,7 @@ class NativeMedia:
     _later: Callable[[int, Callable[[], None]], None]
     _when_covered: Callable[[QQuickItem, int, Callable[[], None]], None]
 
-    def _swap_to(self, layer: Layer) -> None:
+    def _swap_to(self, layer: Layer, due: float | None = None) -> None:
         raise NotImplementedError
 
     def _now_showing(self, pending: Pending, natural: float | None) -> None:
@@ -104,7 +105,9 @@ class NativeMedia:
                 # on a copy of its last frame while its decoder moves to the next one.
                 self._hold_still_over(self.video_layer.front_item())
                 held = True
-            self.video_layer.show(item.url, self._serial, held_on_still=held)
+            self.video_layer.show(
+                item.url, self._serial, held_on_still=held, due=due_timestamp(item)
+            )
         else:
             self.image_layer.show(item.url, Path(local_path(item.url)), self._serial)
 
@@ -117,7 +120,7 @@ class NativeMedia:
     def _native_presenting(self, serial: int) -> None:
         pending = self._native_pending(serial)
         if pending is not None:
-            self._swap_to(self._layer_of(pending.kind))
+            self._swap_to(self._layer_of(pending.kind), due_timestamp(pending.item))
 
     def _native_painted(self, serial: int) -> None:
         pending = self._native_pending(serial)

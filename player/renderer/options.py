@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from player.memory import fix_mmap_threshold
+from player.wall import Wall
 
 log = logging.getLogger("pdn.renderer")
 
@@ -119,6 +120,8 @@ class RendererOptions:
     # outgoing item stands still while the next loads (docs/memory.md: ~0.5 s for a
     # signage page on the development machine).
     views: int = 2
+    # This display's tile of a video wall ([screen] wall): items laid out at the wall's size.
+    wall: Wall | None = None
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -149,6 +152,7 @@ class RendererOptions:
             data_dir=getattr(config, "data_dir", None),
             decoded_images=1 if low_memory else 3,
             views=1 if low_memory else 2,
+            wall=getattr(screen, "wall", None),
         )
 
 

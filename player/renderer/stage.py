@@ -8,6 +8,10 @@ animations on the render thread (``qml/Fade.qml``): nothing is read back to the 
 :meth:`Stage.grab` (screenshots, thumbnails, the watchdog's occasional look).
 
 No window manager is assumed: the window sets its own geometry to the screen's.
+
+A video wall's tile (``[screen] wall``, :class:`player.wall.Wall`): ``content`` is laid out at
+the wall's size and moved so this panel shows its part; the idle cover and the idle page are
+laid over this panel's tile alone (``own``), siblings of the other layers all the same.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import shiboken6
 from PySide6.QtCore import (
     Q_ARG,
     Q_RETURN_ARG,
+    QCoreApplication,
+    QEvent,
     QMetaObject,
     QObject,
     QRect,
@@ -33,6 +39,7 @@ from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
 from PySide6.QtQuick import QQuickItem, QQuickView
 
 from player.power import x_screen_power
+from player.wall import Wall
 
 log = logging.getLogger("pdn.renderer")
 
@@ -60,9 +67,11 @@ class Stage(QObject):
         screen_index: int,
         fullscreen: bool,
         window_size: tuple[int, int],
+        wall: Wall | None = None,
     ) -> None:
         super().__init__()
         self.rotation = rotation
+        self.wall = wall
         self.frames = 0  # frames swapped since the window opened
         self.last_swap: float | None = None  # time.monotonic() of the last one
         view = QQuickView()
@@ -78,6 +87,16 @@ class Stage(QObject):
             raise StageError(f"cannot load the stage: {view.errors()}")
         self.root = root
         root.setProperty("turn", rotation)
+        if wall is not None:
+            for name, value in (
+                ("wallColumns", wall.columns),
+                ("wallRows", wall.rows),
+                ("wallColumn", wall.column),
+                ("wallRow", wall.row),
+                ("wallBezel", wall.bezel),
+            ):
+                root.setProperty(name, value)
+            log.info("video wall: this display is %s", wall.describe())
         content = root.findChild(QQuickItem, "content")
         if content is None:
             raise StageError("Stage.qml has no 'content' item")
@@ -93,8 +112,11 @@ class Stage(QObject):
 
     # -- layers ---------------------------------------------------------------------------
 
-    def create(self, name: str, properties: dict[str, Any] | None = None) -> QQuickItem:
-        """A new item from ``qml/<name>.qml`` in the content, behind, not drawn until raised.
+    def create(
+        self, name: str, properties: dict[str, Any] | None = None, own: bool = False
+    ) -> QQuickItem:
+        """A new item from ``qml/<name>.qml`` in the content, behind, not drawn until raised;
+        with ``own``, over this panel's tile rather than across a video wall (the idle facts).
 
         Qt owns it (Stage.qml makes it): Python holds references, never the object, so no
         wrapper can outlive what it wraps; :meth:`drop` destroys it."""
@@ -104,6 +126,7 @@ class Stage(QObject):
             Q_RETURN_ARG("QVariant"),
             Q_ARG("QVariant", name),
             Q_ARG("QVariant", properties or {}),
+            Q_ARG("QVariant", own),
         )
         if not isinstance(made, QQuickItem):
             raise StageError(f"cannot create {name}.qml (see the log for QML's reason)")
@@ -174,6 +197,19 @@ class Stage(QObject):
         """Ask for a frame even if nothing changed (a check waits for one)."""
         self.view.update()
 
+    def draw_now(self) -> None:
+        """Start the frame of the scene as it is now at once, for a switch due on an instant.
+
+        :meth:`request_frame` (``update()``) has the window's update request delivered by a
+        timer of the platform (Qt's ``QT_QPA_UPDATE_IDLE_TIME``, 5 ms) through this thread's
+        event loop, so the frame waits for that timer and then for whatever this thread does
+        first: after a switch, the engine's bookkeeping of the item shown and the preparation
+        of the next one (a new web view, a decode), tens of milliseconds on a small board.
+        Delivering the update request here synchronises the scene with the render thread now
+        (the threaded render loop: this thread waits for that alone; the drawing and the swap
+        go on on the render thread while this one carries on)."""
+        QCoreApplication.sendEvent(self.view, QEvent(QEvent.Type.UpdateRequest))
+
     def _swapped(self) -> None:
         self.frames += 1
         self.last_swap = time.monotonic()
@@ -187,11 +223,19 @@ class Stage(QObject):
         return self.view.grabWindow()
 
     def content_size(self) -> QSize:
-        """The size content is laid out at (the window's, turned back)."""
+        """The size of this panel's content (the window's, turned back)."""
         size = self.view.size()
         if self.rotation in (90, 270):
             return QSize(size.height(), size.width())
         return size
+
+    def layout_size(self) -> QSize:
+        """The size items are laid out at: the panel's, or a video wall's."""
+        panel = self.content_size()
+        if self.wall is None:
+            return panel
+        width, height = self.wall.size(panel.width(), panel.height())
+        return QSize(round(width), round(height))
 
     def is_visible(self) -> bool:
         return self.view.isVisible()

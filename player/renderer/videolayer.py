@@ -7,6 +7,19 @@ cross-fade and then keeps its last frame until it is released. A player is relea
 decoder and frame buffers freed) as soon as it is covered, and a prepared one that is not shown
 within ``STALE_AFTER_MS``.
 
+A video of a synchronised set (shown with its turn's ``due`` instant) keeps to the wall clock:
+
+- joining its turn late (a display that starts, restarts or comes back), it is first cued,
+  paused, to the offset it will have a moment later (:data:`CUE_LEAD`), and starts on that
+  instant: it comes in on the frame of now, not from its top;
+- while it plays, each frame's timestamp is set against the wall clock (how far into its turn
+  the frame should be). A display more than :data:`DEADBAND` behind or ahead (half a frame)
+  nudges its playback rate, by at most :data:`MAX_NUDGE` (5 %), in proportion, to be back in
+  step within about :data:`CATCH_UP` seconds: no frame jumps, nothing to see. Only a display
+  :data:`SEEK_BEYOND` (0.5 s) off, which a 5 % nudge would take over 10 s to bring back, seeks.
+  A seek costs a decode from the previous key frame (a stall of tens to hundreds of ms, the
+  picture jumping), a nudge costs nothing visible: measured in docs/benchmarks.md.
+
 What the decoder is: QtMultimedia's backend (``QT_MEDIA_BACKEND``: FFmpeg from the wheel, or
 the system's GStreamer), and whether the frames come in GPU memory (a hardware decoder handing
 textures over) or in CPU memory (decoded in software).
@@ -19,12 +32,14 @@ import ctypes
 import itertools
 import logging
 import os
+import statistics
 import time
+from collections import deque
 from enum import Enum
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from PySide6.QtCore import QObject, QTimer, QUrl, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal
 from PySide6.QtMultimedia import QMediaDevices, QMediaMetaData, QMediaPlayer, QVideoFrame
 from PySide6.QtQuick import QQuickItem
 
@@ -43,6 +58,15 @@ DOWNLOAD_MS = 300_000  # a video fetched whole (videospool.py) must be down by t
 STALLED_AFTER = 5.0  # seconds a playing video may go without a new frame (a stalled stream)
 DROPPED_WARNING = 0.05  # a video that dropped more of its frames than this is a warning
 AV_LOG_ERROR = 16  # FFmpeg's log level for errors (libavutil/log.h)
+# A synchronised video (see the module's docstring).
+JOIN_AFTER = 0.1  # seconds: a video shown later than this into its turn is cued first
+CUE_LEAD = 0.4  # seconds: cued this far ahead of now, to start on the instant it gets there
+CORRECT_MS = 500  # how often a playing video is set against the wall clock
+DEADBAND = 0.5  # of a frame: closer than this, the rate is left at 1
+CATCH_UP = 2.0  # seconds to make up a lag in, at a nudged rate
+MAX_NUDGE = 0.05  # the rate stays within 1 +- this
+SEEK_BEYOND = 0.5  # seconds off: seek instead (a nudge would take over 10 s)
+SEEK_LEAD = 0.15  # seconds: a seek while playing lands this far ahead (its decode time)
 
 
 def quiet_ffmpeg() -> None:
@@ -67,7 +91,8 @@ def media_backend() -> str:
 class PlayerState(Enum):
     EMPTY = "empty"  # no source: nothing decoded, nothing held
     LOADING = "loading"  # waiting for the first frame
-    READY = "ready"  # paused on the first frame
+    CUEING = "cueing"  # paused, seeking to where it joins its turn
+    READY = "ready"  # paused on the first frame (or the frame it was cued to)
     PLAYING = "playing"
     ENDED = "ended"  # holding its last frame
 
@@ -81,6 +106,8 @@ class VideoPlayer(QObject):
     failed = Signal(object, str, str)
     #: Reached its end (holding its last frame): (self).
     ended = Signal(object)
+    #: Paused on the frame it was cued to (:meth:`cue`): (self).
+    cued = Signal(object)
 
     def __init__(
         self, stage: Stage, name: str, audio: bool, spool: VideoSpool, parent: QObject
@@ -108,8 +135,20 @@ class VideoPlayer(QObject):
         self._last_presented_us = -1
         self.last_new_frame = 0.0  # time.monotonic() of the last one, or of play()
         self._last_frame_us = -1
+        # A synchronised video: its turn's instant (time.time()), where it was cued to, the
+        # lag of its recent frames behind the wall clock, and the corrections made.
+        self.due: float | None = None
+        self.cue_target = 0.0
+        self._lags: deque[float] = deque(maxlen=32)
+        self.lag: float | None = None
+        self.rate = 1.0
+        self.seeks = 0
+        self.nudges = 0
         self._deadline = self._single_shot(self._too_slow)
         self._stale = self._single_shot(self._went_stale)
+        self._keep_step = QTimer(self)  # the player's own, as the two above
+        self._keep_step.setInterval(CORRECT_MS)
+        self._keep_step.timeout.connect(self._correct)
         player.errorOccurred.connect(self._error)
         player.mediaStatusChanged.connect(self._status)
         player.videoSink().videoFrameChanged.connect(self._frame)
@@ -153,15 +192,41 @@ class VideoPlayer(QObject):
         self.last_new_frame = time.monotonic()
         self.state = PlayerState.PLAYING
         self.player.play()
+        if self.due is not None:
+            self._lags.clear()
+            self._keep_step.start()
+
+    def cue(self, seconds: float) -> None:
+        """Seek, paused, to ``seconds`` into the video; ``cued`` follows when its frame is
+        here (or, a seek that shows nothing within the first-frame time, anyway)."""
+        self.state = PlayerState.CUEING
+        self.cue_target = seconds
+        self._stale.stop()
+        self._deadline.start(self._first_frame_ms)
+        self.player.setPosition(round(seconds * 1000))
+
+    def lateness(self) -> float | None:
+        """Seconds since its turn began (None: not a synchronised video)."""
+        return None if self.due is None else time.time() - self.due
+
+    def frame_period(self) -> float:
+        rate = self.player.metaData().value(QMediaMetaData.Key.VideoFrameRate)
+        return 1 / rate if isinstance(rate, int | float) and rate > 0 else 1 / 30
 
     def release(self) -> None:
         """Stop and give the decoder and its frames back; hide the item."""
         self._deadline.stop()
         self._stale.stop()
+        self._keep_step.stop()
         self.item.setVisible(False)
         if self.state is not PlayerState.EMPTY:
             self.player.stop()
             self.player.setSource(QUrl())
+        if self.rate != 1.0:
+            self.player.setPlaybackRate(1.0)
+        self.due, self.lag, self.rate, self.cue_target = None, None, 1.0, 0.0
+        self.seeks = self.nudges = 0
+        self._lags.clear()
         self.state = PlayerState.EMPTY
         self.url = None
         self._spool.forget(self._spooled)
@@ -186,6 +251,15 @@ class VideoPlayer(QObject):
             return None
         return round(length * rate)
 
+    def frames_due(self) -> int | None:
+        """How many frames this showing had to present: the file's, less those before the
+        offset it was cued to (a display joining its turn 11 s into a 12 s video had 1 s of
+        frames to show, not 12)."""
+        frames = self.source_frames()
+        if frames is None:
+            return None
+        return max(0, frames - round(self.cue_target / self.frame_period()))
+
     def count_presented(self) -> None:
         """Called as the scene is about to be synchronised for drawing: the sink's frame now is
         the one drawn. A decoder outrunning the drawing hands frames over that never reach the
@@ -206,6 +280,7 @@ class VideoPlayer(QObject):
 
     def close(self) -> None:
         self.release()
+        self._keep_step.timeout.disconnect(self._correct)
         self.player.errorOccurred.disconnect(self._error)
         self.player.mediaStatusChanged.disconnect(self._status)
         self.player.videoSink().videoFrameChanged.disconnect(self._frame)
@@ -217,17 +292,39 @@ class VideoPlayer(QObject):
         if self.state is PlayerState.EMPTY or not frame.isValid():
             return
         start = frame.startTime()
-        if start > self._last_frame_us:  # a frame handed over again is not a new one
+        if start != self._last_frame_us:  # a frame handed over again is not a new one
+            if start > self._last_frame_us:
+                self.frames += 1
             self._last_frame_us = start
-            self.frames += 1
             self.last_new_frame = time.monotonic()
+            if self.state is PlayerState.PLAYING and self.due is not None and start >= 0:
+                self._note_lag(start)
         if self.hardware is None:
             self.hardware = frame.handleType() is not QVideoFrame.HandleType.NoHandle
+        if self.state is PlayerState.CUEING:
+            if abs(start / 1_000_000 - self.cue_target) < SEEK_BEYOND:
+                self._deadline.stop()
+                self.state = PlayerState.READY
+                self.cued.emit(self)
+            return
         if self.state is PlayerState.LOADING:
             self._deadline.stop()
             self.state = PlayerState.READY
             self._stale.start(STALE_AFTER_MS)
             self.ready.emit(self)
+
+    def _note_lag(self, start_us: int) -> None:
+        """How far this frame, shown now, is behind the wall clock; not for a frame the sink
+        has already replaced. The player decodes and presents on threads of its own and this
+        signal is queued to the GUI thread: after the GUI thread was held up (a slow commit, a
+        page's work), the frames presented meanwhile come here in a burst, each stamped late
+        by the wait, though the video kept its time. Taken as lags they made an in-step video
+        look as far behind as the wait (a median over the burst: half of it), and a wait of a
+        second made it seek ahead for nothing."""
+        current = self.player.videoSink().videoFrame()
+        if current.isValid() and current.startTime() > start_us:
+            return
+        self._lags.append(time.time() - (self.due or 0.0) - start_us / 1_000_000)
 
     def _status(self, status: QMediaPlayer.MediaStatus) -> None:
         statuses = QMediaPlayer.MediaStatus
@@ -247,7 +344,43 @@ class VideoPlayer(QObject):
             return
         self.fail(f"cannot play the video: {text or error.name}")
 
+    def _correct(self) -> None:
+        """Keep a synchronised video in step with the wall clock (the module's docstring)."""
+        if self.state is not PlayerState.PLAYING or self.due is None:
+            self._keep_step.stop()
+            return
+        if len(self._lags) < 5:
+            return
+        lag = statistics.median(self._lags)
+        self.lag = lag
+        self._lags.clear()
+        if abs(lag) >= SEEK_BEYOND:
+            target = time.time() - self.due + SEEK_LEAD
+            log.info("video %s is %+.2f s off its turn: seeking to %.2f s", self.url, lag, target)
+            self.seeks += 1
+            self._set_rate(1.0)
+            self.player.setPosition(round(target * 1000))
+            return
+        if abs(lag) <= DEADBAND * self.frame_period():
+            rate = 1.0
+        else:
+            rate = 1.0 + max(-MAX_NUDGE, min(MAX_NUDGE, lag / CATCH_UP))
+        if rate != self.rate:
+            if rate != 1.0:
+                self.nudges += 1
+            log.debug("video %s %+.1f ms off its turn: rate %.4f", self.url, lag * 1000, rate)
+            self._set_rate(rate)
+
+    def _set_rate(self, rate: float) -> None:
+        self.rate = rate
+        self.player.setPlaybackRate(rate)
+
     def _too_slow(self) -> None:
+        if self.state is PlayerState.CUEING:
+            log.info("video %s: no frame at its cue within the time; starting anyway", self.url)
+            self.state = PlayerState.READY
+            self.cued.emit(self)
+            return
         if self.state is PlayerState.LOADING:
             seconds = self._deadline.interval() / 1000
             self.fail(f"no frame decoded within {seconds:g} s (corrupt, or a codec not here)")
@@ -319,8 +452,16 @@ class VideoLayer(QObject):
             player.ready.connect(self._ready)
             player.failed.connect(self._failed)
             player.ended.connect(self._ended)
+            player.cued.connect(self._cued)
+        # A video cued to where it joins its turn starts on the instant it gets there.
+        self._starting: VideoPlayer | None = None
+        self._start_timer = QTimer(self)
+        self._start_timer.setSingleShot(True)
+        self._start_timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._start_timer.timeout.connect(self._start_cued)
         self._front = 0  # the player in front when this layer is
         self._wanted: tuple[str, int] | None = None  # (url, serial) to present when ready
+        self._due: float | None = None  # the turn's instant of the video wanted (synchronised)
         self._hint: str | None = None  # to prepare once the back player is free
         self.presents = 0  # videos brought in front so far
         self._serials = 0
@@ -343,12 +484,18 @@ class VideoLayer(QObject):
         """With one decoder, showing ``url`` first takes the decoder from the video shown."""
         return self._holding(url) is None and self._decoder_in_use()
 
-    def show(self, url: str, serial: int, held_on_still: bool = False) -> None:
+    def show(
+        self, url: str, serial: int, held_on_still: bool = False, due: float | None = None
+    ) -> None:
         """Bring ``url`` in front: at once if it is prepared, else once its first frame is
         decoded; ``painted(serial)`` follows, or ``failed(url, reason)``. With one decoder
         (:meth:`must_free_decoder`), the video shown lets it go first: once a still of its
-        last frame is kept (``held_on_still``: the kiosk holds one over it), or now."""
+        last frame is kept (``held_on_still``: the kiosk holds one over it), or now.
+        ``due``: a synchronised video's turn began then (``time.time()``): it keeps to it."""
         self._hint = None
+        self._due = due
+        self._start_timer.stop()
+        self._starting = None
         if self.must_free_decoder(url):
             self._wanted = (url, serial)
             if held_on_still:  # copied at the next frame, kept from the one after
@@ -362,13 +509,16 @@ class VideoLayer(QObject):
             player = self._back()
             player.load(url, serial, self._first_frame_ms(url))
         player.serial = serial
+        player.due = due
         self._wanted = (url, serial)
         if player.state is PlayerState.READY:
-            self._present(player)
+            self._start(player)
 
     def cancel(self) -> None:
         """The video on its way is no longer wanted (it stays prepared)."""
         self._wanted = None
+        self._start_timer.stop()
+        self._starting = None
 
     def frame_swapped(self) -> None:
         at = self._free_decoder_at
@@ -425,21 +575,31 @@ class VideoLayer(QObject):
         player = self.front_player()
         if not player.shown:
             return None
-        return {
+        described: dict[str, object] = {
             "url": player.url,
             "backend": media_backend(),
             "codec": player.codec(),
             "decoding": player.decoding(),
             "frames": player.presented,
         }
+        if player.due is not None:
+            described["sync"] = {
+                "lag-ms": None if player.lag is None else round(player.lag * 1000, 1),
+                "rate": round(player.rate, 4),
+                "nudges": player.nudges,
+                "seeks": player.seeks,
+            }
+        return described
 
     def close(self) -> None:
         self._wanted = None
+        self._start_timer.stop()
         self._stage.view.afterAnimating.disconnect(self._count_presented)
         for player in self._players:
             player.ready.disconnect(self._ready)
             player.failed.disconnect(self._failed)
             player.ended.disconnect(self._ended)
+            player.cued.disconnect(self._cued)
             player.close()
         self._spool.close()
 
@@ -460,7 +620,7 @@ class VideoLayer(QObject):
                 player.release()
         if self._wanted is not None:
             url, serial = self._wanted
-            self.show(url, serial)
+            self.show(url, serial, due=self._due)
 
     def _holding(self, url: str) -> VideoPlayer | None:
         """The player with ``url`` loaded and not yet shown (never the one in front)."""
@@ -488,7 +648,46 @@ class VideoLayer(QObject):
 
     def _ready(self, player: VideoPlayer) -> None:
         if self._wanted is not None and player.url == self._wanted[0] and not player.shown:
+            self._start(player)
+
+    def _start(self, player: VideoPlayer) -> None:
+        """Present ``player`` now, or, a synchronised video joining its turn late, cue it to
+        where it will be :data:`CUE_LEAD` from now and present it then."""
+        late = player.lateness()
+        if late is None or late < JOIN_AFTER:
             self._present(player)
+            return
+        length = player.duration()
+        target = late + CUE_LEAD
+        if length is not None:
+            target = min(target, max(0.0, length - player.frame_period()))
+        log.info("video %s joins its turn %.2f s in: cued to %.2f s", player.url, late, target)
+        player.cue(target)
+
+    def _cued(self, player: VideoPlayer) -> None:
+        if self._wanted is None or player.url != self._wanted[0] or player.shown:
+            return
+        if player.due is None:
+            self._present(player)
+            return
+        wait = player.due + player.cue_target - time.time()
+        if wait <= 0.001:
+            self._present(player)  # the cue took longer than its lead: keeping step catches up
+            return
+        self._starting = player
+        self._start_timer.start(int(wait * 1000))
+
+    def _start_cued(self) -> None:
+        player, self._starting = self._starting, None
+        if player is None or self._wanted is None or player.url != self._wanted[0]:
+            return
+        if player.due is not None:
+            wait = player.due + player.cue_target - time.time()
+            if wait > 0.0005:
+                self._starting = player
+                self._start_timer.start(int(wait * 1000))
+                return
+        self._present(player)
 
     def _failed(self, player: VideoPlayer, url: str, reason: str) -> None:
         log.warning("video %s (player %s): %s", url, player.name, reason)
@@ -503,7 +702,7 @@ class VideoLayer(QObject):
     def _ended(self, player: VideoPlayer) -> None:
         # Counted on screen, not in the sink: a 1080p video on a slow GPU is decoded in full
         # and drawn in part, and that part is what the audience saw.
-        expected = player.source_frames()
+        expected = player.frames_due()
         if expected:
             dropped = max(0, expected - player.presented)
             share = dropped / expected

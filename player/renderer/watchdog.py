@@ -64,6 +64,7 @@ class VisualWatchdog:
     _frame_class: str
     _frame_class_at: float | None
     _watch_count: int
+    _grab_owed: bool  # the minute's look is due, and waits for no switch to be imminent
     _fading_until: float
     _crash_times: deque[float]
     compositor: CompositorView
@@ -79,6 +80,11 @@ class VisualWatchdog:
         raise NotImplementedError
 
     def _lost_zygote(self) -> str | None:
+        raise NotImplementedError
+
+    def _switch_imminent(self) -> bool:
+        """An item waits for its instant (a synchronised set's): a read-back now would hold
+        the GUI thread as it comes, so the looks wait for the next round."""
         raise NotImplementedError
 
     def _recover(self, problem: str) -> None:
@@ -114,11 +120,13 @@ class VisualWatchdog:
             self._give_up(f"{lost}: no render process can be started again in this process")
             return
         self._watch_count += 1
-        if self.stage.is_visible() and (
-            self._watch_count % GRAB_EVERY == 0 or self._scene_stalled(now)
-        ):
+        if self._watch_count % GRAB_EVERY == 0:
+            self._grab_owed = True
+        looks = self.stage.is_visible() and not self._switch_imminent()
+        if looks and (self._grab_owed or self._scene_stalled(now)):
+            self._grab_owed = False
             self._look_at_the_screen(now)
-        if self.stage.is_visible() and self.compositor.due(now):
+        if looks and self.compositor.due(now):
             self.compositor.look(now)  # grim answers later; the verdict uses the last answer
         problem = self._screen_problem(now)
         if problem is None:

@@ -149,11 +149,12 @@ class WebSlot(QObject):
 
     # -- the view of each navigation ---------------------------------------------------------
 
-    def _fresh_view(self, keep_old_for_a_frame: bool = False) -> QQuickItem:
+    def _fresh_view(self, keep_old_for_a_frame: bool = False, own: bool = False) -> QQuickItem:
         """A new view for the next navigation, under every layer in front; the old one is
         dropped (and with it its document, its heap and, unless another view shares it, its
         render process). With ``keep_old_for_a_frame`` the old view stays on the stage until
-        frames have been swapped (a still of it is being taken)."""
+        frames have been swapped (a still of it is being taken). ``own``: this panel's own
+        page (the idle page), not laid out across a video wall."""
         self._drop_view(keep_old_for_a_frame)
         view = self._stage.create(
             "WebView",
@@ -162,6 +163,7 @@ class WebSlot(QObject):
                 "contextScript": self.context_script,
                 "profile": self._profile,
             },
+            own=own,
         )
         # Every handler is told which view spoke: an event of a dropped view is ignored.
         view.loadEvent.connect(  # type: ignore[attr-defined]
@@ -229,7 +231,9 @@ class WebSlot(QObject):
 
     # -- loading --------------------------------------------------------------------------
 
-    def _begin(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool) -> QQuickItem:
+    def _begin(
+        self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool, own: bool = False
+    ) -> QQuickItem:
         self.generation += 1
         self.item = item
         self.kind = kind
@@ -239,7 +243,7 @@ class WebSlot(QObject):
         self._timeout.start()
         # On the stage underneath whatever is on screen (its page must not be throttled), at
         # the content's size from the start (anchors).
-        return self._fresh_view(keep_old_for_a_frame)
+        return self._fresh_view(keep_old_for_a_frame, own)
 
     def load(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool = False) -> None:
         view = self._begin(item, kind, keep_old_for_a_frame)
@@ -252,8 +256,8 @@ class WebSlot(QObject):
     def load_html(
         self, html: str, base: QUrl, item: PlayItem, keep_old_for_a_frame: bool = False
     ) -> None:
-        """A page of our own (the idle page)."""
-        view = self._begin(item, Kind.PAGE, keep_old_for_a_frame)
+        """A page of our own (the idle page): this panel's own, also on a video wall."""
+        view = self._begin(item, Kind.PAGE, keep_old_for_a_frame, own=True)
         Stage.call(view, "showHtml", html, base)
 
     def holds(self, item: PlayItem) -> bool:

@@ -41,6 +41,7 @@ from cds.errors import CdsError
 from server.http import ApiError
 from server.lockout import TOKEN_GUESSES, Lockout
 from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
+from server.scheduler.clockspread import clock_spread, describe_spread
 from server.scheduler.consolecharts import plays_per_item_per_day, timeline
 from server.scheduler.fleet import Fleet
 from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
@@ -70,6 +71,16 @@ Redirect = BaseResponse
 
 def cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"pdn-console-v1", hashlib.sha256).hexdigest()
+
+
+def clock_text(clock: Any) -> str:
+    """A display's clock on its card: its offset from its time source (console.js: clock)."""
+    if not isinstance(clock, dict) or clock.get("offset-ms") is None:
+        source = clock.get("source") if isinstance(clock, dict) else None
+        return f"offset unknown ({source})" if source and source != "unknown" else "unknown"
+    offset = clock["offset-ms"]
+    text = f"{'+' if offset >= 0 else ''}{offset:g} ms ({clock.get('source')})"
+    return f"{text}, not synchronised" if clock.get("synchronised") is False else text
 
 
 def _time(text: Any) -> str:
@@ -111,6 +122,7 @@ def create_console_app(
         static_url_path="/static",
     )
     app.jinja_env.filters["time"] = _time
+    app.jinja_env.filters["clock"] = clock_text
     app.jinja_env.filters["host"] = _host
     app.jinja_env.filters["q"] = lambda text: quote(str(text), safe="")
     streams = threading.BoundedSemaphore(MAX_STREAMS)
@@ -194,9 +206,11 @@ def create_console_app(
 
     @app.get("/")
     def displays() -> str:
+        shown = cards()
         return render_template(
             "console/displays.html",
-            displays=cards(),
+            displays=shown,
+            clocks=describe_spread(clock_spread(shown)) if shown else None,
             error=request.args.get("error"),
             added=request.args.get("added"),
             can_add=add_display is not None,

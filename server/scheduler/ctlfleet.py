@@ -30,6 +30,7 @@ from server.ctlhttp import (
     call,
     check,
 )
+from server.scheduler.clockspread import clock_spread, describe_spread
 
 JSON = "application/json"
 
@@ -363,6 +364,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         print("no display has registered")
     for display in answer:
         print(describe_fleet_entry(display))
+    if answer:
+        print(describe_spread(clock_spread(answer)))
     return EXIT_OK
 
 
@@ -393,8 +396,11 @@ def describe_fleet_entry(display: dict[str, Any]) -> str:
     version = display.get("version") or "?"
     if display.get("rolled-back-from"):
         version += f" (ROLLED BACK from {display['rolled-back-from']})"
+    clock = display.get("clock") or {}
+    offset = clock.get("offset-ms")
+    timing = f"clock {offset:+g} ms ({clock.get('source')})" if offset is not None else "clock ?"
     return (
         f"{name}{display['display']}  {state}  health {verdict}  "
-        f"version {version}\n"
+        f"version {version}  {timing}\n"
         f"    shows {what}{where} since {playing.get('started') or '?'}; {picture}"
     )

@@ -10,6 +10,9 @@ display is read by one of the processes, and every process answers alike). Per d
 - a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
 - its version (``/x/health``'s extension field ``version``) and, after a release of it was
   rolled back by itself, which one (``release.rolled-back-from``, issue 25);
+- its clock: what its time daemon says (``/x/health``'s ``clock``: source, synchronised,
+  offset), and over the fleet the spread of the offsets (``server.scheduler.clockspread``):
+  screens that change together (a synchronised set) agree only as well as their clocks do;
 - a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
   the display extra, is installed beside the scheduler; else kept as the display sent it),
   taken when there is none, when what it shows changed (at most every ``THUMBNAIL_MIN_GAP``
@@ -126,6 +129,7 @@ class DisplayStatus:
     health_checked: float | None = None
     version: str | None = None
     rolled_back_from: str | None = None
+    clock: dict[str, Any] | None = None  # health's clock: source, synchronised, offset-ms
     thumbnail: bytes | None = field(default=None, repr=False)  # kept by MemoryStatusBook only
     has_thumbnail: bool = False
     thumbnail_taken: float | None = None
@@ -148,6 +152,7 @@ class DisplayStatus:
             },
             "version": self.version,
             "rolled-back-from": self.rolled_back_from,
+            "clock": self.clock,
             "thumbnail": {
                 "available": self.has_thumbnail,
                 "taken": _iso(self.thumbnail_taken),
@@ -157,8 +162,24 @@ class DisplayStatus:
         }
 
 
+def clock_of(health: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of a display's ``/x/health`` ``clock`` the fleet keeps (None: not reported)."""
+    clock = health.get("clock")
+    if not isinstance(clock, dict):
+        return None
+    offset = clock.get("offset-ms")
+    synchronised = clock.get("synchronised")
+    return {
+        "source": clock.get("source") if isinstance(clock.get("source"), str) else "unknown",
+        "synchronised": synchronised if isinstance(synchronised, bool) else None,
+        "offset-ms": float(offset)
+        if isinstance(offset, int | float) and not isinstance(offset, bool)
+        else None,
+    }
+
+
 #: Fields whose change alone is no news (a console is not told of every successful read).
-_ROUTINE = ("last_seen", "health_checked")
+_ROUTINE = ("last_seen", "health_checked", "clock")
 
 
 def merge_status(status: DisplayStatus, fields: dict[str, Any]) -> bool:
@@ -482,6 +503,7 @@ class FleetStatus:
             "health_checked": time.time(),
             "version": body["version"] if isinstance(body.get("version"), str) else None,
             "rolled_back_from": _rolled_back_from(body),
+            "clock": clock_of(body),
         }
         playback = body.get("playback")
         if isinstance(playback, dict):

@@ -21,6 +21,7 @@ from flask import Flask
 
 from cds.playlist import Playlist
 from player.config import DisplayConfig
+from player.display import ClockStatus
 from player.display import Display as DisplayCore
 from player.engine import Engine
 from player.playback import PlaybackRecord
@@ -138,7 +139,13 @@ def display_server() -> Iterator[tuple[Flask, WsgiServer]]:
     server.stop()
 
 
-def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: DisplayConfig) -> Display:
+def build_display(
+    app: Flask,
+    server: WsgiServer,
+    data_dir: Path,
+    config: DisplayConfig,
+    clock_sync: ClockStatus | None = None,
+) -> Display:
     config.data_dir = data_dir
     store = DisplayStore(data_dir / "display.db")
     outbox = Outbox(store.path, name="display", first_retry=0.2, max_backoff=1.0)
@@ -158,7 +165,12 @@ def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: Displa
     )
     renderer.set_listener(engine)
     service = DisplayCore(
-        config=config, store=store, engine=engine, playlist=playlist, playback=playback
+        config=config,
+        store=store,
+        engine=engine,
+        playlist=playlist,
+        playback=playback,
+        clock_sync=clock_sync,
     )
     driver = ThreadDriver(engine, wake)
     outbox.start()
@@ -175,6 +187,7 @@ def build_display(app: Flask, server: WsgiServer, data_dir: Path, config: Displa
 
 def close_display(display: Display) -> None:
     display.driver.stop()
+    display.service._playback.close()
     display.outbox.stop()
     display.store.close()
 

@@ -270,3 +270,58 @@ def test_register_flag_without_location_exits_2(capsys: pytest.CaptureFixture[st
     code = main(["display", "--register", "http://s.example:8090", "--check-config"])
     assert code == 2
     assert "needs the display's location" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ [screen] wall (issue 26)
+
+
+def test_a_video_wall_tile(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[screen]\nwall = {columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}\n",
+    )
+    wall = load_config(path, environ={}).screen.wall
+    assert wall is not None
+    assert (wall.columns, wall.rows, wall.column, wall.row, wall.bezel) == (2, 2, 0, 1, 0.02)
+    # 1920x1080 panels: the wall is 3840 + 38.4 by 2160 + 38.4 px; this tile starts a row down.
+    assert wall.size(1920, 1080) == pytest.approx((3878.4, 2198.4))
+    assert wall.origin(1920, 1080) == pytest.approx((0, 1118.4))
+    as_section = write(tmp_path, "[screen.wall]\ncolumns = 3\nrows = 1\ncolumn = 2\nrow = 0\n")
+    assert load_config(as_section, environ={}).screen.wall == type(wall)(3, 1, 2, 0, 0.0)
+    assert load_config(write(tmp_path, "[screen]\n"), environ={}).screen.wall is None
+
+
+@pytest.mark.parametrize(
+    ("table", "messages"),
+    [
+        (
+            "{columns = 2, rows = 2, column = 2, row = 0}",
+            ["'screen.wall.column' must be a whole number from 0 to 1 (the wall has 2 columns"],
+        ),
+        (
+            "{columns = 0, rows = 2, column = 0, row = 0}",
+            ["'screen.wall.columns' must be a whole number from 1 to 16"],
+        ),
+        (
+            "{columns = 2, rows = 2, colum = 0, row = 0, bezel = 0.7}",
+            [
+                "unknown key 'screen.wall.colum'; did you mean 'screen.wall.column'?",
+                "'screen.wall.column' is required",
+                "'screen.wall.bezel' must be a fraction of a panel's width from 0 to 0.5",
+            ],
+        ),
+        ('"2x2"', ["'screen.wall' must be a table like {columns = 2"]),
+        ("{columns = 2, rows = true, column = 0, row = 0}", ["'screen.wall.rows' must be"]),
+    ],
+)
+def test_a_bad_wall_names_its_line_and_every_problem(
+    tmp_path: Path, table: str, messages: list[str]
+) -> None:
+    path = write(tmp_path, f'name = "tile"\n\n[screen]\nrotation = 0\nwall = {table}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    for message in messages:
+        assert any(
+            problem.startswith(f"{path}:5: ") and message in problem
+            for problem in caught.value.problems
+        ), (message, caught.value.problems)

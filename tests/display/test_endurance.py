@@ -141,6 +141,7 @@ def test_a_full_disk_refuses_writes_with_507_and_playback_stays_true(
                 Playback(f"http://example.org/{name}", "text/html", "schedule", "lobby",
                          datetime.now(UTC), 5.0)
             )  # fmt: skip
+        assert display.service._playback.flush(10)  # committed by its writer thread
         record = display.playback()
         assert (record["content-item"], record["sequence"]) == ("http://example.org/d", before + 3)
         health = display.get("/x/health").json()

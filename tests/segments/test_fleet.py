@@ -76,12 +76,12 @@ def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
 def make_screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Callable[..., Screen]]:
     made: list[Screen] = []
 
-    def make(name: str, groups: list[str] | None = None) -> Screen:
+    def make(name: str, groups: list[str] | None = None, clock_sync: Any = None) -> Screen:
         placeholder: Any = type("Placeholder", (), {"api_token": None})()
         app = create_app(placeholder)
         server = WsgiServer(app, "127.0.0.1", 0, name="fleet-display").start()
         config = DisplayConfig(timezone="UTC", name=name, location=LOCATION)
-        display = build_display(app, server, tmp_path / f"display-{name}", config)
+        display = build_display(app, server, tmp_path / f"display-{name}", config, clock_sync)
         display.url = server.url
         follower = ScheduleFollower(
             apply_cds=display.service.apply_cds,

@@ -1,6 +1,12 @@
 // The screen: one Qt Quick scene (the window clears it to black). Everything drawn is a layer
 // in `content`, which is turned as configured; Python (kiosk.py) decides which layer is in
 // front (z) and fades it in.
+//
+// On a video wall ([screen] wall, player/wall.py) `content` is the whole wall, laid out at the
+// wall's size and moved so that this panel shows its tile; the panel (`panel`) clips it. The
+// idle cover and the idle page are this display's own: laid over this panel's tile only (still
+// in `content`, so that every layer is a sibling of the others and z alone says which is in
+// front).
 import QtQuick
 
 Item {
@@ -10,28 +16,56 @@ Item {
     property int turn: 0
     readonly property bool sideways: turn === 90 || turn === 270
 
+    // The wall this panel is a tile of (1 x 1: no wall), and the gap between two panels'
+    // pictures as a fraction of a panel's width (the same pixels between rows).
+    property int wallColumns: 1
+    property int wallRows: 1
+    property int wallColumn: 0
+    property int wallRow: 0
+    property real wallBezel: 0.0
+
     // Components by file name, compiled once.
     property var components: ({})
 
-    // A new layer from <name>.qml in the content. Made here, not
-    // by Python, so that Qt alone owns it: it ends with destroy() or with the scene.
-    function make(name, properties) {
+    // A new layer from <name>.qml in the content (the wall), or with `own` over this panel's
+    // tile alone. Made here, not by Python, so that Qt alone owns it: it ends with destroy()
+    // or with the scene.
+    function make(name, properties, own) {
         if (!(name in components)) {
             components[name] = Qt.createComponent(name + ".qml")
             if (components[name].status === Component.Error)
                 console.error(components[name].errorString())
         }
-        return components[name].createObject(content, properties)
+        var item = components[name].createObject(content, properties)
+        if (item && own) {
+            item.anchors.fill = undefined
+            item.x = Qt.binding(function() { return -content.x })
+            item.y = Qt.binding(function() { return -content.y })
+            item.width = Qt.binding(function() { return panel.width })
+            item.height = Qt.binding(function() { return panel.height })
+        }
+        return item
     }
     // Destroy a layer made above (deferred by QML: it may be handling one of its signals).
     function unmake(item) { item.destroy() }
 
     Item {
-        id: content
-        objectName: "content"
+        id: panel
+        objectName: "panel"
         anchors.centerIn: parent
         width: stage.sideways ? stage.height : stage.width
         height: stage.sideways ? stage.width : stage.height
         rotation: stage.turn
+        clip: stage.wallColumns > 1 || stage.wallRows > 1
+
+        Item {
+            id: content
+            objectName: "content"
+            readonly property real gap: stage.wallBezel * panel.width
+            x: -stage.wallColumn * (panel.width + gap)
+            y: -stage.wallRow * (panel.height + gap)
+            width: stage.wallColumns * panel.width + (stage.wallColumns - 1) * gap
+            height: stage.wallRows * panel.height + (stage.wallRows - 1) * gap
+        }
     }
 }

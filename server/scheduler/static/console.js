@@ -13,6 +13,16 @@
     return iso.slice(0, 10) === today ? iso.slice(11, 19) : iso.slice(0, 10) + " " + iso.slice(11, 16);
   }
 
+  // As the card's template filter writes it (console.py, clock_text).
+  function clock(c) {
+    if (!c || c["offset-ms"] === null || c["offset-ms"] === undefined) {
+      return c && c.source && c.source !== "unknown" ? "offset unknown (" + c.source + ")" : "unknown";
+    }
+    var ms = c["offset-ms"];
+    var text = (ms >= 0 ? "+" : "") + ms + " ms (" + c.source + ")";
+    return c.synchronised === false ? text + ", not synchronised" : text;
+  }
+
   function set(card, selector, text) {
     var node = card.querySelector(selector);
     if (node && node.textContent !== text) { node.textContent = text; return true; }
@@ -41,6 +51,7 @@
     set(card, ".problem", d.health.problem ? ": " + d.health.problem : "");
     set(card, ".version", d.version || "–");
     set(card, ".rolled-back", d["rolled-back-from"] ? " (rolled back from " + d["rolled-back-from"] + ")" : "");
+    set(card, ".clock", clock(d.clock));
     var img = card.querySelector("img.thumb");
     if (d.thumbnail.available && img) {
       var src = base + "/thumbnail?display=" + encodeURIComponent(d.display) +
