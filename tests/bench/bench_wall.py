@@ -33,9 +33,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench.bench_sync import REPO, size_of, tree_cpu
+from tests.bench.bench_sync import REPO, size_of
 from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.memory_tools import Display, tree_memory, xvfb
+from tests.bench.sync_setup import tree_cpu
 from tests.bench.video_tools import MediaSite, require_ffmpeg
 
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><style>
