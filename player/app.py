@@ -67,6 +67,7 @@ from player.renderer.options import add_chromium_flags
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
+from player.writer import DeferredQueueStore, OrderedWriter
 from server.display import DisplaySecurity, create_app
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
 from server.net import is_loopback, local_address, url_host
@@ -218,10 +219,12 @@ def run(
         playback = PlaybackRecord(
             store=store, outbox=outbox, display_url=lambda: url, clock=utc_now
         )
+        # The request queue's progress is written off the GUI thread (player.writer).
+        queue_writer = OrderedWriter("queue-writer")
         engine = Engine(
             clock=utc_now,
             schedule=playlist,
-            store=store,
+            store=DeferredQueueStore(store, queue_writer),
             renderer=renderer,
             available=content.available,
             locate=content.locate,
@@ -308,6 +311,7 @@ def run(
         stopping.callback(_step, "webhook delivery", outbox.stop)
         # Before delivery stops: the playback changes still queued are committed and sent.
         stopping.callback(_step, "playback record", playback.close)
+        stopping.callback(_step, "request queue's progress", queue_writer.close)
         server.start()
         stopping.callback(_step, "closing the API", server.stop)
         log.info("Display Segment API on %s (base URL %s)", server.url, url)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import sqlite3
 import threading
 from collections import deque
@@ -31,6 +30,7 @@ from typing import Any
 
 from player.engine import Playback
 from player.store import DisplayStore
+from player.writer import OrderedWriter
 from server.db import disk_full, note_disk_full
 from server.http import json_bytes
 from server.outbox import Outbox
@@ -64,10 +64,6 @@ class PlaybackRecord:
         self.retry_interval = 5.0
         self._changes = threading.Condition(self._lock)
         self._recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT)
-        # Changes waiting for the writer (None: stop), and how many are not yet committed.
-        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
-        self._uncommitted = 0
-        self._committed = threading.Condition(threading.Lock())
         sequence, record = store.playback()
         self._encoded: bytes | None = None
         self._record: dict[str, Any] = record or {
@@ -79,8 +75,7 @@ class PlaybackRecord:
             "duration": None,
             "sequence": sequence,
         }
-        self._writer = threading.Thread(target=self._write, name="playback-writer", daemon=True)
-        self._writer.start()
+        self._writer = OrderedWriter("playback-writer")
 
     def current(self) -> dict[str, Any]:
         with self._lock:
@@ -97,31 +92,16 @@ class PlaybackRecord:
         """Hand the new record to the writer, which commits it with one webhook event per
         subscriber, together, and then publishes it. Returns at once (never waits for the
         disk: the module's docstring)."""
-        with self._committed:
-            self._uncommitted += 1
-        self._queue.put(playback.fields())
+        self._writer.submit(self._commit, playback.fields(), failed="record the playback change")
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every change handed over is committed and published (False: not within
         ``timeout`` seconds)."""
-        with self._committed:
-            return self._committed.wait_for(lambda: self._uncommitted == 0, timeout)
+        return self._writer.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Commit what is queued, then stop the writer."""
-        self._queue.put(None)
-        self._writer.join(timeout)
-
-    def _write(self) -> None:
-        while (fields := self._queue.get()) is not None:
-            try:
-                self._commit(fields)
-            except Exception:
-                log.exception("could not record the playback change")
-            finally:
-                with self._committed:
-                    self._uncommitted -= 1
-                    self._committed.notify_all()
+        self._writer.close(timeout)
 
     def _commit(self, fields: dict[str, Any]) -> None:
         def publish(connection: sqlite3.Connection, record: dict[str, Any]) -> None:
