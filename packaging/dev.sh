@@ -69,6 +69,24 @@ setup() {
     if [ "$(id -u)" -eq 0 ]; then export QTWEBENGINE_DISABLE_SANDBOX=1; fi
 }
 
+# test_clocksync runs a real chronyd following a local one (both with -x: this machine's clock is
+# left alone). Its binaries come from Debian's package, unpacked into the venv, not installed:
+# installing chrony would start a time service on the machine running the tests.
+chrony_for_tests() {
+    if [ -n "${PDN_CHRONY_ROOT:-}" ] || command -v chronyd >/dev/null; then return 0; fi
+    local dir="$venv/chrony" download
+    if [ ! -x "$dir/usr/sbin/chronyd" ]; then
+        download=$(mktemp -d)
+        if (cd "$download" && apt-get download -q chrony >/dev/null 2>&1); then
+            dpkg-deb -x "$download"/chrony_*.deb "$dir"
+        else
+            log "could not download chrony: the test with a real chronyd will be skipped"
+        fi
+        rm -rf "$download"
+    fi
+    if [ -x "$dir/usr/sbin/chronyd" ]; then export PDN_CHRONY_ROOT="$dir"; fi
+}
+
 has_screen() { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }
 
 job=${1:-display}
@@ -89,6 +107,7 @@ case "$job" in
         ;;
     test)
         setup
+        chrony_for_tests
         cd "$root"
         export PATH="$venv/bin:$PATH"
         log "ruff"
