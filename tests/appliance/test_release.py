@@ -547,6 +547,41 @@ def test_too_many_exits_roll_back_before_the_next_start(tmp_path: Path) -> None:
     assert "starts" not in state(tmp_path)
 
 
+def test_the_data_a_display_left_in_var_lib_pdn_moves_into_its_directory(tmp_path: Path) -> None:
+    """Under systemd 250 and later, pdn 0.1.0's unit (StateDirectory=pdn/display pdn, a list
+    systemd sorts) gave the display /var/lib/pdn as its data directory. Its first start under
+    the unit that names /var/lib/pdn/display alone moves the display's files there, once;
+    the other roles' directories, the release state and pdn's home stay."""
+    data = tmp_path / "var/lib/pdn"
+    display_files = ["display.db", "display.db-wal", "pairings.db", "tls-cert.pem",
+                     "tls-key.pem", "webhook-secret", "pairing-code"]  # fmt: skip
+    for name in display_files:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name)
+    (data / "cache/ab").mkdir(parents=True)
+    (data / "cache/ab/item").write_text("content")
+    others = ["scheduler/scheduler.db", "schedules/s.xml", "apps/a", "sensor-door/s",
+              "release/state", ".cache/qt/x"]  # fmt: skip
+    for name in others:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name)
+    (data / "display").mkdir()  # systemd made it, empty
+    first = pdn_release(tmp_path, "started")
+    assert first.returncode == 0, first.stderr
+    assert "moved the display's data" in first.stderr
+    for name in display_files:
+        assert (data / "display" / name).read_text() == name
+        assert not (data / name).exists()
+    assert (data / "display/cache/ab/item").read_text() == "content"
+    for name in others:
+        assert (data / name).read_text() == name
+    # Once: the display's database is in its directory now.
+    (data / "display.db").write_text("a new file")
+    again = pdn_release(tmp_path, "started")
+    assert again.returncode == 0 and "moved" not in again.stderr
+    assert (data / "display/display.db").read_text() == "display.db"
+
+
 def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
     """Not the wall clock (a Pi without a real-time clock is set by NTP after boot); a reboot
     in the trial gives the release its whole time again."""
