@@ -23,6 +23,7 @@ SCRIPTS = [
     REPO / "packaging/pdn-release",
     REPO / "packaging/dev.sh",
     REPO / "packaging/fresh-root.sh",
+    REPO / "packaging/systemd-proof.sh",
     REPO / "packaging/lock.sh",
 ]
 
