@@ -787,7 +787,9 @@ summary() {
 main() {
     parse_args "$@"
     local platform
-    platform=$(chosen_platform)
+    # An upgrade keeps the config, so its platform is the one to install for (an offscreen or
+    # xcb display gets no cage and no seatd).
+    platform=$(configured_platform)
     skipped packages || install_system_packages "$platform"
     skipped user || create_user
     skipped venv || install_release

@@ -23,6 +23,7 @@ SCRIPTS = [
     REPO / "packaging/pdn-release",
     REPO / "packaging/dev.sh",
     REPO / "packaging/fresh-root.sh",
+    REPO / "packaging/systemd-proof.sh",
     REPO / "packaging/lock.sh",
 ]
 
@@ -118,6 +119,30 @@ def test_install_twice_keeps_the_owners_config(tmp_path: Path) -> None:
     assert "kept the existing /etc/pdn/pdn.toml" in again.stdout
     assert "--platform xcb ignored" in again.stderr
     assert "display API: http://10.1.2.3:9000/" in again.stdout
+
+
+def test_an_upgrade_installs_the_packages_of_the_configured_platform(tmp_path: Path) -> None:
+    """An upgrade without --platform (install.sh run again) keeps the config, and installs for
+    its platform: an offscreen display got cage, xwayland, seatd and grim before (seen on a
+    Debian bookworm upgrade)."""
+    assert install_into(tmp_path, "--platform", "offscreen").returncode == 0
+    # A machine with no package installed, where apt has every one.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")
+    (tools / "apt-cache").write_text("#!/bin/sh\necho '  Candidate: 1.0'\n")
+    (tools / "apt-get").write_text("#!/bin/sh\nexit 0\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    env = {"PATH": f"{tools}:{os.environ['PATH']}"}
+    again = run("bash", INSTALL, "--root", tmp_path, "--skip", "venv", env=env)
+    assert again.returncode == 0, again.stderr
+    (line,) = [x for x in again.stdout.splitlines() if "would install system packages" in x]
+    assert "libnss3" in line.split()
+    assert not {"cage", "seatd", "xwayland", "grim"} & set(line.split())
+    fresh = run("bash", INSTALL, "--root", tmp_path / "fresh", "--skip", "venv", env=env)
+    (line,) = [x for x in fresh.stdout.splitlines() if "would install system packages" in x]
+    assert {"cage", "seatd"} <= set(line.split())  # a new display's default platform
 
 
 def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:

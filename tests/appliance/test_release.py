@@ -22,11 +22,14 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -547,6 +550,41 @@ def test_too_many_exits_roll_back_before_the_next_start(tmp_path: Path) -> None:
     assert "starts" not in state(tmp_path)
 
 
+def test_the_data_a_display_left_in_var_lib_pdn_moves_into_its_directory(tmp_path: Path) -> None:
+    """Under systemd 250 and later, pdn 0.1.0's unit (StateDirectory=pdn/display pdn, a list
+    systemd sorts) gave the display /var/lib/pdn as its data directory. Its first start under
+    the unit that names /var/lib/pdn/display alone moves the display's files there, once;
+    the other roles' directories, the release state and pdn's home stay."""
+    data = tmp_path / "var/lib/pdn"
+    display_files = ["display.db", "display.db-wal", "pairings.db", "tls-cert.pem",
+                     "tls-key.pem", "webhook-secret", "pairing-code"]  # fmt: skip
+    for name in display_files:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name)
+    (data / "cache/ab").mkdir(parents=True)
+    (data / "cache/ab/item").write_text("content")
+    others = ["scheduler/scheduler.db", "schedules/s.xml", "apps/a", "sensor-door/s",
+              "release/state", ".cache/qt/x"]  # fmt: skip
+    for name in others:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(name)
+    (data / "display").mkdir()  # systemd made it, empty
+    first = pdn_release(tmp_path, "started")
+    assert first.returncode == 0, first.stderr
+    assert "moved the display's data" in first.stderr
+    for name in display_files:
+        assert (data / "display" / name).read_text() == name
+        assert not (data / name).exists()
+    assert (data / "display/cache/ab/item").read_text() == "content"
+    for name in others:
+        assert (data / name).read_text() == name
+    # Once: the display's database is in its directory now.
+    (data / "display.db").write_text("a new file")
+    again = pdn_release(tmp_path, "started")
+    assert again.returncode == 0 and "moved" not in again.stderr
+    assert (data / "display/display.db").read_text() == "display.db"
+
+
 def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
     """Not the wall clock (a Pi without a real-time clock is set by NTP after boot); a reboot
     in the trial gives the release its whole time again."""
@@ -575,3 +613,85 @@ def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
     late = check(**{"trial-uptime": str(uptime - 10)})
     assert current(tmp_path) == "0.2.0-b", late.stderr
     assert "within 5 s" in state(tmp_path)["reason"]
+
+
+@contextmanager
+def answering_health(body: dict[str, Any]) -> Iterator[int]:
+    """A display's /x/health on the loopback (plain HTTP), answering ``body`` as it is then;
+    yields its port."""
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_only_the_release_on_trial_confirms_it(tmp_path: Path) -> None:
+    """The display that answers right after a switch may still be the release before: install.sh
+    restarts it just after switching (a check can come first), and install.sh --no-start leaves
+    it running until a reboot. Its "ok" confirmed the new release, which then crash-looped with
+    no way back (seen under a real systemd). Now only the release on trial confirms itself (by
+    its name; pdn 0.1.0, which has none, by its version), and its time runs from its first
+    start."""
+    fake_release(tmp_path, "0.2.0-b", 200)
+    fake_release(tmp_path, "0.3.0-c", 100)
+    assert pdn_release(tmp_path, "switch", "0.2.0-b").returncode == 0
+    assert pdn_release(tmp_path, "switch", "0.3.0-c", "--trial").returncode == 0
+    painted = {"alive": True, "last-frame": "2026-11-26T14:00:00+00:00"}
+    body: dict[str, Any] = {"status": "ok", "version": "0.2.0", "renderer": painted,
+                            "release": {"name": "0.2.0-b"}}  # fmt: skip
+    config = tmp_path / "pdn.toml"
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+
+    def check(deadline: int = 300) -> subprocess.CompletedProcess[str]:
+        result = pdn_release(tmp_path, "check", PDN_CONFIG=str(config),
+                             PDN_RELEASE_DEADLINE=str(deadline))  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result
+
+    with answering_health(body) as port:
+        config.write_text(f'[listen]\nhost = "127.0.0.1"\nport = {port}\n')
+        # The release before answers; the new one never started: nothing to judge, even late.
+        check(deadline=0)
+        assert current(tmp_path) == "0.3.0-c" and state(tmp_path)["trial"] == "0.3.0-c"
+        # Its first start (a restart, or a boot after --no-start) starts its time.
+        path = tmp_path / "var/lib/pdn/release/state"
+        path.write_text(re.sub(r"(?m)^trial-uptime=.*$", "trial-uptime=1", path.read_text()))
+        assert pdn_release(tmp_path, "started").returncode == 0
+        assert int(state(tmp_path)["trial-uptime"]) >= uptime
+        # Started, but the release before still answers: not confirmed; at the deadline, back.
+        assert "kept" not in check().stderr
+        assert state(tmp_path)["trial"] == "0.3.0-c"
+        check(deadline=0)
+        assert current(tmp_path) == "0.2.0-b"
+        assert "answered by 0.2.0-b, not by 0.3.0-c" in state(tmp_path)["reason"]
+        # The release on trial answering confirms it.
+        assert pdn_release(tmp_path, "switch", "0.3.0-c", "--trial").returncode == 0
+        body.update(version="0.3.0", release={"name": "0.3.0-c"})
+        assert "release 0.3.0-c is healthy" in check().stderr
+        assert "trial" not in state(tmp_path)
+        # A release without a name in its health (pdn 0.1.0): its version decides.
+        fake_release(tmp_path, "0.1.0-a", 300)
+        assert pdn_release(tmp_path, "switch", "0.1.0-a", "--trial").returncode == 0
+        assert pdn_release(tmp_path, "started").returncode == 0
+        check()
+        assert state(tmp_path)["trial"] == "0.1.0-a"  # 0.3.0-c still answers
+        body.clear()
+        body.update(status="ok", version="0.1.0", renderer=painted)
+        assert "release 0.1.0-a is healthy" in check().stderr

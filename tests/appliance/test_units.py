@@ -118,6 +118,12 @@ def test_display_unit_is_a_watched_kiosk(root: Path) -> None:
     assert unit["ExecStartPre"] == ["-+/opt/pdn/libexec/pdn-release started"]
     assert unit["DevicePolicy"] == ["closed"]
     assert any(v.startswith("char-drm") for v in unit["DeviceAllow"])
+    # $STATE_DIRECTORY is the display's data directory alone: systemd 250 and later sort a list
+    # of them, so the first named is not the first in the variable (pdn/display pdn gave
+    # /var/lib/pdn first, proved under a real systemd 252).
+    assert unit["StateDirectory"] == ["pdn/display"]
+    assert unit["Environment"].count("HOME=/var/lib/pdn") == 1
+    assert unit["ReadWritePaths"] == ["-/var/lib/pdn"]
 
 
 def test_units_are_enabled_at_boot(root: Path) -> None:
@@ -152,3 +158,7 @@ def test_the_release_check_runs_while_the_display_is_enabled(root: Path) -> None
     assert check["Type"] == ["oneshot"]
     assert check["ExecStart"] == ["/opt/pdn/libexec/pdn-release check"]
     assert "User" not in check  # root: it switches /opt/pdn/current
+    # Run every 15 s: systemd's info lines for each run stay out of the journal, what
+    # pdn-release says (notice) does not.
+    assert check["SyslogLevel"] == ["notice"]
+    assert check["LogLevelMax"] == ["notice"]

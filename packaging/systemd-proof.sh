@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# Proves issue 25's releases and unattended rollback under a real systemd: boots a bare Debian
+# bookworm root (debootstrap) with systemd-nspawn, systemd as its PID 1, puts this repository's
+# committed HEAD in it and installs the display as a user would (packaging/install.sh, platform
+# offscreen: no screen needed), then:
+#
+#   first install   pdn-display.service active (Type=notify: told systemd it is ready),
+#                   /x/health "ok" with a painted screen, pdn-release-check.timer running
+#   good upgrade    this checkout as a wheel of a higher version (install.sh --wheel): switched,
+#                   its trial passed
+#   broken release  the same at the next version, whose display exits at once (the recipe of
+#                   tests/appliance/test_release.py): nobody touches it; systemd restarts it, its
+#                   ExecStartPre counts the exits, and the 5th start runs the previous release
+#   --hang          also a broken release whose display never answers: pdn-release-check.timer
+#                   rolls it back at the deadline (PDN_RELEASE_DEADLINE, 300 s unless --deadline)
+#
+# It prints the times (switch to trial passed; switch to rolled back; switch to "ok" again on
+# the previous release), what /x/health says of the rollback and the journal's pdn-release
+# lines, and exits non-zero when a step fails. The root stays in DIR for inspection (and is
+# reused by the next run unless --fresh); the container is powered off at the end.
+#
+#   sudo bash packaging/systemd-proof.sh [options]
+#
+# Options:
+#   --dir DIR        where the root and the logs go (default /var/tmp/pdn-systemd-proof)
+#   --fresh          build the root anew (default: reuse one a previous run built)
+#   --port N         the display's port, on 127.0.0.1 (default 18480): the container shares
+#                    this machine's network, for pip and apt
+#   --hang           also the release that never answers (takes the deadline, 5 minutes)
+#   --deadline S     PDN_RELEASE_DEADLINE in the container (default: the unit's, 300)
+#   --keep-running   leave the container running (stop it: kill the PID it prints)
+#   -h, --help       this text
+#
+# Needs: root, systemd-container and debootstrap (installed with apt-get when missing), this
+# checkout's .venv (bash packaging/dev.sh setup: it builds the wheels), Debian's package archive
+# and PyPI reachable. About 3 GB in DIR. Works where systemd is not PID 1 and on a cgroup v1
+# (hybrid) host (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0, no machined: --register=no; commands go in
+# with nsenter). Of this machine, only its network settings go into the root (resolver, local CA
+# certificates, /etc/pip.conf).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=/var/tmp/pdn-systemd-proof
+fresh=0 port=18480 hang=0 deadline="" keep=0
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+say() { printf 'systemd-proof: %s\n' "$*" >&2; }
+die() {
+    say "FAILED: $*"
+    exit 1
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dir) dir=${2:?--dir needs a directory}; shift ;;
+        --fresh) fresh=1 ;;
+        --port) port=${2:?--port needs a number}; shift ;;
+        --hang) hang=1 ;;
+        --deadline) deadline=${2:?--deadline needs seconds}; shift ;;
+        --keep-running) keep=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+    shift
+done
+[ "$(id -u)" = 0 ] || die "run as root (debootstrap, systemd-nspawn)"
+[ -x "$repo/.venv/bin/python" ] || die "no $repo/.venv: bash packaging/dev.sh setup"
+
+root=$dir/root
+wheels=$dir/wheels
+logs=$dir/logs
+machine=pdn-proof
+mkdir -p "$dir" "$logs"
+
+# --- The root ---------------------------------------------------------------------------------
+
+for tool in systemd-nspawn:systemd-container debootstrap:debootstrap nsenter:util-linux; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 && continue
+    say "installing ${tool#*:}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}" >/dev/null
+done
+
+if [ "$fresh" = 1 ] || [ ! -x "$root/usr/lib/systemd/systemd" ]; then
+    rm -rf "$root"
+    say "debootstrap bookworm into $root (a few minutes)"
+    nice -n 19 debootstrap --variant=minbase \
+        --include=systemd,systemd-sysv,dbus,python3,python3-venv,ca-certificates,curl,procps,iproute2 \
+        bookworm "$root" http://deb.debian.org/debian >"$logs/debootstrap.log" 2>&1 \
+        || die "debootstrap (see $logs/debootstrap.log)"
+    echo "$machine" >"$root/etc/hostname"
+    echo "127.0.1.1 $machine" >>"$root/etc/hosts"
+    chroot "$root" passwd -d root >/dev/null
+fi
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    chroot "$root" update-ca-certificates >/dev/null 2>&1 || true
+fi
+if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
+rm -rf "$root/root/pdn"
+mkdir -p "$root/root/pdn"
+git -C "$repo" archive HEAD | tar -x -C "$root/root/pdn"
+
+# --- The wheels: a good upgrade and a broken release, at the next minor versions ---------------
+
+rm -rf "$wheels"
+mkdir -p "$wheels"
+say "building the wheels of the good and the broken release"
+(cd "$repo" && .venv/bin/python - "$wheels" <<'PY') >"$logs/wheels.log" 2>&1 || die "wheels (see $logs/wheels.log)"
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, ".")
+from tests.appliance.test_release import BROKEN_MAIN, source_copy
+from tests.release import build_venv, build_wheel, make_wheelhouse
+
+out = Path(sys.argv[1])
+major, minor = re.search(r'(?m)^version = "(\d+)\.(\d+)', Path("pyproject.toml").read_text()).groups()
+good_version, broken_version = f"{major}.{int(minor) + 1}.0", f"{major}.{int(minor) + 1}.1"
+builder = build_venv(out / "build-venv", make_wheelhouse(out / "house"))
+good = build_wheel(source_copy(out / "good-src", good_version), out / "good", builder)
+broken_source = source_copy(out / "broken-src", broken_version)
+cli = broken_source / "server/cli.py"
+cli.write_text(cli.read_text().replace(
+    "def main(argv: Sequence[str] | None = None) -> int:\n", BROKEN_MAIN, 1))
+broken = build_wheel(broken_source, out / "broken", builder)
+for wheel in (good, broken):
+    wheel.rename(out / wheel.name)
+    print(wheel.name)
+PY
+good_wheel=$(basename "$(ls "$wheels"/pdn_display-*.0-py3-none-any.whl)")
+broken_wheel=$(basename "$(ls "$wheels"/pdn_display-*.1-py3-none-any.whl)")
+mkdir -p "$root/root/wheels"
+cp "$wheels/$good_wheel" "$wheels/$broken_wheel" "$root/root/wheels/"
+
+# --- The container ------------------------------------------------------------------------------
+
+nspawn_pid=""
+leader=""
+poweroff() {
+    [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null || return 0
+    if [ "$keep" = 1 ]; then
+        say "the container runs on: systemd-nspawn PID $nspawn_pid (kill $nspawn_pid stops it)"
+        return 0
+    fi
+    in_root systemctl poweroff >/dev/null 2>&1 || true
+    for _ in $(seq 1 40); do
+        kill -0 "$nspawn_pid" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    kill "$nspawn_pid" 2>/dev/null || true
+}
+trap poweroff EXIT
+
+in_root() {
+    nsenter -t "$leader" -m -u -i -n -p -C -r -w -- /usr/bin/env -i \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+}
+
+say "booting $root with systemd-nspawn"
+SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0 setsid systemd-nspawn -b -D "$root" -M "$machine" \
+    --register=no --keep-unit --console=read-only >"$logs/boot.log" 2>&1 </dev/null &
+nspawn_pid=$!
+for _ in $(seq 1 120); do
+    leader=$(pgrep -P "$nspawn_pid" -x systemd || true)
+    if [ -n "$leader" ]; then
+        case "$(in_root systemctl is-system-running 2>/dev/null || true)" in
+            running | degraded) break ;;
+        esac
+    fi
+    sleep 0.5
+done
+[ -n "$leader" ] || die "the container did not boot (see $logs/boot.log)"
+say "booted: $(in_root systemctl --version | head -n1)"
+
+# --- Helpers inside -----------------------------------------------------------------------------
+
+# One line on the display: the release 'current' names, what /x/health says, the unit's state.
+cat >"$root/root/proof-state" <<PY
+#!/usr/bin/python3
+import json, os, ssl, subprocess, urllib.request
+current = os.path.basename(os.readlink("/opt/pdn/current")) if os.path.islink("/opt/pdn/current") else "-"
+try:
+    context = ssl._create_unverified_context()
+    with urllib.request.urlopen("https://127.0.0.1:$port/x/health", timeout=2, context=context) as answer:
+        body = json.load(answer)
+    release = body.get("release") or {}
+    renderer = body.get("renderer") or {}
+    painted = "painted" if renderer.get("alive") and renderer.get("last-frame") else "unpainted"
+    health = f"{body.get('status')} {release.get('name') or body.get('version')} {painted} rolled-back-from={release.get('rolled-back-from')}"
+except Exception:
+    health = "no-answer"
+unit = subprocess.run(["systemctl", "is-active", "pdn-display"], capture_output=True, text=True).stdout.strip()
+print(f"{current} | {health} | {unit}")
+PY
+chmod 0755 "$root/root/proof-state"
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Polls the display until its line matches the regular expression $1 (timeout $2 s); logs
+# each change with the time.
+wait_for() {
+    local pattern=$1 timeout=$2 start line last=""
+    start=$(now)
+    while :; do
+        line=$(in_root /root/proof-state)
+        if [ "$line" != "$last" ]; then
+            printf '%s %s\n' "$(date +%T.%N | cut -c1-12)" "$line" >>"$logs/display.log"
+            last=$line
+        fi
+        [[ "$line" =~ $pattern ]] && return 0
+        if [ "$(awk -v s="$(since "$start")" -v t="$timeout" 'BEGIN { print (s > t) }')" = 1 ]; then
+            say "after ${timeout} s: $line"
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+# install.sh in the container, each line with the time; prints the time of the switch.
+install_release() {
+    local log=$1
+    shift
+    # shellcheck disable=SC2016 # expanded in the container
+    in_root bash -c 'cd /root/pdn && nice -n 19 bash packaging/install.sh "$@" 2>&1 | while IFS= read -r line; do printf "%s %s\n" "$(date +%s.%N)" "$line"; done' \
+        install "$@" >"$logs/$log" || true
+    grep -q 'pdn-install: done' "$logs/$log" || die "install.sh $* (see $logs/$log)"
+    awk '/pdn-release: switched from/ { print $1; exit }' "$logs/$log"
+}
+
+# The release install.sh switched to, from its log.
+release_of() { sed -n 's/.*pdn-release: switched from [^ ]* to \([^ ]*\).*/\1/p' "$logs/$1" | head -n1; }
+
+# --- 1. The first install -----------------------------------------------------------------------
+
+say "1. first install: bash packaging/install.sh --platform offscreen --no-start, then [listen] on 127.0.0.1:$port"
+install_release install-1.log --platform offscreen --no-start >/dev/null
+in_root sed -i -e "/^\[listen\]/,/^\[/{s/^host = .*/host = \"127.0.0.1\"/;s/^port = .*/port = $port/}" /etc/pdn/pdn.toml
+if [ -n "$deadline" ]; then in_root sh -c "echo PDN_RELEASE_DEADLINE=$deadline >/etc/pdn/release.env"; fi
+in_root systemctl start pdn-display.service pdn-display-retry.timer pdn-release-check.timer
+wait_for '^[^ ]+ \| ok [^ ]+ painted .*\| active$' 180 || die "the first install's display never answered ok"
+first=$(in_root readlink /opt/pdn/current)
+first=${first##*/}
+in_root systemctl show -p Type -p NotifyAccess -p WatchdogUSec pdn-display.service | tr '\n' ' ' >"$logs/unit.txt"
+[[ "$(in_root journalctl -u pdn-display -o cat)" == *"told systemd the display is ready"* ]] \
+    || die "the display never told systemd it was ready"
+in_root systemctl is-active --quiet pdn-release-check.timer || die "pdn-release-check.timer is not running"
+say "   $first: active ($(cat "$logs/unit.txt")), ok with a painted screen, the check's timer running"
+
+# --- 2. A good upgrade --------------------------------------------------------------------------
+
+say "2. good upgrade: install.sh --wheel $good_wheel"
+switched=$(install_release install-good.log --wheel "/root/wheels/$good_wheel")
+good=$(release_of install-good.log)
+[ -n "$good" ] || die "install.sh did not switch (see $logs/install-good.log)"
+on_trial() { [[ "$(in_root /opt/pdn/libexec/pdn-release status)" == *$'\non trial'* ]]; }
+for _ in $(seq 1 240); do
+    on_trial || break
+    sleep 0.5
+done
+if on_trial; then die "$good still on trial after 2 minutes"; fi
+good_trial=$(since "$switched")
+wait_for "^$good \| ok $good painted .*\| active$" 30 || die "$good is not the release that answers"
+say "   switched to $good; its trial passed ${good_trial} s after the switch"
+
+# --- 3. A broken release: it exits at once ------------------------------------------------------
+
+say "3. broken release: install.sh --wheel $broken_wheel (its display exits at once); nobody touches it"
+switched=$(install_release install-broken.log --wheel "/root/wheels/$broken_wheel")
+broken=$(release_of install-broken.log)
+wait_for "^$good \| " 330 || die "not rolled back from $broken"
+back=$(since "$switched")
+wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
+    || die "the display did not come back ok on $good"
+ok_again=$(since "$switched")
+say "   rolled back to $good ${back} s after the switch; ok with a painted screen again after ${ok_again} s"
+
+hang_back="" hang_ok=""
+if [ "$hang" = 1 ]; then
+    say "4. a release that never answers (PDN_TEST_BROKEN=hang): the timer rolls it back at the deadline"
+    in_root sh -c 'mkdir -p /etc/systemd/system/pdn-display.service.d && printf "[Service]\nEnvironment=PDN_TEST_BROKEN=hang\n" >/etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
+    switched=$(install_release install-hang.log --wheel "/root/wheels/$broken_wheel")
+    wait_for "^$good \| " "$((${deadline:-300} + 90))" || die "not rolled back at the deadline"
+    hang_back=$(since "$switched")
+    wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
+        || die "the display did not come back ok on $good"
+    hang_ok=$(since "$switched")
+    in_root sh -c 'rm -f /etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
+    say "   rolled back ${hang_back} s after the switch; ok again after ${hang_ok} s"
+fi
+
+# --- What it shows ------------------------------------------------------------------------------
+
+in_root /opt/pdn/libexec/pdn-release status >"$logs/status.txt"
+in_root journalctl -u pdn-release-check -u pdn-display -o short-precise --no-pager \
+    | grep pdn-release >"$logs/journal.txt" || true
+echo
+echo "systemd-proof: $(in_root systemctl --version | head -n1), in $root (logs: $logs)"
+echo "  first install $first: active, ok with a painted screen"
+echo "  good upgrade $good: trial passed ${good_trial} s after the switch"
+echo "  broken $broken (exits): rolled back after ${back} s, ok again after ${ok_again} s"
+if [ -n "$hang_back" ]; then
+    echo "  broken $broken (never answers): rolled back after ${hang_back} s, ok again after ${hang_ok} s"
+fi
+echo "  pdn-release status:"
+sed 's/^/    /' "$logs/status.txt"
+echo "  /x/health release: $(in_root /root/proof-state)"
+echo "  journalctl -u pdn-release-check -u pdn-display | grep pdn-release:"
+sed 's/^/    /' "$logs/journal.txt"
