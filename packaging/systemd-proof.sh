@@ -12,7 +12,7 @@
 #                   tests/appliance/test_release.py): nobody touches it; systemd restarts it, its
 #                   ExecStartPre counts the exits, and the 5th start runs the previous release
 #   --hang          also a broken release whose display never answers: pdn-release-check.timer
-#                   rolls it back at the deadline (PDN_RELEASE_DEADLINE, 300 s unless --deadline)
+#                   rolls it back at the deadline (PDN_RELEASE_DEADLINE, 285 s unless --deadline)
 #
 # It prints the times (switch to trial passed; switch to rolled back; switch to "ok" again on
 # the previous release), what /x/health says of the rollback and the journal's pdn-release
@@ -26,8 +26,8 @@
 #   --fresh          build the root anew (default: reuse one a previous run built)
 #   --port N         the display's port, on 127.0.0.1 (default 18480): the container shares
 #                    this machine's network, for pip and apt
-#   --hang           also the release that never answers (takes the deadline, 5 minutes)
-#   --deadline S     PDN_RELEASE_DEADLINE in the container (default: the unit's, 300)
+#   --hang           also the release that never answers (takes the deadline, 285 s)
+#   --deadline S     PDN_RELEASE_DEADLINE in the container (default: pdn-release's, 285)
 #   --keep-running   leave the container running (stop it: kill the PID it prints)
 #   -h, --help       this text
 #
@@ -282,7 +282,7 @@ if [ "$hang" = 1 ]; then
     say "4. a release that never answers (PDN_TEST_BROKEN=hang): the timer rolls it back at the deadline"
     in_root sh -c 'mkdir -p /etc/systemd/system/pdn-display.service.d && printf "[Service]\nEnvironment=PDN_TEST_BROKEN=hang\n" >/etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
     switched=$(install_release install-hang.log --wheel "/root/wheels/$broken_wheel")
-    wait_for "^$good \| " "$((${deadline:-300} + 90))" || die "not rolled back at the deadline"
+    wait_for "^$good \| " "$((${deadline:-285} + 90))" || die "not rolled back at the deadline"
     hang_back=$(since "$switched")
     wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
         || die "the display did not come back ok on $good"
