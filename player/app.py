@@ -46,7 +46,7 @@ from player.clocksanity import ClockSanity
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
-from player.engine import Engine
+from player.engine import LOAD_TIMEOUT, Engine
 from player.follower import ScheduleFollower
 from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
@@ -223,6 +223,7 @@ def run(
             locate=content.locate,
             on_playback=playback.changed,
             wake=waker.wake,
+            load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
         )
         renderer.set_listener(engine)  # the loop: the renderer reports to the engine it obeys
         display = Display(

@@ -137,11 +137,15 @@ class RendererOptions:
         """Options from ``player.config.DisplayConfig`` (duck-typed: the renderer does not
         depend on the configuration loader)."""
         screen = getattr(config, "screen", None)
+        factor = float(getattr(screen, "timeout_factor", 1.0))
         return cls(
             screen=int(getattr(screen, "index", 0)),
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
             compositor_check=float(getattr(screen, "compositor_check", 30.0)),
+            page_load_timeout=cls.page_load_timeout * factor,
+            hang_timeout=cls.hang_timeout * factor,
+            recover_within=cls.recover_within * factor,
             audio=bool(getattr(screen, "audio", True)),
             video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),

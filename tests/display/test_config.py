@@ -96,6 +96,8 @@ def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> No
         ("[screen]\ncrossfade = -1\n", "screen.crossfade"),
         ("[screen]\ncompositor-check = 0.5\n", "screen.compositor-check"),
         ('[screen]\ncompositor-check = "often"\n', "screen.compositor-check"),
+        ("[screen]\ntimeout-factor = 0.5\n", "screen.timeout-factor"),
+        ('[screen]\ntimeout-factor = "slow"\n', "screen.timeout-factor"),
         ('[screen]\naudio = "loud"\n', "screen.audio"),
         ('[screen]\nvideo-backend = "vlc"\n', "screen.video-backend"),
         ("[screen]\nwidth = 3\n", "screen.width"),
@@ -270,3 +272,23 @@ def test_register_flag_without_location_exits_2(capsys: pytest.CaptureFixture[st
     code = main(["display", "--register", "http://s.example:8090", "--check-config"])
     assert code == 2
     assert "needs the display's location" in capsys.readouterr().err
+
+
+def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None:
+    """An emulated Pi (fresh-root.sh --arch arm64) needs minutes where a board needs seconds."""
+    from player.renderer.options import RendererOptions
+
+    default = RendererOptions.from_config(load_config(None, environ={}), "")
+    assert (default.page_load_timeout, default.hang_timeout, default.recover_within) == (
+        15.0,
+        10.0,
+        20.0,
+    )
+    slow = load_config(write(tmp_path, "[screen]\ntimeout-factor = 20\n"), environ={})
+    assert slow.screen.timeout_factor == 20
+    options = RendererOptions.from_config(slow, "")
+    assert (options.page_load_timeout, options.hang_timeout, options.recover_within) == (
+        300.0,
+        200.0,
+        400.0,
+    )
