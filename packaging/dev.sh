@@ -17,7 +17,8 @@ python=${PYTHON:-python3}
 # Libraries Qt WebEngine loads at run time, Xvfb for a virtual screen when none is
 # attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick, xset, curl
 # for the documentation's commands; sway, cage, grim and wlr-randr: real Wayland compositors,
-# read back, in tests/display/test_wayland.py and test_cage.py).
+# read back, in tests/display/test_wayland.py and test_cage.py; xwayland, without which cage
+# does not start).
 # packaging/fresh-root.sh proves this list complete: both jobs, in a bare Debian root.
 system_packages=(
     libnss3 libxkbcommon0 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-image0
@@ -26,7 +27,7 @@ system_packages=(
     libasound2 libpulse0 libdbus-1-3 libegl1 libgl1 libgbm1 libdrm2 libfontconfig1
     fonts-dejavu-core xvfb x11-utils x11-xserver-utils xauth imagemagick shellcheck systemd
     procps python3-venv ca-certificates postgresql chromium chromium-driver ffmpeg curl
-    sway cage grim wlr-randr
+    sway cage xwayland grim wlr-randr
 )
 
 log() { printf 'pdn-dev: %s\n' "$*" >&2; }

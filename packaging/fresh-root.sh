@@ -290,9 +290,11 @@ run_display() {
     sed 's/^/  /' "$LOGS/play_videos.log"
     VIDEOS_PLAYED=yes
     # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; xvfb-run then ends Xvfb.
-    local pdn_pid="" candidate
+    # pdn itself (python .../bin/pdn display ...), not xvfb-run, whose arguments name it too.
+    local pdn_pid="" candidate argv
     for candidate in $(processes_in "$(readlink -f "$root")"); do
-        if tr '\0' ' ' <"/proc/$candidate/cmdline" 2>/dev/null | grep -q 'bin/pdn display'; then
+        mapfile -d '' -t argv <"/proc/$candidate/cmdline" 2>/dev/null || continue
+        if [ "${#argv[@]}" -ge 3 ] && [[ ${argv[1]} == */bin/pdn ]] && [ "${argv[2]}" = display ]; then
             pdn_pid=$candidate
         fi
     done
@@ -308,6 +310,14 @@ run_display() {
     fi
     wait "$pid" 2>/dev/null || true
     STARTED=()
+    local left tries=0
+    left=$(processes_in "$(readlink -f "$root")" | tr '\n' ' ')
+    while [ -n "$left" ] && [ $tries -lt 10 ]; do  # Xvfb and the web engine's helpers end too
+        sleep 1
+        tries=$((tries + 1))
+        left=$(processes_in "$(readlink -f "$root")" | tr '\n' ' ')
+    done
+    [ -z "$left" ] || die "processes left in the display root 10 s after it stopped: $left"
     say "display stopped $waited s after SIGTERM"
 }
 

@@ -5,9 +5,9 @@
 #   sudo packaging/install.sh [options]
 #
 # What it does (each step is a function below; it is safe to run again, e.g. to upgrade):
-#   packages  for a display: the system libraries Qt WebEngine needs, plus cage, seatd and grim
-#             for platform cage, and v4l-utils (cec-ctl) for HDMI-CEC screen power; other roles
-#             need only Python's venv and CA certificates
+#   packages  for a display: the system libraries Qt WebEngine needs, plus cage, xwayland, seatd
+#             and grim for platform cage, and v4l-utils (cec-ctl) for HDMI-CEC screen power;
+#             other roles need only Python's venv and CA certificates
 #   user      a 'pdn' system user (home /var/lib/pdn) in the groups a screen needs
 #   venv      the project in /opt/pdn/venv, at the versions of constraints.txt (the lock file);
 #             for a display with its 'display' extra and a PySide6 this machine can run; the
@@ -263,8 +263,10 @@ system_packages() {
             ;;
     esac
     case "$platform" in
-        # grim: the watchdog reads back what cage shows (player/renderer/compositor.py).
-        cage | auto) packages+=(cage seatd grim) ;;
+        # xwayland: Debian's cage exits at start without it ("Cannot create XWayland server"),
+        # though it does not depend on it. grim: the watchdog reads back what cage shows
+        # (player/renderer/compositor.py).
+        cage | auto) packages+=(cage xwayland seatd grim) ;;
     esac
     # Video decoding in hardware (player/videodecode.py picks the backend): a Pi's V4L2
     # decoders through the system's GStreamer (the wheel's Qt plugin links it); VA-API for an

@@ -50,28 +50,40 @@ from urllib.parse import urlsplit
 import requests
 
 from cds.durations import parse_duration
-from server import exitcodes
+from server.ctlhttp import (
+    CONNECT_TIMEOUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNEXPECTED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    CtlError,
+    base_url,
+    call,
+    check,
+    headers_for,
+    json_answer,
+    reason_of,
+    session_for,
+)
+from server.ctlpair import add_pair_commands
+from server.scheduler.ctlfleet import add_fleet_commands
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_UNEXPECTED",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "CtlError",
+    "ServerEvent",
+    "add_parser",
+    "describe_health",
+    "describe_playback",
+    "read_events",
+]
 
 log = logging.getLogger("pdn.ctl")
-
-# 0, 2 and 130 as every pdn command has them (server.exitcodes); 1, 3 and 4 are ctl's own.
-EXIT_OK = exitcodes.EXIT_OK
-EXIT_REFUSED = 1
-EXIT_USAGE = exitcodes.EXIT_USAGE
-EXIT_UNREACHABLE = 3
-EXIT_UNEXPECTED = 4
-
-CONNECT_TIMEOUT = 5.0
-READ_TIMEOUT = 15.0
-
-
-class CtlError(Exception):
-    """A failure to report in one line, with the exit code it means."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,12 +162,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sensing.add_argument("--json", action="store_true", help="print the list as JSON")
     sensing.set_defaults(ctl_func=cmd_sensing)
 
-    from server.scheduler.ctlfleet import add_fleet_commands  # it uses this module's helpers
-
     add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
-
-    from server.ctlpair import add_pair_commands  # it uses this module's helpers too
-
     add_pair_commands(commands)  # pair, pairings, unpair
 
     parser.set_defaults(func=run)
@@ -170,123 +177,11 @@ def run(args: argparse.Namespace) -> int:
         return error.code
 
 
-# -- HTTP ------------------------------------------------------------------------------------
-
-
-def _base(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CtlError(EXIT_USAGE, f"{what} must be an http:// or https:// URL, not {url!r}")
-    return url.rstrip("/")
-
-
-def _headers(
-    url: str, *, content_type: str | None = None, accept: str = "application/json"
-) -> dict[str, str]:
-    headers = {"Accept": accept}
-    if content_type:
-        headers["Content-Type"] = content_type
-    # Changes need a token; reads too, on a display that protects them. PDN_API_TOKEN wins
-    # over the one `pdn ctl pair` kept for this display.
-    from server.ctlpair import token_for
-
-    token = os.environ.get("PDN_API_TOKEN", "").strip() or token_for(url)
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
-def _call(
-    method: str,
-    url: str,
-    *,
-    body: bytes | None = None,
-    content_type: str | None = None,
-    accept: str = "application/json",
-    pin: str | None = None,
-) -> requests.Response:
-    """One request; to a display paired over HTTPS, pinned to its certificate (``pin``, or the
-    one ``pdn ctl pair`` kept)."""
-    from server.ctlpair import pinned_fingerprint, session_for
-
-    try:
-        with session_for(url, pin) as session:
-            return session.request(
-                method,
-                url,
-                data=body,
-                headers=_headers(url, content_type=content_type, accept=accept),
-                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-                allow_redirects=False,
-            )
-    except requests.exceptions.SSLError as error:
-        expected = pin or pinned_fingerprint(url)
-        if expected and "ingerprint" in str(error):
-            raise CtlError(
-                EXIT_REFUSED,
-                f"{url}: the display's certificate is not the one pinned when it was paired"
-                f" ({expected}); if it was replaced on purpose, pair again (pdn ctl pair)",
-            ) from None
-        raise CtlError(EXIT_UNREACHABLE, f"cannot reach {url} over TLS: {_reason(error)}") from None
-    except requests.ConnectionError as error:
-        raise CtlError(
-            EXIT_UNREACHABLE,
-            f"cannot reach {url}: {_reason(error)}. Is it running, and is the address right?",
-        ) from None
-    except requests.Timeout:
-        raise CtlError(EXIT_UNREACHABLE, f"{url} did not answer in time") from None
-    except requests.RequestException as error:
-        raise CtlError(EXIT_UNREACHABLE, f"cannot reach {url}: {error}") from None
-
-
-def _reason(error: Exception) -> str:
-    text = str(error)
-    for marker in (
-        "Connection refused",
-        "Name or service not known",
-        "No route to host",
-        "timed out",
-        "Network is unreachable",
-        "Temporary failure in name resolution",
-    ):
-        if marker in text:
-            return marker.lower()
-    return text if len(text) < 200 else text[:200] + "..."
-
-
-def _json(response: requests.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise CtlError(
-            EXIT_UNEXPECTED,
-            f"{response.url} answered {response.status_code} without JSON; "
-            "is it a pdn display or scheduler?",
-        ) from None
-
-
-def _check(response: requests.Response) -> Any:
-    """The JSON answer of a 2xx; a CtlError for anything else."""
-    if response.status_code >= 400:
-        answer: Any = None
-        with contextlib.suppress(ValueError):
-            answer = response.json()
-        message = answer.get("message") if isinstance(answer, dict) else None
-        detail = message or response.reason
-        code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
-        if response.status_code == 401 and "scheduler" in detail:
-            detail += " (set PDN_API_TOKEN to the scheduler's operator token)"
-        elif response.status_code == 401:
-            detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
-        raise CtlError(code, f"{response.status_code}: {detail}")
-    return _json(response)
-
-
 # -- commands --------------------------------------------------------------------------------
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
+    display = base_url(args.display, "DISPLAY_URL")
     content: str = args.content
     is_url = urlsplit(content).scheme in ("http", "https")
     if is_url:
@@ -297,7 +192,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             except ValueError as error:
                 raise CtlError(EXIT_USAGE, f"--for: {error}") from None
             body["preferred-duration"] = args.duration
-        response = _call(
+        response = call(
             "POST",
             f"{display}/schedule",
             body=json.dumps(body).encode(),
@@ -315,8 +210,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
                 f"{content} is neither an http(s) URL nor a readable file: "
                 f"{error.strerror or error}",
             ) from None
-        response = _call("POST", f"{display}/schedule", body=data, content_type="text/xml")
-    answer = _check(response)
+        response = call("POST", f"{display}/schedule", body=data, content_type="text/xml")
+    answer = check(response)
     status = answer.get("request-status") if isinstance(answer, dict) else None
     if status == "rejected":
         reason = answer.get("reason") or "no reason given"
@@ -352,8 +247,8 @@ def describe_playback(record: dict[str, Any]) -> str:
 
 
 def cmd_playing(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    record = _check(_call("GET", f"{display}/playback/"))
+    display = base_url(args.display, "DISPLAY_URL")
+    record = check(call("GET", f"{display}/playback/"))
     if not isinstance(record, dict):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {record!r}")
     if args.json:
@@ -364,9 +259,9 @@ def cmd_playing(args: argparse.Namespace) -> int:
 
 
 def cmd_displays(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     url_only = "false" if args.full else "true"
-    records = _check(_call("GET", f"{scheduler}/displays?url-only={url_only}"))
+    records = check(call("GET", f"{scheduler}/displays?url-only={url_only}"))
     if not isinstance(records, list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {records!r}")
     if args.json:
@@ -447,13 +342,11 @@ class _StopError(Exception):
 
 def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    display = _base(args.display, "DISPLAY_URL")
+    display = base_url(args.display, "DISPLAY_URL")
     url = f"{display}/x/playback/events"
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise _StopError
-
-    from server.ctlpair import session_for  # pinned when paired over HTTPS
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     last_id: str | None = None
@@ -462,7 +355,7 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     delay = 1.0
     try:
         while True:
-            headers = _headers(url, accept="text/event-stream")
+            headers = headers_for(url, accept="text/event-stream")
             if last_id is not None:
                 headers["Last-Event-ID"] = last_id
             try:
@@ -483,7 +376,7 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                                 " is it a pdn display of this version?",
                             )
                         if response.status_code != 503 or not connected_once:
-                            _check(response)
+                            check(response)
                             raise CtlError(
                                 EXIT_UNEXPECTED, f"{url} did not answer with an event stream"
                             )
@@ -514,11 +407,11 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                 if not connected_once:
                     raise CtlError(
                         EXIT_UNREACHABLE,
-                        f"cannot reach {url}: {_reason(error)}. Is it running, and is the "
+                        f"cannot reach {url}: {reason_of(error)}. Is it running, and is the "
                         "address right?",
                     ) from None
                 print(
-                    f"pdn ctl: lost {display} ({_reason(error)}); retrying in {delay:g} s",
+                    f"pdn ctl: lost {display} ({reason_of(error)}); retrying in {delay:g} s",
                     file=sys.stderr,
                 )
             else:
@@ -535,7 +428,7 @@ def cmd_watch(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 
 def _check_message(response: requests.Response) -> str:
     try:
-        _check(response)
+        check(response)
     except CtlError as error:
         return error.message
     return f"{response.status_code}"
@@ -605,14 +498,14 @@ def describe_health(report: dict[str, Any]) -> list[str]:
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    response = _call("GET", f"{display}/x/health")
+    display = base_url(args.display, "DISPLAY_URL")
+    response = call("GET", f"{display}/x/health")
     if response.status_code not in (200, 503):
-        _check(response)
-    report = _json(response)
+        check(response)
+    report = json_answer(response)
     if not isinstance(report, dict) or report.get("status") not in ("ok", "degraded"):
         if response.status_code == 503:
-            _check(response)
+            check(response)
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {report!r}")
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
@@ -625,10 +518,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    response = _call("GET", f"{display}/x/screenshot", accept="image/png")
+    display = base_url(args.display, "DISPLAY_URL")
+    response = call("GET", f"{display}/x/screenshot", accept="image/png")
     if response.status_code >= 400:
-        _check(response)
+        check(response)
     png = response.content
     if not png.startswith(PNG_MAGIC):
         raise CtlError(EXIT_UNEXPECTED, f"{display}/x/screenshot did not answer with a PNG")
@@ -652,8 +545,8 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
 
 def cmd_sensing(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    sensors = _check(_call("GET", f"{display}/sensing"))
+    display = base_url(args.display, "DISPLAY_URL")
+    sensors = check(call("GET", f"{display}/sensing"))
     if not isinstance(sensors, list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {sensors!r}")
     if args.json:

@@ -28,106 +28,30 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import re
 import socket
 import ssl
 import sys
-import tomllib
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit
 
-import requests
-
-from server.atomicfile import write_atomically
-from server.ctl import (
+from server.ctlhttp import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     CtlError,
-    _base,
-    _call,
-    _check,
+    base_url,
+    call,
+    check,
+    load,
+    origin,
+    save,
 )
 from server.pairing import NAME_PATTERN
-from server.pins import PinningAdapter
 from server.pins import presented_fingerprint as fetch_fingerprint
 
-__all__ = ["add_pair_commands", "config_path", "origin", "token_for"]
-
-
-def config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "pdn" / "ctl.toml"
-
-
-def origin(url: str) -> str:
-    """``scheme://host:port`` of a display URL (the key of its table), lower case."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or (443 if scheme == "https" else 80)
-    host = (parts.hostname or "").lower()
-    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
-
-
-def load() -> dict[str, dict[str, Any]]:
-    """The paired displays by origin ({} when nothing is paired yet); ValueError if unreadable."""
-    path = config_path()
-    try:
-        with path.open("rb") as handle:
-            table = tomllib.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    displays = table.get("displays", {})
-    return {str(k): dict(v) for k, v in displays.items() if isinstance(v, dict)}
-
-
-def save(displays: dict[str, dict[str, Any]]) -> Path:
-    """Write the paired displays (mode 0600: the file holds tokens)."""
-    lines = ["# pdn ctl: displays this user paired with (pdn ctl pair). Keep it private.", ""]
-    for key in sorted(displays):
-        lines.append(f"[displays.{json.dumps(key)}]")
-        # A JSON string with ASCII escapes is a TOML basic string.
-        lines += [f"{name} = {json.dumps(str(value))}" for name, value in displays[key].items()]
-        lines.append("")
-    path = config_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomically(path, "\n".join(lines).encode())
-    return path
-
-
-def token_for(url: str) -> str | None:
-    """The token paired with the display at ``url``, or None (an unreadable file: None)."""
-    try:
-        entry = load().get(origin(url))
-    except ValueError:
-        return None
-    token = entry.get("token") if entry else None
-    return token if isinstance(token, str) else None
-
-
-def pinned_fingerprint(url: str) -> str | None:
-    """The ``sha256:...`` pinned for the display at ``url``, or None."""
-    try:
-        entry = load().get(origin(url))
-    except ValueError:
-        return None
-    found = entry.get("tls-fingerprint") if entry else None
-    return found if isinstance(found, str) else None
-
-
-def session_for(url: str, pin: str | None = None) -> requests.Session:
-    """A session for requests to ``url``: pinned to ``pin`` or to what pairing kept."""
-    session = requests.Session()
-    pin = pin or pinned_fingerprint(url)
-    if pin and urlsplit(url).scheme == "https":
-        session.mount("https://", PinningAdapter(lambda _url: pin))  # this display's session
-    return session
+__all__ = ["add_pair_commands"]
 
 
 def presented_fingerprint(url: str) -> str:
@@ -182,7 +106,7 @@ def add_pair_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
+    display = base_url(args.display, "DISPLAY_URL")
     name = args.name or default_name()
     if not NAME_PATTERN.match(name):
         raise CtlError(EXIT_USAGE, f"--name {name!r}: use letters, digits, spaces or '._@-'")
@@ -200,8 +124,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
                 " (someone may be in between)",
             )
     body = json.dumps({"code": args.code, "name": name}).encode()
-    answer = _check(
-        _call("POST", f"{display}/x/pair", body=body, content_type="application/json", pin=pin)
+    answer = check(
+        call("POST", f"{display}/x/pair", body=body, content_type="application/json", pin=pin)
     )
     token = answer.get("token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
@@ -222,8 +146,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 
 def cmd_pairings(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    answer = _check(_call("GET", f"{display}/x/pairings"))
+    display = base_url(args.display, "DISPLAY_URL")
+    answer = check(call("GET", f"{display}/x/pairings"))
     if not isinstance(answer, list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {answer!r}")
     if args.json:
@@ -236,7 +160,7 @@ def cmd_pairings(args: argparse.Namespace) -> int:
 
 
 def cmd_unpair(args: argparse.Namespace) -> int:
-    display = _base(args.display, "DISPLAY_URL")
-    _check(_call("DELETE", f"{display}/x/pairings/{quote(args.name, safe='')}"))
+    display = base_url(args.display, "DISPLAY_URL")
+    check(call("DELETE", f"{display}/x/pairings/{quote(args.name, safe='')}"))
     print(f"{args.name!r} is no longer paired with {display}")
     return EXIT_OK

@@ -41,6 +41,7 @@ __all__ = [
     "disk_full",
     "last_disk_full",
     "migrate",
+    "missing_statements",
     "note_disk_full",
     "schema_version",
     "transaction",
@@ -163,13 +164,11 @@ def migrate(
     with transaction(connection):
         # Read inside the write lock: two processes opening a new file migrate it once.
         found = schema_version(connection, version_table)
-        if found > target:
-            raise SchemaTooNewError(found, target)
-        if found == target:
+        missing = missing_statements(migrations, found)
+        if not missing:
             return found
-        for step in migrations[found:]:
-            for statement in step:
-                connection.execute(statement)
+        for statement in missing:
+            connection.execute(statement)
         if version_table is None:
             # PRAGMA does not take parameters; target is an int.
             connection.execute(f"PRAGMA user_version={target}")
@@ -181,6 +180,14 @@ def migrate(
             connection.execute(f"INSERT INTO {version_table} (version) VALUES (?)", (target,))
     log.info("database schema migrated from version %d to %d", found, target)
     return found
+
+
+def missing_statements(migrations: Migrations, found: int) -> list[str]:
+    """The statements that take a schema from version ``found`` to the newest, in order
+    (none: it is current); SchemaTooNewError for a schema from a newer pdn."""
+    if found > len(migrations):
+        raise SchemaTooNewError(found, len(migrations))
+    return [statement for step in migrations[found:] for statement in step]
 
 
 def _check_name(name: str) -> None:

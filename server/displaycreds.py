@@ -5,7 +5,7 @@ take changes only from paired controllers (issue 22). Each gets a display's toke
 
 - **by pairing**: ``pdn ctl pair DISPLAY_URL CODE``, run as the user the segment runs as,
   keeps the token, and the fingerprint of the display's certificate when it serves HTTPS, in
-  that user's ``~/.config/pdn/ctl.toml`` (``server.ctlpair``);
+  that user's ``~/.config/pdn/ctl.toml`` (``server.ctlhttp``);
 - **by configuration**: the same file written by hand, named by ``PDN_DISPLAYS_FILE`` (one
   table per display origin, keys ``token`` and ``tls-fingerprint``), or ``PDN_DISPLAY_TOKEN``
   for every display without a token of its own (then sent to any display the segment pushes

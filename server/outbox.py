@@ -5,7 +5,7 @@ playback updates, the scheduler's schedule updates, a sensor's readings.
 
 Usage::
 
-    outbox = Outbox(data_dir / "scheduler.db", name="scheduler")   # creates its tables
+    outbox = Outbox(data_dir / "outbox.sqlite3", name="scheduler")   # creates its tables
     outbox.start()                                    # delivery thread
     created = outbox.subscribe("schedule:lobby", uri)  # True the first time, False after
     existed = outbox.unsubscribe("schedule:lobby", uri)  # False -> answer 404 not-subscribed
@@ -47,15 +47,22 @@ published with ``latest_only=True`` (a sensor's readings, where only the newest 
 keeps a failing subscriber's backlog to the newest event alone.
 
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
-slow or dead subscriber holds only its own lane: it never
-delays another subscriber, the API or the screen. At most ``max_connections`` POSTs are open at
-once (file descriptors are bounded). The POSTs go through one ``server.webhookpost.Poster`` per
-delivery loop, as the PostgreSQL outbox's do: connections to a subscriber are kept alive and
-reused, proxies come from the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``),
-certificates are checked against the system's store, and the connections are closed when
-delivery stops.
+slow or dead subscriber holds only its own lane: it never delays another subscriber, the API or
+the screen. POSTs in flight are bounded (``max_connections``, with a share kept for failing
+subscribers: ``server.delivery.Slots``). The POSTs go through one ``server.webhookpost.Poster``
+per delivery loop: connections to a subscriber are kept alive and reused, proxies come from the
+environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against
+the system's store, and the connections are closed when delivery stops.
 
-Durability: the tables live in the given SQLite file (WAL). Events are inserted with the
+One outbox, two databases (issue 24): this class, its tables and every statement on them but
+the claims are the same on SQLite and PostgreSQL (``server.sql``); ``server.delivery`` is the
+one delivery core (order, retries, expiry), and the claims are the database's own:
+:class:`SingleProcessClaims` here (a SQLite file, one process), ``server.pgoutbox`` (several
+processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
+subscriber's back-off (attempts, next attempt, failing since) is kept on its subscription, so
+dropping events (the backlog bound, ``latest_only``) never resets it or its expiry.
+
+Durability (SQLite): the tables live in the given file (WAL). Events are inserted with the
 caller's durability (the display commits with ``synchronous=FULL``). The delivery thread's own
 connection uses ``synchronous=NORMAL``: a power cut may forget that an event was already
 delivered, so it is sent again with the same event id (at-least-once; receivers de-duplicate),
@@ -66,93 +73,199 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sqlite3
 import threading
 import time
-import uuid
-from functools import partial
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
+from server.db import SchemaTooNewError
+from server.delivery import (
+    FIRST_RETRY,
+    MAX_BACKOFF,
+    Claims,
+    DeliveryLoop,
+    Failure,
+    Head,
+    Settings,
+    Tally,
+    backoff,
+    bearer_for,
+    head_of,
+)
 from server.limits import SubscriptionLimitError, limits
 from server.net import shown_uri
 from server.pins import Pins
-from server.signing import signed_headers
+from server.sql import Database, Schema, SqliteDatabase, Transaction, only, steps_for
 from server.webhookpost import Poster
+
+__all__ = [
+    "CHANNEL",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Outbox",
+    "SingleProcessClaims",
+    "backoff",
+    "bearer_for",
+    "install_schema",
+]
 
 log = logging.getLogger("pdn.outbox")
 
-# The outbox's tables share the file of the segment they serve (display.db, scheduler.db...),
-# whose schema owns PRAGMA user_version: the outbox keeps its version in outbox_schema.
-# MIGRATIONS[n] takes the outbox tables from version n to n + 1.
-MIGRATIONS: Migrations = (
-    (
+#: NOTIFY channel of new events (PostgreSQL): every delivery loop listening wakes.
+CHANNEL = "pdn_outbox"
+TIMEOUT = 5.0
+GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
+POLL_INTERVAL = 2.0  # SQLite: a publish that joined a caller's transaction is seen this soon
+SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' share
+
+# SQLite's clock in epoch seconds (the outbox's times are REAL there, TIMESTAMPTZ on PostgreSQL).
+_SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+# MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.sql: only() marks one
+# database's history). The tables share the file or database of the segment they serve,
+# whose schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in
+# pdn_schema (PostgreSQL).
+MIGRATIONS: Schema = (
+    only(
+        "sqlite",
         """CREATE TABLE IF NOT EXISTS outbox_subscriptions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        topic TEXT NOT NULL,
-        uri TEXT NOT NULL,
-        created REAL NOT NULL,
-        UNIQUE (topic, uri)
-    )""",
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            topic TEXT NOT NULL,
+            uri TEXT NOT NULL,
+            created REAL NOT NULL,
+            UNIQUE (topic, uri)
+        )""",
         """CREATE TABLE IF NOT EXISTS outbox_events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,   -- publication order
-        subscription_id INTEGER NOT NULL,
-        event_id TEXT NOT NULL,                 -- X-PDN-Event-Id
-        topic TEXT NOT NULL,
-        body BLOB NOT NULL,
-        content_type TEXT NOT NULL,
-        created REAL NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_attempt REAL NOT NULL,
-        first_failure REAL,
-        last_error TEXT
-    )""",
+            id INTEGER PRIMARY KEY AUTOINCREMENT,   -- publication order
+            subscription_id INTEGER NOT NULL,
+            event_id TEXT NOT NULL,                 -- X-PDN-Event-Id
+            topic TEXT NOT NULL,
+            body BLOB NOT NULL,
+            content_type TEXT NOT NULL,
+            created REAL NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,    -- the back-off, on the oldest event
+            next_attempt REAL NOT NULL,
+            first_failure REAL,
+            last_error TEXT
+        )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
     # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
-    ("ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT",),
+    only("sqlite", "ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT"),
+    only(
+        "postgresql",
+        """CREATE TABLE pdn_outbox_subscriptions (
+            id BIGSERIAL PRIMARY KEY,
+            topic TEXT NOT NULL,
+            uri TEXT NOT NULL,
+            created TIMESTAMPTZ NOT NULL DEFAULT now(),
+            owner TEXT,                     -- the process delivering its events (a claim)
+            lease_until TIMESTAMPTZ,        -- the claim is void after this
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt TIMESTAMPTZ,       -- back-off: no POST before this
+            first_failure TIMESTAMPTZ,      -- failing since (expiry)
+            last_error TEXT,
+            UNIQUE (topic, uri)
+        )""",
+        """CREATE TABLE pdn_outbox_events (
+            id BIGSERIAL PRIMARY KEY,       -- publication order
+            subscription_id BIGINT NOT NULL
+                REFERENCES pdn_outbox_subscriptions (id) ON DELETE CASCADE,
+            event_id TEXT NOT NULL,         -- X-PDN-Event-Id
+            topic TEXT NOT NULL,
+            body BYTEA NOT NULL,
+            content_type TEXT NOT NULL,
+            created TIMESTAMPTZ NOT NULL DEFAULT now()
+        )""",
+        "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
+    ),
+    only("postgresql", "ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT"),
+    # Issue 24, one outbox on both: SQLite's tables take PostgreSQL's names and shape (the
+    # back-off on the subscription, taken from its oldest event); the database makes the
+    # event ids and the times.
+    only(
+        "sqlite",
+        f"""CREATE TABLE pdn_outbox_subscriptions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            topic TEXT NOT NULL,
+            uri TEXT NOT NULL,
+            created REAL NOT NULL DEFAULT {_SQLITE_NOW},
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt REAL,
+            first_failure REAL,
+            last_error TEXT,
+            signing_secret TEXT,
+            UNIQUE (topic, uri)
+        )""",
+        "INSERT INTO pdn_outbox_subscriptions (id, topic, uri, created, attempts,"
+        " next_attempt, first_failure, last_error, signing_secret)"
+        " SELECT s.id, s.topic, s.uri, s.created, COALESCE(h.attempts, 0),"
+        " CASE WHEN h.attempts > 0 THEN h.next_attempt END, h.first_failure, h.last_error,"
+        " s.signing_secret FROM outbox_subscriptions s LEFT JOIN outbox_events h"
+        " ON h.id = (SELECT MIN(id) FROM outbox_events WHERE subscription_id = s.id)",
+        f"""CREATE TABLE pdn_outbox_events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            subscription_id INTEGER NOT NULL,
+            event_id TEXT NOT NULL DEFAULT (lower(hex(randomblob(16)))),
+            topic TEXT NOT NULL,
+            body BLOB NOT NULL,
+            content_type TEXT NOT NULL,
+            created REAL NOT NULL DEFAULT {_SQLITE_NOW}
+        )""",
+        "INSERT INTO pdn_outbox_events"
+        " SELECT id, subscription_id, event_id, topic, body, content_type, created"
+        " FROM outbox_events WHERE subscription_id IN (SELECT id FROM outbox_subscriptions)",
+        "DROP TABLE outbox_events",
+        "DROP TABLE outbox_subscriptions",
+        "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
+    ),
+    only(
+        "postgresql",
+        "ALTER TABLE pdn_outbox_events ALTER COLUMN event_id SET DEFAULT gen_random_uuid()::text",
+    ),
 )
-SCHEMA_VERSION = len(MIGRATIONS)
-
-TIMEOUT = 5.0
-FIRST_RETRY = 1.0
-MAX_BACKOFF = 300.0
-GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
-POLL_INTERVAL = 2.0
+#: The newest version of the tables in a SQLite file (its outbox_schema; PostgreSQL's, in
+#: pdn_schema, counts its own steps).
+SCHEMA_VERSION = len(steps_for(MIGRATIONS, "sqlite"))
 
 
-def bearer_for(uri: str, tokens: Pins | None, fallback: str | None) -> str | None:
-    """The bearer token sent with an update to ``uri``: its own (``tokens``), else
-    ``fallback``; none to a subscriber-uri with ``user:password@`` (Basic is sent instead)."""
-    if "@" in urlsplit(uri).netloc:
-        return None
-    return (tokens(uri) if tokens is not None else None) or fallback
-
-
-def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
-    """Seconds before retry number ``attempts`` (1 for the first retry)."""
-    return float(min(cap, first * 2 ** max(0, attempts - 1)))
-
-
-def install_schema(connection: sqlite3.Connection) -> None:
+def install_schema(database: Database) -> None:
     """Create or upgrade the outbox tables in a database (idempotent)."""
     try:
-        migrate(connection, MIGRATIONS, version_table="outbox_schema")
+        database.migrate(MIGRATIONS, "outbox")
     except SchemaTooNewError as error:
+        newest = len(steps_for(MIGRATIONS, database.dialect))
         raise RuntimeError(
-            f"the outbox tables have version {error.found}, newer than this pdn ({SCHEMA_VERSION})"
+            f"the outbox tables have version {error.found}, newer than this pdn ({newest})"
         ) from None
 
 
+def _drop_subscription(transaction: Transaction, topic: str, uri: str) -> bool:
+    """Delete (topic, uri) and its events."""
+    transaction.execute(
+        "DELETE FROM pdn_outbox_events WHERE subscription_id IN"
+        " (SELECT id FROM pdn_outbox_subscriptions WHERE topic = ? AND uri = ?)",
+        (topic, uri),
+    )
+    return (
+        transaction.execute(
+            "DELETE FROM pdn_outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
+        )
+        > 0
+    )
+
+
 class Outbox:
-    """Subscriptions and their pending events in a SQLite file, delivered by a thread."""
+    """Subscriptions and their pending events in a database, delivered by a thread: a SQLite
+    file (a path), or PostgreSQL through ``server.pgoutbox.PgOutbox``."""
 
     def __init__(
         self,
-        db_path: Path,
+        database: Path | Database,
         *,
         name: str,
         timeout: float = TIMEOUT,
@@ -163,20 +276,29 @@ class Outbox:
         bearer_token: str | None = None,
         max_subscriptions: int | None = None,
         max_backlog: int | None = None,
+        slow_after: float = SLOW_AFTER,
         pins: Pins | None = None,
         tokens: Pins | None = None,
+        claims: Claims | None = None,
     ) -> None:
         """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
         ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
         certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens(uri)``: the
-        bearer token of that subscriber (a display's), before ``bearer_token``."""
-        self.pins = pins
-        self.tokens = tokens
+        bearer token of that subscriber (a display's), before ``bearer_token``, which is sent
+        to every other subscriber (a subscriber-uri with user:password@ gets Basic instead).
+        ``max_connections``: POSTs in flight at once (a quarter of them for subscribers that
+        are failing); ``slow_after``: seconds a POST may go unanswered before it leaves the
+        live subscribers' share. ``claims``: how the delivery loop takes its work
+        (default: :class:`SingleProcessClaims`, for a SQLite file)."""
+        if isinstance(database, Path):
+            database = SqliteDatabase(database)
+        self.db = database
+        if claims is None:
+            if not isinstance(database, SqliteDatabase):
+                raise TypeError("on PostgreSQL the outbox is server.pgoutbox.PgOutbox")
+            claims = SingleProcessClaims(database.path)
+        self.claims: Claims = claims
         bounds = limits()
-        self.db_path = db_path
-        # Sent as "Authorization: Bearer" with every update, for subscribers (displays) that
-        # require a token for changes; a subscriber-uri with user:password@ uses Basic instead.
-        self.bearer_token = bearer_token
         self.name = name
         self.timeout = timeout
         self.first_retry = first_retry
@@ -187,17 +309,23 @@ class Outbox:
         )
         self.max_backlog = bounds.max_backlog if max_backlog is None else max_backlog
         self.max_connections = max_connections
-        self._dropped = 0
-        self._expired = 0
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = connect(db_path)
-        install_schema(self._connection)
-        self._lock = threading.Lock()
+        self.slow_after = min(slow_after, timeout)
+        self.bearer_token = bearer_token
+        self.pins = pins
+        self.tokens = tokens
+        self.tally = Tally()
+        install_schema(database)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._stopping = False
-        self._delivered = 0
+        self.stopping = False
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite file (a caller's own connection to it joins ``publish``)."""
+        if not isinstance(self.db, SqliteDatabase):
+            raise AttributeError("an outbox on PostgreSQL has no file")
+        return self.db.path
 
     # Subscriptions
 
@@ -208,45 +336,65 @@ class Outbox:
         (``server.signing``). Subscribing again sets the secret given (or none) on the
         existing subscription. SubscriptionLimitError when ``topic`` has
         ``max_subscriptions`` already."""
-        with self._lock, transaction(self._connection) as connection:
-            exists = connection.execute(
-                "SELECT 1 FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
-            ).fetchone()
-            if exists is not None:
-                connection.execute(
-                    "UPDATE outbox_subscriptions SET signing_secret = ?"
-                    " WHERE topic = ? AND uri = ?",
-                    (signing_secret, topic, uri),
-                )
+        # Displays renew their subscriptions every minute: one read answers those, without
+        # the transaction and the topic-wide lock a new subscriber needs.
+        with self.db.connection() as connection:
+            if self._subscribed(connection, topic, uri, signing_secret):
                 return False
-            (count,) = connection.execute(
-                "SELECT COUNT(*) FROM outbox_subscriptions WHERE topic = ?", (topic,)
-            ).fetchone()
-            if count >= self.max_subscriptions:
-                raise SubscriptionLimitError(self.max_subscriptions)
-            cursor = connection.execute(
-                "INSERT INTO outbox_subscriptions (topic, uri, created, signing_secret)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri, time.time(), signing_secret),
+        with self.db.transaction() as transaction:
+            # One new subscriber at a time per topic, across processes: the count stays exact.
+            self.db.lock(transaction, topic)
+            if self._subscribed(transaction, topic, uri, signing_secret):
+                return False
+            row = transaction.row(
+                "SELECT COUNT(*) FROM pdn_outbox_subscriptions WHERE topic = ?", (topic,)
             )
-            created = cursor.rowcount > 0
+            if row is not None and row[0] >= self.max_subscriptions:
+                raise SubscriptionLimitError(self.max_subscriptions)
+            created = (
+                transaction.execute(
+                    "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
+                    " VALUES (?, ?, ?) ON CONFLICT (topic, uri) DO NOTHING",
+                    (topic, uri, signing_secret),
+                )
+                > 0
+            )
         if created:
             log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
         return created
 
+    @staticmethod
+    def _subscribed(
+        transaction: Transaction, topic: str, uri: str, signing_secret: str | None
+    ) -> bool:
+        """True when (topic, uri) exists, its signing secret then set to ``signing_secret``
+        (written only when it changes: a renewal is a read)."""
+        found = transaction.row(
+            "SELECT signing_secret FROM pdn_outbox_subscriptions WHERE topic = ? AND uri = ?",
+            (topic, uri),
+        )
+        if found is None:
+            return False
+        if found[0] != signing_secret:
+            transaction.execute(
+                "UPDATE pdn_outbox_subscriptions SET signing_secret = ?"
+                " WHERE topic = ? AND uri = ?",
+                (signing_secret, topic, uri),
+            )
+        return True
+
     def unsubscribe(self, topic: str, uri: str) -> bool:
         """Remove (topic, uri) and its pending events; False when it was not subscribed."""
-        with self._lock, transaction(self._connection) as connection:
-            existed = _drop_subscription(connection, topic, uri)
+        with self.db.transaction() as transaction:
+            existed = _drop_subscription(transaction, topic, uri)
         if existed:
             log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
         return existed
 
     def subscribers(self, topic: str) -> list[str]:
-        with self._lock:
-            rows = self._connection.execute(
-                "SELECT uri FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
-            ).fetchall()
+        rows = self.db.rows(
+            "SELECT uri FROM pdn_outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
+        )
         return [str(uri) for (uri,) in rows]
 
     # Events
@@ -257,81 +405,66 @@ class Outbox:
         body: bytes,
         content_type: str,
         *,
-        connection: sqlite3.Connection | None = None,
+        connection: Any = None,
         latest_only: bool = False,
     ) -> int:
         """Queue one event per current subscriber of ``topic``; returns how many.
 
-        With ``connection`` the rows join the caller's open transaction (call ``notify()``
+        With ``connection`` (the caller's own connection to this database, inside its open
+        transaction: ``sqlite3`` or psycopg) the rows join that transaction (call ``notify()``
         after the commit); without, they are committed here and delivery starts at once.
         ``latest_only``: a failing subscriber's older events of ``topic`` are dropped, so it
         gets the newest alone when it answers again. Either way each subscriber's backlog is
         kept to ``max_backlog`` events, the oldest dropped.
         """
         if connection is not None:
-            return self._queue(connection, topic, body, content_type, latest_only)
-        with self._lock, transaction(self._connection) as own:
-            count = self._queue(own, topic, body, content_type, latest_only)
+            return self._queue(self.db.joined(connection), topic, body, content_type, latest_only)
+        with self.db.transaction() as transaction:
+            count = self._queue(transaction, topic, body, content_type, latest_only)
         self.notify()
         return count
 
     def _queue(
         self,
-        connection: sqlite3.Connection,
+        transaction: Transaction,
         topic: str,
         body: bytes,
         content_type: str,
         latest_only: bool,
     ) -> int:
-        ids = [
-            sid
-            for (sid,) in connection.execute(
-                "SELECT id FROM outbox_subscriptions WHERE topic = ? ORDER BY id", (topic,)
-            ).fetchall()
-        ]
-        now = time.time()
+        # No lock on the subscriptions: a delivery loop that lets go of a subscriber without
+        # seeing these rows claims again afterwards, and the NOTIFY wakes the others.
         dropped = 0
-        for sid in ids:
-            # A failing subscriber's head event carries since when it fails (first_failure),
-            # its attempts and its next attempt: kept on whichever event becomes the head, so
-            # dropping events never resets its back-off or its expiry.
-            failing = connection.execute(
-                "SELECT MIN(first_failure), MAX(attempts), MIN(next_attempt) FROM outbox_events"
-                " WHERE subscription_id = ? AND first_failure IS NOT NULL",
-                (sid,),
-            ).fetchone()
-            if latest_only and failing[0] is not None:
-                dropped += connection.execute(
-                    "DELETE FROM outbox_events WHERE subscription_id = ? AND topic = ?",
-                    (sid, topic),
-                ).rowcount
-            else:
-                # Room for the new event: at most max_backlog - 1 older ones stay.
-                dropped += connection.execute(
-                    "DELETE FROM outbox_events WHERE subscription_id = ? AND id <= ("
-                    " SELECT id FROM outbox_events WHERE subscription_id = ?"
-                    " ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                    (sid, sid, self.max_backlog - 1),
-                ).rowcount
-            connection.execute(
-                "INSERT INTO outbox_events (subscription_id, event_id, topic, body, content_type,"
-                " created, next_attempt) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (sid, str(uuid.uuid4()), topic, body, content_type, now, now),
+        if latest_only:
+            dropped += transaction.execute(
+                "DELETE FROM pdn_outbox_events WHERE topic = ? AND subscription_id IN"
+                " (SELECT id FROM pdn_outbox_subscriptions"
+                " WHERE topic = ? AND first_failure IS NOT NULL)",
+                (topic, topic),
             )
-            if failing[0] is not None:
-                connection.execute(
-                    "UPDATE outbox_events SET first_failure = MIN(COALESCE(first_failure, ?), ?),"
-                    " attempts = MAX(attempts, ?), next_attempt = MAX(next_attempt, ?)"
-                    " WHERE id = (SELECT MIN(id) FROM outbox_events WHERE subscription_id = ?)",
-                    (failing[0], failing[0], failing[1], failing[2], sid),
-                )
+        # Room for the new event: at most max_backlog - 1 older ones stay per subscriber.
+        dropped += transaction.execute(
+            "DELETE FROM pdn_outbox_events WHERE id IN (SELECT id FROM ("
+            " SELECT e.id, row_number() OVER (PARTITION BY e.subscription_id ORDER BY e.id DESC)"
+            " AS newer FROM pdn_outbox_events e JOIN pdn_outbox_subscriptions s"
+            " ON s.id = e.subscription_id WHERE s.topic = ?) ranked WHERE newer >= ?)",
+            (topic, self.max_backlog),
+        )
+        queued = transaction.execute(
+            "INSERT INTO pdn_outbox_events (subscription_id, topic, body, content_type)"
+            " SELECT id, topic, ?, ? FROM pdn_outbox_subscriptions WHERE topic = ? ORDER BY id",
+            (body, content_type, topic),
+        )
+        if queued:
+            self.db.notify(transaction, CHANNEL, "")
         if dropped:
-            self._dropped += dropped
+            self.tally.dropped += dropped
             log.debug("%s: %d undelivered event(s) of %s dropped", self.name, dropped, topic)
-        return len(ids)
+        return max(0, queued)
 
     def notify(self) -> None:
-        """Tell the delivery thread that new events are committed (thread-safe, cheap)."""
+        """Tell this process's delivery loop that new events are committed (thread-safe,
+        cheap); other processes hear PostgreSQL's NOTIFY."""
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
             # RuntimeError: the loop closed meanwhile; the next start picks the events up.
@@ -339,21 +472,21 @@ class Outbox:
                 loop.call_soon_threadsafe(wake.set)
 
     def stats(self) -> dict[str, Any]:
-        """Figures for a health page: subscriptions, pending events, oldest pending event."""
-        with self._lock:
-            subscriptions = self._connection.execute(
-                "SELECT COUNT(*) FROM outbox_subscriptions"
-            ).fetchone()[0]
-            pending, oldest = self._connection.execute(
-                "SELECT COUNT(*), MIN(created) FROM outbox_events"
-            ).fetchone()
+        """Figures for a health page: subscriptions and pending events (the whole database's),
+        the oldest pending event's age; what this process delivered, dropped and expired."""
+        row = self.db.row(
+            "SELECT (SELECT COUNT(*) FROM pdn_outbox_subscriptions), COUNT(*),"
+            f" {self.claims.oldest_age} FROM pdn_outbox_events"
+        )
+        assert row is not None
+        subscriptions, pending, oldest = row
         return {
             "subscriptions": int(subscriptions),
             "pending-events": int(pending),
-            "oldest-pending-age": None if oldest is None else max(0.0, time.time() - oldest),
-            "delivered": self._delivered,
-            "dropped-events": self._dropped,
-            "expired-subscriptions": self._expired,
+            "oldest-pending-age": None if oldest is None else max(0.0, float(oldest)),
+            "delivered": self.tally.delivered,
+            "dropped-events": self.tally.dropped,
+            "expired-subscriptions": self.tally.expired,
         }
 
     # Delivery thread
@@ -361,161 +494,172 @@ class Outbox:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._stopping = False
+        self.stopping = False
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(ready,), name=f"outbox-{self.name}", daemon=True
         )
         self._thread.start()
-        ready.wait(5)
+        ready.wait(10)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop delivering; POSTs in flight are abandoned and sent again after a restart."""
+        """Stop delivering; POSTs in flight are abandoned and sent again later (after a
+        restart; on PostgreSQL, at once by another process: the claims are let go)."""
         thread = self._thread
         if thread is None:
             return
-        self._stopping = True
+        self.stopping = True
         self.notify()
         thread.join(timeout)
         self._thread = None
-        with self._lock:
-            self._connection.close()
+        if isinstance(self.db, SqliteDatabase):  # the file is this outbox's to close
+            self.db.close()
 
     def _run(self, ready: threading.Event) -> None:
         try:
             asyncio.run(self._main(ready))
         except Exception:
             log.exception("%s: the delivery thread failed", self.name)
+        finally:
+            ready.set()
 
     async def _main(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        connection = connect(self.db_path, synchronous="NORMAL")
-        poster = Poster(fallback_connections=self.max_connections, pins=self.pins)
-        semaphore = asyncio.Semaphore(self.max_connections)
-        lanes: dict[int, asyncio.Task[None]] = {}
+        await self.claims.open(self)
+        # Kept connections: as many as POSTs in flight, so a burst to one receiver host (a
+        # proxy in front of many displays, the benchmark's receiver) reuses them.
+        poster = Poster(
+            idle_per_origin=self.max_connections,
+            max_idle=self.max_connections,
+            fallback_connections=self.max_connections,
+            pins=self.pins,
+        )
         ready.set()
         log.info("%s: webhook delivery started", self.name)
         try:
-            while not self._stopping:
-                self._wake.clear()
-                for (subscription_id,) in connection.execute(
-                    "SELECT DISTINCT subscription_id FROM outbox_events"
-                ).fetchall():
-                    if subscription_id not in lanes:
-                        task = asyncio.create_task(
-                            self._lane(connection, poster, semaphore, subscription_id)
-                        )
-                        lanes[subscription_id] = task
-                        task.add_done_callback(partial(_forget_lane, lanes, subscription_id))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+            await DeliveryLoop(self, self.claims, poster, self._wake).main()
         finally:
-            for task in list(lanes.values()):
-                task.cancel()
-            await asyncio.gather(*lanes.values(), return_exceptions=True)
             await poster.aclose()
-            connection.close()
+            await self.claims.close()
             self._loop = None
             log.info("%s: webhook delivery stopped", self.name)
 
-    async def _lane(
-        self,
-        connection: sqlite3.Connection,
-        poster: Poster,
-        semaphore: asyncio.Semaphore,
-        subscription_id: int,
-    ) -> None:
-        """Deliver one subscriber's events in order until none is left."""
-        while not self._stopping:
-            row = connection.execute(
-                "SELECT e.id, e.event_id, e.topic, e.body, e.content_type, e.attempts,"
-                " e.next_attempt, e.first_failure, s.uri, s.signing_secret"
-                " FROM outbox_events e JOIN outbox_subscriptions s ON s.id = e.subscription_id"
-                " WHERE e.subscription_id = ? ORDER BY e.id LIMIT 1",
-                (subscription_id,),
-            ).fetchone()
-            if row is None:
-                # Events whose subscription is gone (unsubscribed meanwhile) are dropped.
-                connection.execute(
-                    "DELETE FROM outbox_events WHERE subscription_id = ? AND subscription_id"
-                    " NOT IN (SELECT id FROM outbox_subscriptions)",
-                    (subscription_id,),
-                )
-                return
-            (
-                rowid,
-                event_id,
-                topic,
-                body,
-                content_type,
-                attempts,
-                next_attempt,
-                first_failure,
-                uri,
-                signing_secret,
-            ) = row
-            wait = next_attempt - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue  # read again: the subscriber may have unsubscribed meanwhile
-            async with semaphore:
-                headers = {
-                    "Content-Type": content_type,
-                    "X-PDN-Event-Id": event_id,
-                    "X-PDN-Topic": topic,
-                }
-                token = bearer_for(uri, self.tokens, self.bearer_token)
-                if token:
-                    headers["Authorization"] = f"Bearer {token}"
-                if signing_secret:  # signed as sent: each retry has its own timestamp
-                    headers.update(signed_headers(signing_secret, event_id, bytes(body)))
-                result = await poster.post(uri, bytes(body), headers, timeout=self.timeout)
-            now = time.time()
-            if result.ok:
-                connection.execute("DELETE FROM outbox_events WHERE id = ?", (rowid,))
-                self._delivered += 1
-                if attempts:
-                    log.info("%s: %s answers again (event %s)", self.name, shown_uri(uri), event_id)
-                continue
-            attempts += 1
-            first_failure = first_failure or now
-            if now - first_failure >= self.give_up_after:
-                with transaction(connection):
-                    _drop_subscription(connection, topic, uri)
-                self._expired += 1
-                log.warning(
-                    "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
-                    self.name,
-                    shown_uri(uri),
-                    topic,
-                    now - first_failure,
-                    result.error,
-                )
-                return
-            delay = backoff(attempts, first=self.first_retry, cap=self.max_backoff)
-            connection.execute(
-                "UPDATE outbox_events SET attempts = ?, next_attempt = ?, first_failure = ?,"
-                " last_error = ? WHERE id = ?",
-                (attempts, now + delay, first_failure, result.error, rowid),
+
+#: A subscriber, its back-off and its oldest event: the columns of server.delivery.head_of.
+_HEADS = (
+    "SELECT s.id, s.uri, s.attempts, s.next_attempt - ?, ? - s.first_failure,"
+    " e.id, e.event_id, e.topic, e.body, e.content_type, s.signing_secret"
+    " FROM pdn_outbox_subscriptions s LEFT JOIN pdn_outbox_events e ON e.id ="
+    " (SELECT MIN(id) FROM pdn_outbox_events WHERE subscription_id = s.id)"
+)
+
+
+class SingleProcessClaims:
+    """The claims of the one process delivering from a SQLite file: every subscriber with
+    pending events that none of its lanes works on. Nothing runs out (no lease), nobody else
+    publishes (a publish here wakes the loop; one that joined a caller's transaction and was
+    not followed by ``notify()`` is seen within :data:`POLL_INTERVAL`). Times are epoch
+    seconds of this machine's clock. Its own connection: ``synchronous=NORMAL`` (see the
+    module's docstring)."""
+
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+    transient: tuple[type[Exception], ...] = ()
+    poll = POLL_INTERVAL
+    lease = None
+    #: SQL: seconds since the oldest pending event was queued (for Outbox.stats).
+    oldest_age = f"{_SQLITE_NOW} - MIN(created)"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._give_up_after = GIVE_UP_AFTER
+        self._db: SqliteDatabase | None = None
+
+    def _database(self) -> SqliteDatabase:
+        assert self._db is not None, "open() first"
+        return self._db
+
+    async def open(self, outbox: Settings) -> None:
+        self._give_up_after = outbox.give_up_after
+        self._db = SqliteDatabase(self.path, synchronous="NORMAL")
+
+    async def close(self) -> None:
+        self._database().close()
+
+    def _heads(self, transaction: Transaction, where: str, params: tuple[Any, ...]) -> list[Head]:
+        now = time.time()
+        return [head_of(row) for row in transaction.rows(f"{_HEADS} {where}", (now, now, *params))]
+
+    async def claim(self, limit: int, working: Collection[int] = ()) -> list[Head]:
+        with self._database().connection() as connection:
+            return self._heads(
+                connection,
+                "WHERE e.id IS NOT NULL AND s.id NOT IN (SELECT value FROM json_each(?))"
+                " ORDER BY s.id LIMIT ?",
+                (json.dumps(list(working)), limit),
             )
-            level = logging.INFO if attempts == 1 else logging.DEBUG
-            log.log(
-                level, "%s: POST to %s failed (%s); retry %d in %.0f s",
-                self.name, shown_uri(uri), result.error, attempts, delay,
-            )  # fmt: skip
 
+    def _following(self, transaction: Transaction, subscriptions: list[int]) -> list[Head | None]:
+        found = {
+            h.subscription: h
+            for h in self._heads(
+                transaction,
+                "WHERE s.id IN (SELECT value FROM json_each(?))",
+                (json.dumps(subscriptions),),
+            )
+        }
+        return [found.get(sub) for sub in subscriptions]
 
-def _forget_lane(lanes: dict[int, asyncio.Task[None]], key: int, _task: object) -> None:
-    lanes.pop(key, None)
+    async def acknowledge(self, done: list[tuple[int, int]]) -> list[Head | None]:
+        with self._database().transaction() as transaction:
+            transaction.executemany(
+                "DELETE FROM pdn_outbox_events WHERE id = ?", [(row,) for _sub, row in done]
+            )
+            transaction.executemany(
+                "UPDATE pdn_outbox_subscriptions SET attempts = 0, next_attempt = NULL,"
+                " first_failure = NULL, last_error = NULL WHERE id = ? AND attempts > 0",
+                [(sub,) for sub, _row in done],
+            )
+            return self._following(transaction, [sub for sub, _row in done])
 
+    async def fail(self, failures: list[Failure]) -> list[tuple[str, float | None]]:
+        now = time.time()
+        outcomes: list[tuple[str, float | None]] = []
+        with self._database().transaction() as transaction:
+            for failure in failures:
+                row = transaction.row(
+                    "SELECT first_failure FROM pdn_outbox_subscriptions WHERE id = ?",
+                    (failure.subscription,),
+                )
+                if row is None:
+                    outcomes.append(("lost", None))
+                elif row[0] is not None and now - row[0] >= self._give_up_after:
+                    transaction.execute(
+                        "DELETE FROM pdn_outbox_events WHERE subscription_id = ?",
+                        (failure.subscription,),
+                    )
+                    transaction.execute(
+                        "DELETE FROM pdn_outbox_subscriptions WHERE id = ?",
+                        (failure.subscription,),
+                    )
+                    outcomes.append(("expired", now - row[0]))
+                else:
+                    transaction.execute(
+                        "UPDATE pdn_outbox_subscriptions SET attempts = ?, next_attempt = ?,"
+                        " first_failure = COALESCE(first_failure, ?), last_error = ?"
+                        " WHERE id = ?",
+                        (failure.attempts, now + failure.delay, now, failure.error,
+                         failure.subscription),
+                    )  # fmt: skip
+                    outcomes.append(("waiting", None))
+        return outcomes
 
-def _drop_subscription(connection: sqlite3.Connection, topic: str, uri: str) -> bool:
-    row = connection.execute(
-        "SELECT id FROM outbox_subscriptions WHERE topic = ? AND uri = ?", (topic, uri)
-    ).fetchone()
-    if row is None:
-        return False
-    connection.execute("DELETE FROM outbox_events WHERE subscription_id = ?", (row[0],))
-    connection.execute("DELETE FROM outbox_subscriptions WHERE id = ?", (row[0],))
-    return True
+    async def reread(self, subscriptions: list[int]) -> list[Head | None]:
+        with self._database().connection() as connection:
+            return self._following(connection, subscriptions)
+
+    async def renew(self, subscriptions: list[int]) -> set[int]:
+        return set(subscriptions)  # nothing runs out
+
+    async def listen(self, wake: asyncio.Event) -> None:
+        """Nobody else publishes to this file."""

@@ -1,9 +1,15 @@
 """The one way pdn opens PostgreSQL: a connection pool, explicit transactions, versioned schema
-migrations applied at start (the PostgreSQL counterpart of ``server.db``).
+migrations applied at start (the PostgreSQL counterpart of ``server.db``), and what only
+PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.sql``'s one SQL
+text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
+tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`,
+:meth:`PgDatabase.lock`). The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues
+that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.pgoutbox``
+(deliveries).
 
 Used by the scheduler when it runs on PostgreSQL (``pdn scheduler --database postgresql://...``)
-and by its outbox (``server.pgoutbox``). Needs the ``postgres`` extra (psycopg 3 and
-psycopg_pool): ``pip install '.[postgres]'``.
+and by its outbox. Needs the ``postgres`` extra (psycopg 3 and psycopg_pool):
+``pip install '.[postgres]'``.
 
 Usage::
 
@@ -23,19 +29,23 @@ transactional). A database from a newer pdn is refused (``server.db.SchemaTooNew
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.db import Migrations, SchemaTooNewError
+from server.db import Migrations, missing_statements
+from server.sql import Database, Dialect, Schema, Transaction, steps_for
 
 __all__ = [
     "MIGRATION_LOCK",
+    "PgDatabase",
     "check_idle_connection",
     "is_postgres_url",
     "migrate",
@@ -122,13 +132,11 @@ def migrate(pool: ConnectionPool[Connection], migrations: Migrations, *, compone
             " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
         found = schema_version(connection, component)
-        if found > target:
-            raise SchemaTooNewError(found, target)
-        if found == target:
+        missing = missing_statements(migrations, found)
+        if not missing:
             return found
-        for step in migrations[found:]:
-            for statement in step:
-                connection.execute(statement.encode())
+        for statement in missing:
+            connection.execute(statement.encode())
         connection.execute(
             "INSERT INTO pdn_schema (component, version) VALUES (%s, %s)"
             " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
@@ -136,3 +144,102 @@ def migrate(pool: ConnectionPool[Connection], migrations: Migrations, *, compone
         )
     log.info("%s: database schema migrated from version %d to %d", component, found, target)
     return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _text(sql: str) -> bytes:
+    """``server.sql``'s text for psycopg: ``?`` -> ``%s``, a literal ``%`` doubled."""
+    return sql.replace("%", "%%").replace("?", "%s").encode()
+
+
+class PgDatabase(Database):
+    """``server.sql``'s :class:`~server.sql.Database` on a pool of autocommit connections."""
+
+    dialect: Dialect = "postgresql"
+
+    def __init__(self, pool: ConnectionPool[Connection], *, own_pool: bool = False) -> None:
+        """``own_pool``: close the pool in :meth:`close`."""
+        self.pool = pool
+        self._own_pool = own_pool
+
+    @contextmanager
+    def connection(self) -> Iterator[Transaction]:
+        with self.pool.connection() as connection:
+            yield Transaction(connection, _text)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        with self.pool.connection() as connection, connection.transaction():
+            yield Transaction(connection, _text)
+
+    def joined(self, connection: Any) -> Transaction:
+        if not isinstance(connection, psycopg.Connection):
+            raise TypeError(f"not a PostgreSQL connection: {connection!r}")
+        return Transaction(connection, _text)
+
+    def migrate(self, schema: Schema, component: str, *, own_file: bool = False) -> int:
+        return migrate(self.pool, steps_for(schema, self.dialect), component=component)
+
+    def close(self) -> None:
+        if self._own_pool:
+            self.pool.close()
+
+    def next_number(self, table: str, column: str) -> str:
+        """The column's default, its sequence (``BIGSERIAL``): processes inserting at once
+        get different numbers."""
+        return "DEFAULT"
+
+    # LISTEN/NOTIFY
+
+    def notify(self, transaction: Transaction, channel: str, payload: str) -> None:
+        """PostgreSQL delivers it to every listener when (and only if) the transaction
+        commits."""
+        transaction.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
+    def listen(
+        self, channel: str, heard: Callable[[str | None], None], *, name: str
+    ) -> Callable[[], None]:
+        """LISTEN on a connection of its own, in a thread; a lost connection is opened again
+        (and ``heard(None)`` said: what was sent meanwhile is unknown)."""
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._listen, args=(channel, heard, stop), name=name, daemon=True
+        )
+        thread.start()
+
+        def stop_listening() -> None:
+            stop.set()
+            thread.join(timeout=5)
+
+        return stop_listening
+
+    def _listen(
+        self, channel: str, heard: Callable[[str | None], None], stop: threading.Event
+    ) -> None:
+        first = True
+        while not stop.is_set():
+            conninfo = self.pool.conninfo
+            try:
+                with psycopg.connect(
+                    conninfo() if callable(conninfo) else conninfo,
+                    autocommit=True,
+                    application_name=f"pdn-{channel}",
+                ) as connection:
+                    connection.execute(f"LISTEN {channel}".encode())
+                    if not first:
+                        heard(None)  # what was sent while not listening is unknown
+                    first = False
+                    while not stop.is_set():
+                        for notification in connection.notifies(timeout=0.5):
+                            heard(notification.payload)
+            except Exception as error:  # the database went away: listen again when it is back
+                if stop.is_set():
+                    return
+                log.warning("listening on %s failed (%s); retrying", channel, error)
+                stop.wait(1.0)
+
+    # Advisory locks
+
+    def lock(self, transaction: Transaction, key: str) -> None:
+        """``pg_advisory_xact_lock`` on the key's hash: held until the transaction ends."""
+        transaction.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (key,))

@@ -1,6 +1,7 @@
-"""The webhook outbox on PostgreSQL, shared by several processes: the same interface and the
-same delivery rules as ``server.outbox.Outbox`` (read its docstring first), for a segment that
-runs as several processes on one database (the scheduler, ``--database postgresql://...``).
+"""The webhook outbox on PostgreSQL, shared by several processes (the scheduler, ``--database
+postgresql://...``): :class:`PgOutbox` is ``server.outbox.Outbox`` (read its docstring first: the
+same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's way of
+dividing the deliveries between processes.
 
 Usage::
 
@@ -13,7 +14,7 @@ Usage::
         outbox.publish("schedule:lobby", body, "text/xml", connection=connection)
     outbox.notify()                                       # optional: PostgreSQL wakes them all
 
-What differs from the SQLite outbox, and why:
+What differs from one process on SQLite, and why:
 
 - **Exactly once in total, across processes.** A subscriber's events are delivered by one
   process at a time: a process *claims* the subscriber (its row in ``pdn_outbox_subscriptions``:
@@ -24,22 +25,20 @@ What differs from the SQLite outbox, and why:
   leases run out (``lease``, 30 s by default) the others take its subscribers over and deliver
   what it had not: the event it had in flight is sent again with the same ``X-PDN-Event-Id``
   (it was never acknowledged, or its 2xx came back but the delete never committed; receivers
-  de-duplicate by that id, as INTERFACE.md asks). No event is ever sent by two live processes:
-  at-least-once, with a duplicate only when a process dies between a 2xx and the batch that
-  records it (``server.pgdelivery`` says how claims, POSTs and acknowledgements are batched).
-- **Fast for thousands of subscribers.** ``publish`` is one ``INSERT ... SELECT`` over the
-  topic's subscriptions; delivery claims subscribers with their first event in batches and
-  acknowledges in batches (``server.pgdelivery``), and POSTs with ``server.webhookpost`` rather
-  than httpx (a tenth of the CPU per POST). Failing subscribers have their own share of the
-  POSTs in flight, so dead or silent receivers never hold up live ones.
+  de-duplicate by that id, as INTERFACE.md asks). No event is ever sent by two live processes.
+- **Fast for thousands of subscribers.** Claims, acknowledgements, failures and re-reads are
+  one statement per batch (``server.delivery.Batcher``), each over arrays of subscribers.
 - **Wake-ups through LISTEN/NOTIFY.** ``publish`` runs ``NOTIFY pdn_outbox`` in the publishing
   transaction, which PostgreSQL delivers to every listening process when (and only if) that
   transaction commits; each delivery loop LISTENs on a connection of its own. The loop also
   looks once every half ``lease`` for leases that ran out (a process that died notifies nobody).
-  Retries wait in the lane that holds the claim (its back-off is kept on the subscription row).
-- **Back-off state lives on the subscription**, not on its head event: dropping events (the
-  backlog bound, ``latest_only``) never resets a failing subscriber's back-off or its expiry.
 - Times are the database's (``now()``), so processes on machines whose clocks differ agree.
+
+Releasing a claim and publishing need no lock between them: a release decides "nothing left"
+on its statement's snapshot, so an event committed meanwhile may see its subscriber released
+by a statement that did not see it. The releasing process therefore claims again after every
+release (its next snapshot sees both), and a publisher that commits after the release is
+followed by its NOTIFY, which wakes every process to claim.
 
 ``stats()`` reports the whole database's subscriptions and pending events, and this process's
 delivered, dropped and expired counts.
@@ -52,356 +51,237 @@ import contextlib
 import logging
 import os
 import socket
-import threading
 import uuid
+from collections.abc import Collection
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from server.db import Migrations, SchemaTooNewError
-from server.limits import SubscriptionLimitError, limits
-from server.net import shown_uri
-from server.outbox import FIRST_RETRY, MAX_BACKOFF, TIMEOUT
-from server.pg import Connection, migrate
-from server.pgdelivery import DeliveryLoop, Tally
-from server.pins import Pins
-from server.webhookpost import Poster
+from server.delivery import Failure, Head, Settings, head_of
+from server.outbox import CHANNEL, TIMEOUT, Outbox
+from server.pg import Connection, PgDatabase
 
-__all__ = ["CHANNEL", "MIGRATIONS", "PgOutbox"]
+__all__ = ["LEASE", "LeasedClaims", "PgOutbox"]
 
 log = logging.getLogger("pdn.outbox")
 
-CHANNEL = "pdn_outbox"
 LEASE = 30.0
-SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' share
 
-MIGRATIONS: Migrations = (
-    (
-        """CREATE TABLE pdn_outbox_subscriptions (
-        id BIGSERIAL PRIMARY KEY,
-        topic TEXT NOT NULL,
-        uri TEXT NOT NULL,
-        created TIMESTAMPTZ NOT NULL DEFAULT now(),
-        owner TEXT,                     -- the process delivering its events (a claim)
-        lease_until TIMESTAMPTZ,        -- the claim is void after this
-        attempts INTEGER NOT NULL DEFAULT 0,
-        next_attempt TIMESTAMPTZ,       -- back-off: no POST before this
-        first_failure TIMESTAMPTZ,      -- failing since (expiry)
-        last_error TEXT,
-        UNIQUE (topic, uri)
-    )""",
-        """CREATE TABLE pdn_outbox_events (
-        id BIGSERIAL PRIMARY KEY,       -- publication order
-        subscription_id BIGINT NOT NULL
-            REFERENCES pdn_outbox_subscriptions (id) ON DELETE CASCADE,
-        event_id TEXT NOT NULL,         -- X-PDN-Event-Id
-        topic TEXT NOT NULL,
-        body BYTEA NOT NULL,
-        content_type TEXT NOT NULL,
-        created TIMESTAMPTZ NOT NULL DEFAULT now()
-    )""",
-        "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
-    ),
-    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
-    ("ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT",),
+# A subscriber's oldest pending event, for the lateral joins below ({sub}: the subscriber's id
+# column; {skip}: an event to pass over, the one just acknowledged, whose delete the statement's
+# own snapshot does not see yet).
+_HEAD = (
+    "LEFT JOIN LATERAL (SELECT e.id, e.event_id, e.topic, e.body, e.content_type,"
+    " (SELECT ss.signing_secret FROM pdn_outbox_subscriptions ss WHERE ss.id = {sub})"
+    " AS signing_secret"
+    " FROM pdn_outbox_events e WHERE e.subscription_id = {sub}{skip}"
+    " ORDER BY e.id LIMIT 1) h ON true"
 )
-SCHEMA_VERSION = len(MIGRATIONS)
+
+CLAIM = (
+    "WITH free AS (SELECT s.id FROM pdn_outbox_subscriptions s"
+    " WHERE (s.owner IS NULL OR s.lease_until < now())"
+    " AND EXISTS (SELECT 1 FROM pdn_outbox_events e WHERE e.subscription_id = s.id)"
+    " ORDER BY s.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
+    " claimed AS (UPDATE pdn_outbox_subscriptions s"
+    " SET owner = %(worker)s, lease_until = now() + %(lease)s FROM free WHERE s.id = free.id"
+    " RETURNING s.id, s.uri, s.attempts, s.next_attempt, s.first_failure)"
+    " SELECT c.id, c.uri, c.attempts, EXTRACT(EPOCH FROM c.next_attempt - now()),"
+    " EXTRACT(EPOCH FROM now() - c.first_failure),"
+    " h.id, h.event_id, h.topic, h.body, h.content_type, h.signing_secret FROM claimed c "
+    + _HEAD.format(sub="c.id", skip="")
+    + " ORDER BY c.id"
+)
+
+ACKNOWLEDGE = (
+    "WITH done(sub, row) AS (SELECT * FROM unnest(%(subs)s::bigint[], %(rows)s::bigint[])),"
+    " acked AS (DELETE FROM pdn_outbox_events e USING done WHERE e.id = done.row),"
+    " following AS (SELECT done.sub, h.id, h.event_id, h.topic, h.body, h.content_type,"
+    " h.signing_secret"
+    " FROM done " + _HEAD.format(sub="done.sub", skip=" AND e.id <> done.row") + "),"
+    " kept AS (UPDATE pdn_outbox_subscriptions s SET attempts = 0, next_attempt = NULL,"
+    " first_failure = NULL, last_error = NULL,"
+    " owner = CASE WHEN f.id IS NULL THEN NULL ELSE s.owner END,"
+    " lease_until = CASE WHEN f.id IS NULL THEN NULL ELSE now() + %(lease)s END"
+    " FROM following f WHERE s.id = f.sub AND s.owner = %(worker)s RETURNING s.id, s.uri)"
+    " SELECT k.id, k.uri, f.id, f.event_id, f.topic, f.body, f.content_type, f.signing_secret"
+    " FROM kept k JOIN following f ON f.sub = k.id"
+)
+
+FAIL = (
+    "WITH f(sub, attempts, delay, error) AS (SELECT * FROM unnest(%(subs)s::bigint[],"
+    " %(attempts)s::int[], %(delays)s::float8[], %(errors)s::text[])),"
+    " expired AS (DELETE FROM pdn_outbox_subscriptions s USING f"
+    " WHERE s.id = f.sub AND s.owner = %(worker)s AND s.first_failure <= now() - %(give_up)s"
+    " RETURNING s.id, s.topic, EXTRACT(EPOCH FROM now() - s.first_failure) AS failed_for),"
+    " waiting AS (UPDATE pdn_outbox_subscriptions s SET attempts = f.attempts,"
+    " next_attempt = now() + make_interval(secs => f.delay),"
+    " first_failure = COALESCE(s.first_failure, now()), last_error = f.error,"
+    " lease_until = now() + %(lease)s FROM f WHERE s.id = f.sub AND s.owner = %(worker)s"
+    " AND (s.first_failure IS NULL OR s.first_failure > now() - %(give_up)s) RETURNING s.id)"
+    " SELECT id, topic, failed_for FROM expired"
+    " UNION ALL SELECT id, NULL::text, NULL::numeric FROM waiting"
+)
+
+REREAD = (
+    "WITH owned AS (SELECT s.id, s.uri, s.attempts,"
+    " EXTRACT(EPOCH FROM s.next_attempt - now()) AS wait,"
+    " EXTRACT(EPOCH FROM now() - s.first_failure) AS failing,"
+    " h.id AS row, h.event_id, h.topic, h.body, h.content_type, h.signing_secret"
+    " FROM pdn_outbox_subscriptions s " + _HEAD.format(sub="s.id", skip="") + ""
+    " WHERE s.id = ANY(%(subs)s) AND s.owner = %(worker)s),"
+    " released AS (UPDATE pdn_outbox_subscriptions s SET owner = NULL, lease_until = NULL"
+    " FROM owned o WHERE s.id = o.id AND o.row IS NULL AND s.owner = %(worker)s)"
+    " SELECT * FROM owned"
+)
 
 
-def install_schema(pool: ConnectionPool[Connection]) -> None:
-    try:
-        migrate(pool, MIGRATIONS, component="outbox")
-    except SchemaTooNewError as error:
-        raise RuntimeError(
-            f"the outbox tables have version {error.found}, newer than this pdn ({SCHEMA_VERSION})"
-        ) from None
+# Renewal skips rows a batch statement has locked (that statement renews or ends their claim):
+# it never waits for a batch, so the two can never deadlock (each locks rows in its own order).
+RENEW = (
+    "WITH renewable AS (SELECT id FROM pdn_outbox_subscriptions"
+    " WHERE owner = %(worker)s AND id = ANY(%(subs)s) FOR UPDATE SKIP LOCKED),"
+    " renewed AS (UPDATE pdn_outbox_subscriptions s SET lease_until = now() + %(lease)s"
+    " FROM renewable r WHERE s.id = r.id)"
+    " SELECT id FROM pdn_outbox_subscriptions WHERE owner = %(worker)s"
+)
+
+RELEASE = (
+    "WITH released AS (UPDATE pdn_outbox_subscriptions SET owner = NULL, lease_until = NULL"
+    " WHERE owner = %(worker)s) SELECT pg_notify(%(channel)s, '')"
+)
 
 
-class PgOutbox:
-    """Subscriptions and pending events in PostgreSQL, delivered by every process that
-    ``start()``s one, each event by exactly one of them."""
+class LeasedClaims:
+    """Claims of one of several processes on one PostgreSQL: ``FOR UPDATE SKIP LOCKED`` takes
+    subscribers nobody holds (or whose holder's lease ran out), each held by this process's
+    ``worker`` name until its lease runs out; statements over arrays, one per batch."""
+
+    errors: tuple[type[Exception], ...] = (psycopg.Error,)
+    transient: tuple[type[Exception], ...] = (
+        psycopg.errors.DeadlockDetected,
+        psycopg.errors.SerializationFailure,
+    )
+    oldest_age = "EXTRACT(EPOCH FROM now() - MIN(created))"
+
+    def __init__(self, url: str, *, lease: float = LEASE, pool_size: int = 6) -> None:
+        """``pool_size``: the delivery loop's database connections (claims, and one per kind
+        of batch)."""
+        self.url = url
+        self.lease = lease
+        self.poll = lease / 2  # leases that ran out: a process that died notifies nobody
+        self.pool_size = pool_size
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._lease = timedelta(seconds=lease)
+        self._give_up = timedelta(0)
+        self._name = "outbox"
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+
+    async def open(self, outbox: Settings) -> None:
+        self._name = outbox.name
+        self._give_up = timedelta(seconds=outbox.give_up_after)
+        self._pool = AsyncConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True, "application_name": f"pdn-{outbox.name}-delivery"},
+            name=f"{outbox.name}-delivery",
+            open=False,
+        )
+        await self._pool.open(wait=True, timeout=30)
+
+    async def close(self) -> None:
+        """Let go of this process's claims (the NOTIFY tells the others to take them)."""
+        if self._pool is None:
+            return
+        with contextlib.suppress(psycopg.Error):  # else the leases run out
+            await self._rows(RELEASE, channel=CHANNEL)
+        await self._pool.close()
+
+    async def _rows(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        assert self._pool is not None, "open() first"
+        async with self._pool.connection() as connection:
+            cursor = await connection.execute(
+                sql, {"worker": self.worker, "lease": self._lease, **params}
+            )
+            return await cursor.fetchall() if cursor.description else []
+
+    async def claim(self, limit: int, working: Collection[int] = ()) -> list[Head]:
+        """``working``: this process's own lanes hold their subscribers by lease already."""
+        return [head_of(row) for row in await self._rows(CLAIM, limit=limit)]
+
+    async def acknowledge(self, done: list[tuple[int, int]]) -> list[Head | None]:
+        rows = await self._rows(
+            ACKNOWLEDGE, subs=[sub for sub, _ in done], rows=[row for _, row in done]
+        )
+        following = {
+            int(sub): head_of(
+                (sub, uri, 0, 0.0, None, row, event_id, topic, body, content_type, secret)
+            )
+            for sub, uri, row, event_id, topic, body, content_type, secret in rows
+        }
+        return [following.get(sub) for sub, _ in done]
+
+    async def fail(self, failures: list[Failure]) -> list[tuple[str, float | None]]:
+        rows = await self._rows(
+            FAIL,
+            subs=[f.subscription for f in failures],
+            attempts=[f.attempts for f in failures],
+            delays=[f.delay for f in failures],
+            errors=[f.error for f in failures],
+            give_up=self._give_up,
+        )
+        outcomes: dict[int, tuple[str, float | None]] = {
+            int(sub): ("waiting", None) if topic is None else ("expired", float(failed_for))
+            for sub, topic, failed_for in rows
+        }
+        return [outcomes.get(f.subscription, ("lost", None)) for f in failures]
+
+    async def reread(self, subscriptions: list[int]) -> list[Head | None]:
+        heads = {
+            h.subscription: h for h in map(head_of, await self._rows(REREAD, subs=subscriptions))
+        }
+        return [heads.get(sub) for sub in subscriptions]
+
+    async def renew(self, subscriptions: list[int]) -> set[int]:
+        return {int(sid) for (sid,) in await self._rows(RENEW, subs=subscriptions)}
+
+    async def listen(self, wake: asyncio.Event) -> None:
+        """LISTEN on a connection of its own; every NOTIFY (or a lost connection) wakes."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, application_name=f"pdn-{self._name}-listen"
+                ) as connection:
+                    await connection.execute(f"LISTEN {CHANNEL}".encode())
+                    wake.set()  # anything published while not listening
+                    async for _ in connection.notifies():
+                        wake.set()
+            except psycopg.Error as error:
+                log.warning("%s: LISTEN connection lost: %s", self._name, error)
+                wake.set()
+                await asyncio.sleep(1.0)
+
+
+class PgOutbox(Outbox):
+    """``server.outbox.Outbox`` in PostgreSQL, delivered by every process that ``start()``s
+    one, each event by exactly one of them (:class:`LeasedClaims`)."""
 
     def __init__(
         self,
         pool: ConnectionPool[Connection],
         *,
         name: str,
-        timeout: float = TIMEOUT,
-        first_retry: float = FIRST_RETRY,
-        max_backoff: float = MAX_BACKOFF,
-        give_up_after: float | None = None,
-        max_connections: int = 256,
-        bearer_token: str | None = None,
-        max_subscriptions: int | None = None,
-        max_backlog: int | None = None,
         lease: float = LEASE,
         delivery_pool_size: int = 6,
-        slow_after: float = SLOW_AFTER,
-        pins: Pins | None = None,
-        tokens: Pins | None = None,
+        **options: Any,
     ) -> None:
-        """``tokens(uri)``: a subscriber's own bearer token (a display's), before
-        ``bearer_token``. ``max_connections``: POSTs in flight at once (a quarter of them for
-        subscribers that are failing, see ``server.pgdelivery.Slots``); ``slow_after``:
-        seconds a POST may go unanswered before it leaves the live subscribers' share.
-        ``delivery_pool_size``: the delivery loop's database connections (claims, and one per
-        kind of batch)."""
-        bounds = limits()
+        """``options``: ``server.outbox.Outbox``'s. ``lease``: how long a claim lasts
+        unless renewed; it must outlast a POST (``timeout``) by a margin, a live owner keeps
+        renewing it. ``delivery_pool_size``: the delivery loop's database connections."""
         self.pool = pool
-        self.url = str(pool.conninfo)
-        self.name = name
-        self.timeout = timeout
-        self.first_retry = first_retry
-        self.max_backoff = max_backoff
-        self.give_up_after = bounds.subscriber_expiry if give_up_after is None else give_up_after
-        self.max_subscriptions = (
-            bounds.max_subscriptions if max_subscriptions is None else max_subscriptions
-        )
-        self.max_backlog = bounds.max_backlog if max_backlog is None else max_backlog
-        self.max_connections = max_connections
-        self.bearer_token = bearer_token
-        self.pins = pins  # the certificates of HTTPS subscribers, pinned (server.pins)
-        self.tokens = tokens
-        # A lease must outlast a POST (timeout) by a margin: a live owner keeps renewing it.
-        self.lease = max(lease, timeout + 1.0)
-        self.delivery_pool_size = delivery_pool_size
-        self.slow_after = min(slow_after, timeout)
-        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.tally = Tally()
-        install_schema(pool)
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
-        self.stopping = False
-
-    # Subscriptions
-
-    def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool:
-        """Add (topic, uri); True when new. SubscriptionLimitError at ``max_subscriptions``.
-
-        ``signing_secret`` (``whsec_...``): its updates are signed; subscribing again sets the
-        secret given (or none)."""
-        with self.pool.connection() as connection:
-            # Displays renew their subscriptions every minute: one read answers those, without
-            # the transaction and the topic-wide lock a new subscriber needs.
-            if self._subscribed(connection, topic, uri, signing_secret):
-                return False
-        with self.pool.connection() as connection, connection.transaction():
-            # One subscriber at a time per topic, across processes: the count stays exact.
-            connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (topic,))
-            if self._subscribed(connection, topic, uri, signing_secret):
-                return False
-            row = connection.execute(
-                "SELECT COUNT(*) FROM pdn_outbox_subscriptions WHERE topic = %s", (topic,)
-            ).fetchone()
-            if row is not None and row[0] >= self.max_subscriptions:
-                raise SubscriptionLimitError(self.max_subscriptions)
-            cursor = connection.execute(
-                "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
-                " VALUES (%s, %s, %s) ON CONFLICT (topic, uri) DO NOTHING",
-                (topic, uri, signing_secret),
-            )
-            created = cursor.rowcount > 0
-        if created:
-            log.info("%s: %s subscribed to %s", self.name, shown_uri(uri), topic)
-        return created
-
-    @staticmethod
-    def _subscribed(
-        connection: Connection, topic: str, uri: str, signing_secret: str | None
-    ) -> bool:
-        """True when (topic, uri) exists, its signing secret then set to ``signing_secret``
-        (written only when it changes: a renewal is a read)."""
-        found = connection.execute(
-            "SELECT signing_secret FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s",
-            (topic, uri),
-        ).fetchone()
-        if found is None:
-            return False
-        if found[0] != signing_secret:
-            connection.execute(
-                "UPDATE pdn_outbox_subscriptions SET signing_secret = %s"
-                " WHERE topic = %s AND uri = %s",
-                (signing_secret, topic, uri),
-            )
-        return True
-
-    def unsubscribe(self, topic: str, uri: str) -> bool:
-        """Remove (topic, uri) and its pending events; False when it was not subscribed."""
-        with self.pool.connection() as connection:
-            existed = _drop_subscription(connection, topic, uri)
-        if existed:
-            log.info("%s: %s unsubscribed from %s", self.name, shown_uri(uri), topic)
-        return existed
-
-    def subscribers(self, topic: str) -> list[str]:
-        with self.pool.connection() as connection:
-            rows = connection.execute(
-                "SELECT uri FROM pdn_outbox_subscriptions WHERE topic = %s ORDER BY id", (topic,)
-            ).fetchall()
-        return [str(uri) for (uri,) in rows]
-
-    # Events
-
-    def publish(
-        self,
-        topic: str,
-        body: bytes,
-        content_type: str,
-        *,
-        connection: Connection | None = None,
-        latest_only: bool = False,
-    ) -> int:
-        """Queue one event per current subscriber of ``topic``; returns how many.
-
-        With ``connection`` (a psycopg connection inside the caller's transaction) the rows and
-        the wake-up join that transaction; without, they are committed here."""
-        if connection is not None:
-            return self._queue(connection, topic, body, content_type, latest_only)
-        with self.pool.connection() as own, own.transaction():
-            count = self._queue(own, topic, body, content_type, latest_only)
-        self.notify()
-        return count
-
-    def _queue(
-        self, connection: Connection, topic: str, body: bytes, content_type: str, latest_only: bool
-    ) -> int:
-        # No lock on the subscriptions: a delivery loop that lets go of a claim without seeing
-        # these rows claims again afterwards, and the NOTIFY wakes the others (server.pgdelivery).
-        dropped = 0
-        if latest_only:
-            dropped += connection.execute(
-                "DELETE FROM pdn_outbox_events e USING pdn_outbox_subscriptions s"
-                " WHERE e.subscription_id = s.id AND s.topic = %s AND e.topic = %s"
-                " AND s.first_failure IS NOT NULL",
-                (topic, topic),
-            ).rowcount
-        # Room for the new event: at most max_backlog - 1 older ones stay per subscriber.
-        dropped += connection.execute(
-            "DELETE FROM pdn_outbox_events WHERE id IN (SELECT id FROM ("
-            " SELECT e.id, row_number() OVER (PARTITION BY e.subscription_id ORDER BY e.id DESC)"
-            " AS newer FROM pdn_outbox_events e JOIN pdn_outbox_subscriptions s"
-            " ON s.id = e.subscription_id WHERE s.topic = %s) ranked WHERE newer >= %s)",
-            (topic, self.max_backlog),
-        ).rowcount
-        queued = connection.execute(
-            "INSERT INTO pdn_outbox_events (subscription_id, event_id, topic, body, content_type)"
-            " SELECT id, gen_random_uuid()::text, topic, %s, %s FROM pdn_outbox_subscriptions"
-            " WHERE topic = %s ORDER BY id",
-            (body, content_type, topic),
-        ).rowcount
-        if queued:
-            connection.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-        if dropped:
-            self.tally.dropped += dropped
-            log.debug("%s: %d undelivered event(s) of %s dropped", self.name, dropped, topic)
-        return max(0, queued)
-
-    def notify(self) -> None:
-        """Wake this process's delivery loop at once (the others hear PostgreSQL's NOTIFY)."""
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(wake.set)
-
-    def stats(self) -> dict[str, Any]:
-        with self.pool.connection() as connection:
-            row = connection.execute(
-                "SELECT (SELECT COUNT(*) FROM pdn_outbox_subscriptions), COUNT(*),"
-                " EXTRACT(EPOCH FROM now() - MIN(created)) FROM pdn_outbox_events"
-            ).fetchone()
-        assert row is not None
-        subscriptions, pending, oldest = row
-        return {
-            "subscriptions": int(subscriptions),
-            "pending-events": int(pending),
-            "oldest-pending-age": None if oldest is None else max(0.0, float(oldest)),
-            "delivered": self.tally.delivered,
-            "dropped-events": self.tally.dropped,
-            "expired-subscriptions": self.tally.expired,
-        }
-
-    # Delivery thread
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self.stopping = False
-        ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), name=f"pgoutbox-{self.name}", daemon=True
-        )
-        self._thread.start()
-        ready.wait(10)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop delivering and let go of this process's claims (others take them at once)."""
-        thread = self._thread
-        if thread is None:
-            return
-        self.stopping = True
-        self.notify()
-        thread.join(timeout)
-        self._thread = None
-        with contextlib.suppress(psycopg.Error), self.pool.connection() as connection:
-            connection.execute(
-                "UPDATE pdn_outbox_subscriptions SET owner = NULL, lease_until = NULL"
-                " WHERE owner = %s",
-                (self.worker,),
-            )
-            connection.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-
-    def _run(self, ready: threading.Event) -> None:
-        try:
-            asyncio.run(self._main(ready))
-        except Exception:
-            log.exception("%s: the delivery thread failed", self.name)
-        finally:
-            ready.set()
-
-    async def _main(self, ready: threading.Event) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        wake = self._wake
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=self.delivery_pool_size,
-            kwargs={"autocommit": True, "application_name": f"pdn-{self.name}-delivery"},
-            name=f"{self.name}-delivery",
-            open=False,
-        )
-        await pool.open(wait=True, timeout=30)
-        # Kept connections: as many as POSTs in flight, so a burst to one receiver host (a
-        # proxy in front of many displays, the benchmark's receiver) reuses them.
-        poster = Poster(
-            idle_per_origin=self.max_connections,
-            max_idle=self.max_connections,
-            fallback_connections=self.max_connections,
-            pins=self.pins,
-        )
-        delivery = DeliveryLoop(self, pool, poster, wake)
-        listener = asyncio.create_task(delivery.listen(CHANNEL))
-        heartbeat = asyncio.create_task(delivery.heartbeat())
-        ready.set()
-        log.info("%s: webhook delivery started (%s)", self.name, self.worker)
-        try:
-            await delivery.run()
-        finally:
-            tasks = [listener, heartbeat, *delivery.tasks()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await poster.aclose()
-            await pool.close()
-            self._loop = None
-            log.info("%s: webhook delivery stopped", self.name)
-
-
-def _drop_subscription(connection: Connection, topic: str, uri: str) -> bool:
-    """Delete (topic, uri); its events go with it (ON DELETE CASCADE)."""
-    cursor = connection.execute(
-        "DELETE FROM pdn_outbox_subscriptions WHERE topic = %s AND uri = %s", (topic, uri)
-    )
-    return cursor.rowcount > 0
+        lease = max(lease, float(options.get("timeout", TIMEOUT)) + 1.0)
+        claims = LeasedClaims(str(pool.conninfo), lease=lease, pool_size=delivery_pool_size)
+        super().__init__(PgDatabase(pool), name=name, claims=claims, **options)

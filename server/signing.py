@@ -12,7 +12,7 @@ A receiver (:class:`Verifier`) refuses a missing or wrong signature and a timest
 update whose answer was lost: either way it was taken once). Receivers use any library of the
 standard; the tests check these signatures with the ``standardwebhooks`` package.
 
-No Flask: the outboxes (``server.outbox``, ``server.pgdelivery``) sign, the segments' HTTP
+No Flask: the outboxes (``server.delivery``) sign, the segments' HTTP
 faces verify.
 """
 

@@ -10,6 +10,7 @@ as root.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -43,6 +44,22 @@ os.environ.setdefault(
     "QTWEBENGINE_CHROMIUM_FLAGS",
     "--disable-gpu --disable-background-networking --disable-component-update",
 )
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """A test that runs ``server.cli.main`` in this process sets the root logger up as a
+    service does (a handler on stderr, INFO); undone after it, or the threads of later tests
+    would print their records between tests, outside pytest's capture."""
+    root = logging.getLogger()
+
+    def ours(handler: logging.Handler) -> bool:  # pytest's capture handlers are its own affair
+        return not type(handler).__module__.startswith("_pytest")
+
+    handlers, level = [h for h in root.handlers if ours(h)], root.level
+    yield
+    root.handlers[:] = handlers + [h for h in root.handlers if not ours(h)]
+    root.setLevel(level)
 
 
 # A real PostgreSQL (tests/pgserver.py): one server per test session, a database per test.

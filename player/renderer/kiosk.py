@@ -19,6 +19,7 @@ import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
@@ -50,6 +51,7 @@ from player.renderer.webslot import SlotState, WebSlot
 log = logging.getLogger("pdn.renderer")
 
 CLEAR_DELAY_MS = 250  # the old layer is cleared this long after the swap (the new one is up)
+COVER_POLL_MS = 50  # how often a layer waiting to be cleared asks whether the fade over it ended
 BEAT_MS = 1000
 FAILURE_MEMORY = 30.0  # seconds a prepared item's failure is remembered for its show()
 LAUNCH_FAILED = "exit code 1002"  # Chromium could not start a render process at all
@@ -174,6 +176,19 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
                 callback()  # type: ignore[operator]
 
         QTimer.singleShot(delay_ms, self, fire)
+
+    def _when_covered(self, item: QQuickItem, delay_ms: int, callback: Callable[[], None]) -> None:
+        """``callback`` after ``delay_ms`` and once ``item``'s fade in is over: the fade runs
+        on the render thread, whose time falls behind the GUI thread's clock when frames come
+        late (a loaded board), and what it fades in over must stay until it is opaque."""
+
+        def check() -> None:
+            if self.stage.fading(item):
+                self._later(COVER_POLL_MS, check)
+            else:
+                callback()
+
+        self._later(delay_ms, check)
 
     # -- the Renderer protocol ------------------------------------------------------------
 
@@ -465,21 +480,24 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         delay = CLEAR_DELAY_MS + fade_ms
         if isinstance(old, WebSlot) and old is not layer:
             self._outgoing = old if fade_ms else None
-            self._schedule_clear(old)
+            self._schedule_clear(old, item)
         elif old in (self.image_layer, self.video_layer):
-            self._after_native(old, layer, delay)
+            self._after_native(old, layer, delay, item)
         elif old is self.cover and layer is not self.cover:
-            self._later(delay, self._clear_cover)
+            self._when_covered(item, delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
-            self._release_still_after(delay)
+            self._release_still_after(delay, item)
 
     def _clear_cover(self) -> None:
         if self._front is not self.cover:
             self.cover.clear()
 
-    def _release_still_after(self, delay_ms: int) -> None:
+    def _release_still_after(self, delay_ms: int, covering: QQuickItem | None = None) -> None:
         holds = self.still.holds
-        self._later(delay_ms, lambda: self._release_still(holds))
+        if covering is None:
+            self._later(delay_ms, lambda: self._release_still(holds))
+        else:
+            self._when_covered(covering, delay_ms, lambda: self._release_still(holds))
 
     def _release_still(self, holds: int) -> None:
         """Let the still go once covered, unless it holds again since (a newer item with one
@@ -488,7 +506,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             self.still.release()
             self._still_source = None
 
-    def _schedule_clear(self, slot: WebSlot) -> None:
+    def _schedule_clear(self, slot: WebSlot, covering: QQuickItem | None = None) -> None:
+        """Clear ``slot`` once the item fading in over it (``covering``) is opaque."""
         generation = slot.generation
 
         def clear() -> None:
@@ -500,7 +519,11 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             ):
                 slot.clear()
 
-        self._later(CLEAR_DELAY_MS + self.options.crossfade_ms, clear)
+        delay = CLEAR_DELAY_MS + self.options.crossfade_ms
+        if covering is None:
+            self._later(delay, clear)
+        else:
+            self._when_covered(covering, delay, clear)
 
     def _frame_swapped(self) -> None:
         if self._front is not None:  # a frame of something, not of the empty stage

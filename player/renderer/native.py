@@ -50,6 +50,7 @@ class NativeMedia:
     _prepared_native: dict[str, PlayItem]
     _serial: int
     _later: Callable[[int, Callable[[], None]], None]
+    _when_covered: Callable[[QQuickItem, int, Callable[[], None]], None]
 
     def _swap_to(self, layer: Layer) -> None:
         raise NotImplementedError
@@ -155,18 +156,27 @@ class NativeMedia:
         if self._front is self.video_layer and current is not None and listener is not None:
             listener.item_ended(current.token)
 
-    def _after_native(self, old: Layer | None, new: Layer, delay_ms: int) -> None:
-        """Release what a native layer that was in front holds once ``new`` covers it."""
+    def _after_native(
+        self, old: Layer | None, new: Layer, delay_ms: int, covering: QQuickItem | None = None
+    ) -> None:
+        """Release what a native layer that was in front holds once ``new`` covers it (once
+        ``covering``, fading in over it, is opaque)."""
         if not isinstance(old, ImageLayer | VideoLayer):
             return
         if new is not old:
             clear = self._clear_pictures if old is self.image_layer else self._clear_videos
+        else:
+            # Not if another item of the layer comes in front by then: the back item is then
+            # the outgoing one of that newer fade, still on screen.
+            presents = old.presents
+
+            def clear() -> None:
+                old.clear_back(presents)
+
+        if covering is None:
             self._later(delay_ms, clear)
-            return
-        # Not if another item of the layer comes in front by then: the back item is then the
-        # outgoing one of that newer fade, still on screen.
-        presents = old.presents
-        self._later(delay_ms, lambda: old.clear_back(presents))
+        else:
+            self._when_covered(covering, delay_ms, clear)
 
     def _clear_pictures(self) -> None:
         if self._front is not self.image_layer:

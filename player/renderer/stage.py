@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import (
     Q_ARG,
     Q_RETURN_ARG,
@@ -129,6 +130,15 @@ class Stage(QObject):
             animator, "play", Q_ARG(float, begin), Q_ARG(float, end), Q_ARG(int, ms)
         )
         return animator
+
+    @staticmethod
+    def fading(item: QQuickItem) -> bool:
+        """True while ``item``'s fade runs on the render thread (an item Qt has since
+        destroyed is not fading)."""
+        if not shiboken6.isValid(item):
+            return False
+        animator = item.findChild(QObject, "fade")
+        return animator is not None and bool(animator.property("running"))
 
     def stop_fade(self, item: QQuickItem, opacity: float) -> None:
         """End a fade of ``item`` now, at ``opacity``."""

@@ -20,15 +20,15 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from server.ctl import (
+from server.ctlhttp import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNEXPECTED,
     EXIT_USAGE,
     CtlError,
-    _base,
-    _call,
-    _check,
+    base_url,
+    call,
+    check,
 )
 
 JSON = "application/json"
@@ -158,7 +158,7 @@ def _body(value: dict[str, Any]) -> bytes:
 def _assignment(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"schedule": args.schedule}
     if args.display:
-        body["display"] = _base(args.display, "--display")
+        body["display"] = base_url(args.display, "--display")
     else:
         body["group"] = args.group
     return body
@@ -169,34 +169,34 @@ def _target(body: dict[str, Any]) -> str:
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     body = _assignment(args)
-    response = _call("POST", f"{scheduler}/x/assignments", body=_body(body), content_type=JSON)
-    _check(response)
+    response = call("POST", f"{scheduler}/x/assignments", body=_body(body), content_type=JSON)
+    check(response)
     already = " (it already was)" if response.status_code == 200 else ""
     print(f"schedule {args.schedule} assigned to {_target(body)}{already}")
     return EXIT_OK
 
 
 def cmd_unassign(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     body = _assignment(args)
-    _check(_call("DELETE", f"{scheduler}/x/assignments", body=_body(body), content_type=JSON))
+    check(call("DELETE", f"{scheduler}/x/assignments", body=_body(body), content_type=JSON))
     print(f"schedule {args.schedule} no longer assigned to {_target(body)}")
     return EXIT_OK
 
 
 def cmd_group(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
-    display = _base(args.display, "DISPLAY_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
+    display = base_url(args.display, "DISPLAY_URL")
     method = "DELETE" if args.remove else "POST"
-    response = _call(
+    response = call(
         method,
         f"{scheduler}/x/groups/{args.name}/displays",
         body=_body({"display": display}),
         content_type=JSON,
     )
-    _check(response)
+    check(response)
     if args.remove:
         print(f"{display} is no longer in the group {args.name}")
     else:
@@ -206,21 +206,21 @@ def cmd_group(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
-    display = _base(args.display, "DISPLAY_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
+    display = base_url(args.display, "DISPLAY_URL")
     body = _body({"display": display})
-    _check(_call("POST", f"{scheduler}/x/displays/approve", body=body, content_type=JSON))
+    check(call("POST", f"{scheduler}/x/displays/approve", body=body, content_type=JSON))
     print(f"{display} is approved: it gets its schedules now")
     return EXIT_OK
 
 
 def cmd_add_display(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
-    body: dict[str, Any] = {"url": _base(args.display, "DISPLAY_URL"), "code": args.code}
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
+    body: dict[str, Any] = {"url": base_url(args.display, "DISPLAY_URL"), "code": args.code}
     if args.pin:
         body["pin"] = args.pin.lower()
-    answer = _check(
-        _call("POST", f"{scheduler}/x/displays/pair", body=_body(body), content_type=JSON)
+    answer = check(
+        call("POST", f"{scheduler}/x/displays/pair", body=_body(body), content_type=JSON)
     )
     pinned = (
         f", certificate {answer['tls-fingerprint']} pinned" if "tls-fingerprint" in answer else ""
@@ -245,7 +245,7 @@ def _rfc3339(option: str, text: str | None) -> str | None:
 
 
 def cmd_plays(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     query = {
         key: value
         for key, value in (
@@ -259,12 +259,12 @@ def cmd_plays(args: argparse.Namespace) -> int:
     if query:
         url += "?" + urlencode(query)
     if args.csv:
-        response = _call("GET", url, accept="text/csv")
+        response = call("GET", url, accept="text/csv")
         if response.status_code >= 400:
-            _check(response)
+            check(response)
         sys.stdout.write(response.text)
         return EXIT_OK
-    answer = _check(_call("GET", url))
+    answer = check(call("GET", url))
     if not isinstance(answer, dict) or not isinstance(answer.get("plays"), list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
     if args.json:
@@ -290,8 +290,8 @@ def cmd_plays(args: argparse.Namespace) -> int:
 
 
 def cmd_broadcast(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
-    content = _base(args.content, "CONTENT_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
+    content = base_url(args.content, "CONTENT_URL")
     if not 0 < args.timeout <= 3600:
         raise CtlError(EXIT_USAGE, "--timeout must be between 0 and 3600 seconds")
     body = {
@@ -300,7 +300,7 @@ def cmd_broadcast(args: argparse.Namespace) -> int:
         "duration": args.duration,
         "timeout": args.timeout,
     }
-    report = _check(_call("POST", f"{scheduler}/x/broadcasts", body=_body(body), content_type=JSON))
+    report = check(call("POST", f"{scheduler}/x/broadcasts", body=_body(body), content_type=JSON))
     broadcast_id = report.get("id") if isinstance(report, dict) else None
     if not isinstance(broadcast_id, int):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {report!r}")
@@ -319,7 +319,7 @@ def cmd_broadcast(args: argparse.Namespace) -> int:
         if len(told) == len(report["displays"]) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-        report = _check(_call("GET", f"{scheduler}/x/broadcasts/{broadcast_id}"))
+        report = check(call("GET", f"{scheduler}/x/broadcasts/{broadcast_id}"))
     missing = [e["display"] for e in report["displays"] if e["status"] != "confirmed"]
     if missing:
         print(f"{len(missing)} of {len(report['displays'])} screen(s) did not confirm")
@@ -329,23 +329,23 @@ def cmd_broadcast(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    scheduler = _base(args.scheduler, "SCHEDULER_URL")
+    scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     if args.thumbnail:
         if not args.output:
             raise CtlError(EXIT_USAGE, "--thumbnail needs -o FILE")
-        query = urlencode({"display": _base(args.thumbnail, "--thumbnail")})
-        taken = _check(_call("POST", f"{scheduler}/x/displays/thumbnail?{query}"))
+        query = urlencode({"display": base_url(args.thumbnail, "--thumbnail")})
+        taken = check(call("POST", f"{scheduler}/x/displays/thumbnail?{query}"))
         problem = (taken.get("thumbnail") or {}).get("error") if isinstance(taken, dict) else None
         if problem:
             raise CtlError(EXIT_REFUSED, f"no new thumbnail: {problem}")
-        response = _call("GET", f"{scheduler}/x/displays/thumbnail?{query}", accept="image/png")
+        response = call("GET", f"{scheduler}/x/displays/thumbnail?{query}", accept="image/png")
         if response.status_code != 200:
-            _check(response)
+            check(response)
         with open(args.output, "wb") as out:
             out.write(response.content)
         print(f"{args.output}: {len(response.content)} bytes")
         return EXIT_OK
-    answer = _check(_call("GET", f"{scheduler}/x/fleet"))
+    answer = check(call("GET", f"{scheduler}/x/fleet"))
     if not isinstance(answer, list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
     if args.json:

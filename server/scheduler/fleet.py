@@ -25,14 +25,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from server.outbox import Outbox
 from server.scheduler.schedules import ScheduleLibrary, removal_document, with_root_name
 from server.scheduler.storage import Assignment, SchedulerStorage, display_key
-
-if TYPE_CHECKING:
-    from server.pgoutbox import PgOutbox  # psycopg: only with --database postgresql://
 
 log = logging.getLogger("pdn.scheduler.fleet")
 
@@ -73,7 +69,7 @@ class Fleet:
         self,
         storage: SchedulerStorage,
         library: ScheduleLibrary,
-        outbox: Outbox | PgOutbox,
+        outbox: Outbox,
         *,
         extra: ExtraDocuments = lambda url: (),
     ) -> None:

@@ -23,9 +23,10 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from server.pg import Connection, transaction
-from server.pgoutbox import install_schema as install_outbox_schema
-from server.scheduler.pgstorage import PgStorage
+from server.outbox import install_schema as install_outbox_schema
+from server.pg import Connection, PgDatabase, transaction
+from server.scheduler.storage import SchedulerStorage
+from server.sql import SqliteDatabase
 
 __all__ = ["MigrationRefusedError", "copy_to_postgres"]
 
@@ -70,11 +71,9 @@ def copy_to_postgres(data_dir: Path, pool: ConnectionPool[Connection]) -> dict[s
     if not registry.is_file():
         raise MigrationRefusedError(f"no scheduler registry in {data_dir} (no scheduler.sqlite3)")
     # Opening them migrates old SQLite files to the current schema first (as a start would).
-    from server.scheduler.storage import SqliteStorage
-
-    SqliteStorage(registry).close()
-    PgStorage(pool)  # creates or upgrades the PostgreSQL tables
-    install_outbox_schema(pool)
+    SchedulerStorage(SqliteDatabase(registry)).close()
+    SchedulerStorage(PgDatabase(pool))  # creates or upgrades the PostgreSQL tables
+    install_outbox_schema(PgDatabase(pool))
     counts: dict[str, int] = {}
     source = sqlite3.connect(f"file:{registry}?mode=ro", uri=True)
     try:
@@ -115,13 +114,16 @@ def _insert(target: Connection, table: str, columns: str, rows: list[Any]) -> No
 
 
 def _copy_outbox(path: Path, target: Connection) -> dict[str, int]:
+    outbox = SqliteDatabase(path)
+    install_outbox_schema(outbox)  # an old file's tables to the current schema first
+    outbox.close()
     source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         subscriptions = source.execute(
-            "SELECT id, topic, uri, signing_secret FROM outbox_subscriptions ORDER BY id"
+            "SELECT id, topic, uri, signing_secret FROM pdn_outbox_subscriptions ORDER BY id"
         ).fetchall()
         events = source.execute(
-            "SELECT subscription_id, event_id, topic, body, content_type FROM outbox_events"
+            "SELECT subscription_id, event_id, topic, body, content_type FROM pdn_outbox_events"
             " ORDER BY id"
         ).fetchall()
     finally:

@@ -2,8 +2,9 @@
 PostgreSQL (issue 14): :class:`PgProbeQueue` divides the reads, :class:`PgStatusBook` keeps the
 fleet status (``GET /x/fleet``) in the database, so any process answers it alike.
 
-Tables (migration 3 of ``server.scheduler.pgstorage``): the displays table's ``<kind>_due`` and
-``<kind>_failures`` columns (indexed by due time) and ``display_status`` (one row per display:
+Tables (PostgreSQL's own migrations in ``server.scheduler.storage``): the displays table's
+``<kind>_due``, ``<kind>_failures`` and ``<kind>_error`` columns (indexed by due time) and
+``display_status`` (one row per display:
 its status fields as JSON, the revision of its last change from the sequence
 ``display_status_revision``, and its thumbnail, at most :data:`MAX_SHARED_THUMBNAIL` bytes).
 Times are the database's clock, so processes on machines whose clocks differ agree.
@@ -41,17 +42,40 @@ def _kind(kind: str) -> str:
     return kind
 
 
+#: Displays registered (or approved) since: their lead read due at once, their follower parked
+#: until that read finds them, no failure counted.
+_MADE_DUE = (
+    f"UPDATE displays SET {LEAD}_due = 0, {LEAD}_failures = 0, {LEAD}_error = NULL,"
+    f" {FOLLOWER}_due = 'Infinity', {FOLLOWER}_failures = 0, {FOLLOWER}_error = NULL"
+    " WHERE key = ANY(%s)"
+)
+
+
 class PgProbeQueue:
     """:class:`server.scheduler.probes.ProbeQueue` in the displays table: one statement claims
     a batch, one records a batch of finished reads. A parked follower read is due at
-    ``'Infinity'`` (never, and last in the due index)."""
+    ``'Infinity'`` (never, and last in the due index; a new row's default)."""
 
     def __init__(self, pool: ConnectionPool[Connection]) -> None:
         self._pool = pool
+        self._lock = threading.Lock()
+        self._made_due: set[str] = set()  # keys of displays due_now was told of
+
+    def due_now(self, url: str) -> None:
+        """Recorded by this process's next claim (the registration wakes its loops), in one
+        statement for every display registered meanwhile: a burst of registrations costs one
+        write, not one each. A new display's row is due so already (its columns' defaults);
+        this is for one registered again, or approved."""
+        with self._lock:
+            self._made_due.add(display_key(url))
 
     def claim(self, kind: str, limit: int, lease: float) -> list[Claim]:
         column = _kind(kind)
+        with self._lock:
+            made_due, self._made_due = self._made_due, set()
         with self._pool.connection() as connection:
+            if made_due:
+                connection.execute(_MADE_DUE, (sorted(made_due),))
             rows = connection.execute(
                 f"UPDATE displays d SET {column}_due = {_NOW} + %s"
                 f" FROM (SELECT key, {column}_due AS was_due FROM displays"
@@ -94,9 +118,6 @@ class PgProbeQueue:
                     [read.unreachable for read in finished],
                 ),
             )
-
-    def due_now(self, url: str) -> None:
-        """Nothing to do: registering (``PgStorage.upsert_display``) made it due."""
 
 
 _STORED_FIELDS = [

@@ -32,12 +32,12 @@ from server.scheduler.plays import (
 from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
-from server.scheduler.storage import PlayRecord, SchedulerStorage, SqliteStorage
+from server.scheduler.storage import PlayRecord, SchedulerStorage
+from server.sql import SqliteDatabase
 from server.standalone import SegmentService, display_token, enrolment_token
 
 if TYPE_CHECKING:
     from server.outbox import Outbox
-    from server.pgoutbox import PgOutbox
 
 log = logging.getLogger("pdn.scheduler")
 
@@ -68,7 +68,7 @@ class SchedulerService(SegmentService):
         super().__init__("scheduler")
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
-        self.outbox: Outbox | PgOutbox
+        self.outbox: Outbox
         # The certificates of displays serving HTTPS, pinned when they registered (read from
         # the storage made below, when first needed).
         self.pins = PinBook(self._tls_pins)
@@ -87,9 +87,8 @@ class SchedulerService(SegmentService):
                 host,
             )
         if database:
-            from server.pg import open_pool
+            from server.pg import PgDatabase, open_pool
             from server.pgoutbox import PgOutbox
-            from server.scheduler.pgstorage import PgStorage
 
             self._pool = open_pool(database, name="scheduler", max_size=10)
             self.outbox = PgOutbox(
@@ -99,10 +98,13 @@ class SchedulerService(SegmentService):
                 pins=self.pins.pin,
                 tokens=self.tokens.get,
             )
-            self.storage = storage or PgStorage(self._pool)
+            self.storage = storage or SchedulerStorage(PgDatabase(self._pool))
         else:
             self.outbox = self._outbox(data_dir, pins=self.pins.pin, tokens=self.tokens.get)
-            self.storage = storage or SqliteStorage(data_dir / "scheduler.sqlite3")
+            # A registration answered 201 must survive a power cut: synchronous=FULL.
+            self.storage = storage or SchedulerStorage(
+                SqliteDatabase(data_dir / "scheduler.sqlite3", busy_timeout=5.0)
+            )
         self.library = ScheduleLibrary(schedules_dir, self.storage, self._publish)
         self.broadcasts = Broadcasts()
         self.fleet = Fleet(
@@ -217,8 +219,8 @@ class SchedulerService(SegmentService):
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
-        self.prober.poke(url)
-        self.fleet_status.poke(url)
+        self.prober.poke(url)  # due at once in the queue the prober and fleet status share
+        self.fleet_status.poke()
 
     def _publish(self, schedule_id: str, body: bytes, connection: Any = None) -> None:
         """``connection``: the storage's transaction storing the change (PostgreSQL: the

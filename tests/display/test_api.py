@@ -135,6 +135,8 @@ def test_request_duration_forms(display: Display, duration: object) -> None:
         "/schedule", json={"content-item": "http://example.org/", "preferred-duration": duration}
     )
     assert response.json() == {"request-status": "scheduling"}
+    # On screen before the test ends, so that the engine's "on screen" log line is this test's.
+    display.wait_playback(lambda record: record["content-item"] == "http://example.org/")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from player.store import DisplayStore, SensorReading
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
 from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
 from server.outbox import Outbox
-from server.scheduler.storage import SqliteStorage
+from server.scheduler.storage import SchedulerStorage
+from server.sql import SqliteDatabase
 
 # What pdn 0.1.0 wrote, statement for statement (its own code, before server.db existed).
 
@@ -246,6 +247,48 @@ def test_an_old_display_file_keeps_its_state_and_events(tmp_path: Path) -> None:
     assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
 
 
+def test_an_old_outbox_keeps_a_failing_subscribers_back_off(tmp_path: Path) -> None:
+    """The release before issue 24 kept a failing subscriber's back-off on its oldest event;
+    now it is on the subscription, taken over when the tables are rebuilt."""
+    path = tmp_path / "outbox.sqlite3"
+    old_file(
+        path,
+        *OLD_OUTBOX_SCHEMA,
+        "ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT",
+        "UPDATE outbox_schema SET version = 2",
+        rows=(
+            (
+                "INSERT INTO outbox_subscriptions (topic, uri, created, signing_secret)"
+                " VALUES (?, ?, ?, ?)",
+                ("sensor", "http://127.0.0.1:9/dead", 1.0, "whsec_" + "C" * 32),
+            ),
+            ("INSERT INTO outbox_subscriptions (topic, uri, created) VALUES (?, ?, ?)",
+             ("sensor", "http://127.0.0.1:9/live", 2.0)),
+            (
+                "INSERT INTO outbox_events (subscription_id, event_id, topic, body,"
+                " content_type, created, attempts, next_attempt, first_failure, last_error)"
+                " VALUES (1, 'e1', 'sensor', x'31', 'text/plain', 3.0, 4, 99.0, 5.0, 'HTTP 503'),"
+                " (1, 'e2', 'sensor', x'32', 'text/plain', 6.0, 0, 6.0, NULL, NULL),"
+                " (2, 'e3', 'sensor', x'33', 'text/plain', 7.0, 0, 7.0, NULL, NULL)",
+                (),
+            ),
+        ),
+    )  # fmt: skip
+    Outbox(path, name="test").stop()  # not started: nothing is sent
+    assert read(
+        path,
+        "SELECT id, uri, created, attempts, next_attempt, first_failure, last_error,"
+        " signing_secret FROM pdn_outbox_subscriptions ORDER BY id",
+    ) == [
+        (1, "http://127.0.0.1:9/dead", 1.0, 4, 99.0, 5.0, "HTTP 503", "whsec_" + "C" * 32),
+        (2, "http://127.0.0.1:9/live", 2.0, 0, None, None, None, None),
+    ]
+    assert read(
+        path, "SELECT id, subscription_id, event_id, body, created FROM pdn_outbox_events"
+    ) == [(1, 1, "e1", b"1", 3.0), (2, 1, "e2", b"2", 6.0), (3, 2, "e3", b"3", 7.0)]
+    assert read(path, "SELECT version FROM outbox_schema") == [(OUTBOX_SCHEMA,)]
+
+
 def test_a_new_display_file_has_the_versions_the_old_code_reads(tmp_path: Path) -> None:
     path = tmp_path / "display.db"
     DisplayStore(path).close()
@@ -273,7 +316,7 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
         ),
     )
     for _ in range(2):
-        storage = SqliteStorage(path)
+        storage = SchedulerStorage(SqliteDatabase(path))
         try:
             assert [(d.url, d.location, d.pending) for d in storage.displays()] == [
                 ("http://d1:8080/", {"room": "lobby"}, False)  # registered before: approved

@@ -257,3 +257,29 @@ def test_an_mp4_from_a_server_without_ranges_is_fetched_whole(
     assert len(list(spool.iterdir())) == 1
     show_and_wait(renderer, reports, video_item(videos["vp9"]))
     assert wait_until(lambda: not list(spool.iterdir()), 3)  # released once covered
+
+
+def test_the_page_stays_under_a_fade_that_runs_late(
+    make_renderer: Callable[..., tuple[KioskRenderer, Reports]],
+    videos: dict[str, Path],
+    http_server: LoopbackServer,
+) -> None:
+    """The fade runs on the render thread, whose time falls behind the GUI's clock when frames
+    come late (a loaded board): what it fades in over stays until it is opaque, however long
+    that takes, never cleared on the GUI's clock to show black under a half-faded video. The
+    fade is made late here by playing it again, slower, once the video is shown."""
+    renderer, reports = make_renderer(crossfade_ms=300)
+    show_and_wait(renderer, reports, page_item(http_server))
+    red = VIDEOS["h264"][0]
+    show_and_wait(renderer, reports, video_item(videos["h264"]))
+    item = renderer.video_layer.front_item()
+    assert item is not None
+    # Long enough to be running still after the wait below (on Xvfb, with no vsync to pace
+    # them, animations run faster than the clock; under load, slower).
+    renderer.stage.fade(item, 0.3, 1.0, 60_000)
+    process_for(1.5)  # the page's clearing was due 250 + 300 ms after the swap
+    assert renderer.stage.fading(item)
+    point = centre(renderer)
+    assert blend_of([point], PAGE_GREEN, red) and not near(point, red, TOLERANCE), point
+    renderer.stage.stop_fade(item, 1.0)
+    assert wait_until(lambda: near(centre(renderer), red, TOLERANCE), 10), centre(renderer)

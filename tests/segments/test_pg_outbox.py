@@ -304,7 +304,7 @@ def test_batch_claims_by_two_processes_deliver_each_event_once_in_order(
     receiver: Receiver,
     workers: list[Worker],
 ) -> None:
-    """More subscribers than one claim takes (server.pgdelivery.CLAIM_BATCH): the two
+    """More subscribers than one claim takes (server.delivery.CLAIM_BATCH): the two
     processes claim batch after batch side by side, and still every subscriber gets every
     change once, in publication order."""
     subscribers = 1200

@@ -16,7 +16,8 @@ from server.scheduler.probes import (
     ProbeQueue,
     connect_problem,
 )
-from server.scheduler.storage import SchedulerStorage, SqliteStorage
+from server.scheduler.storage import SchedulerStorage
+from server.sql import SqliteDatabase
 from tests.pgserver import free_port
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
@@ -29,15 +30,14 @@ def queue_and_storage(
 ) -> Iterator[tuple[ProbeQueue, SchedulerStorage]]:
     storage: SchedulerStorage
     if request.param == "postgresql":
-        from server.pg import open_pool
+        from server.pg import PgDatabase, open_pool
         from server.scheduler.pgfleet import PgProbeQueue
-        from server.scheduler.pgstorage import PgStorage
 
         pool = open_pool(request.getfixturevalue("postgres_url"), name="test", max_size=2)
-        storage = PgStorage(pool, own_pool=True)
+        storage = SchedulerStorage(PgDatabase(pool, own_pool=True))
         yield PgProbeQueue(pool), storage
     else:
-        storage = SqliteStorage(tmp_path / "scheduler.sqlite3")
+        storage = SchedulerStorage(SqliteDatabase(tmp_path / "scheduler.sqlite3"))
         yield MemoryProbeQueue(storage), storage
     storage.close()
 

@@ -1,36 +1,27 @@
-"""How the PostgreSQL outbox delivers (``server.pgoutbox.PgOutbox.start`` runs this in its
-delivery thread): claims, POSTs and acknowledgements in batches, so that one process delivers
-thousands of events a second with a handful of statements, not eight round trips per event.
+"""How the webhook outbox delivers, on either database (``server.outbox.Outbox.start`` runs this in
+its delivery thread): the one delivery core of issue 24, with a claim strategy per database.
 
 The loop, per process:
 
-1. **Claim** up to ``CLAIM_BATCH`` subscribers that have pending events and no live owner, each
-   with its oldest event, in one statement (``FOR UPDATE SKIP LOCKED``: processes claiming
-   together take disjoint subscribers; ``owner`` and ``lease_until`` set in the same ``UPDATE
-   ... RETURNING``). It claims while it has room (``max_lanes`` subscribers being worked on,
-   those waiting out a back-off not counted), on every NOTIFY, and every half lease (a dead
-   process's leases run out and nobody notifies).
+1. **Claim** up to ``CLAIM_BATCH`` subscribers that have pending events, each with its oldest
+   event (:class:`Claims`: on SQLite the one process takes every subscriber it is not already
+   working on, ``server.outbox.SingleProcessClaims``; on PostgreSQL, processes claiming
+   together take disjoint subscribers and hold them by a lease, ``server.pgoutbox``). It claims
+   while it has room (``max_lanes`` subscribers being worked on, those waiting out a back-off
+   not counted), whenever it is woken (a publish, a NOTIFY) and every ``Claims.poll`` seconds.
 2. **Deliver**: one lane (task) per claimed subscriber POSTs its events one at a time, oldest
    first (per-subscriber order). POSTs in flight are bounded (:class:`Slots`): subscribers that
    failed last time have their own share, so dead, refusing or silent receivers never take the
    slots of live ones.
-3. **Acknowledge** in batches: one statement deletes every event answered 2xx since the last
-   batch, clears those subscribers' back-off, returns each one's next event and lets go of the
-   claims with nothing left. Failures go the same way (back-off or expiry, one statement).
+3. **Acknowledge** in batches (:class:`Batcher`): one call deletes every event answered 2xx
+   since the last batch, clears those subscribers' back-off and returns each one's next event
+   (none: the subscriber is let go). Failures go the same way: a back-off (:func:`backoff`:
+   1 s, 2 s, 4 s ... capped), or expiry for a subscriber failing for ``give_up_after``.
 
-What "exactly once" means here: no event is ever POSTed by two live processes (a subscriber's
-events are sent only by the process holding its claim, and a lane whose claim was lost stops).
-A process that dies (``kill -9``) between a receiver's 2xx and the batch that deletes that
-event leaves the event in the database; when its lease runs out another process sends it again
-with the same ``X-PDN-Event-Id``, and the receiver de-duplicates by that id (INTERFACE.md). So
-delivery is at-least-once, with duplicates only from a process dying inside that window: the
-POST's answer plus at most one batch statement (milliseconds).
-
-Releasing a claim and publishing need no lock between them: a release decides "nothing left"
-on its statement's snapshot, so an event committed meanwhile may see its subscriber released
-by a statement that did not see it. The releasing process therefore claims again after every
-release (its next snapshot sees both), and a publisher that commits after the release is
-followed by its NOTIFY, which wakes every process to claim.
+A process that dies between a receiver's 2xx and the batch that deletes that event leaves the
+event in the database; it is sent again with the same ``X-PDN-Event-Id`` (by another process
+once the lease runs out, on PostgreSQL; at the next start, on SQLite), and the receiver
+de-duplicates by that id (INTERFACE.md): at-least-once delivery.
 """
 
 from __future__ import annotations
@@ -38,117 +29,57 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-import psycopg
-from psycopg_pool import AsyncConnectionPool
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from server.net import shown_uri
-from server.outbox import backoff, bearer_for
+from server.pins import Pins
 from server.signing import signed_headers
 from server.webhookpost import Delivery, Poster
 
-if TYPE_CHECKING:
-    from server.pgoutbox import PgOutbox
-
-__all__ = ["CLAIM_BATCH", "DeliveryLoop", "Head", "Slots", "Tally"]
+__all__ = [
+    "CLAIM_BATCH",
+    "Claims",
+    "DeliveryLoop",
+    "Failure",
+    "Head",
+    "Settings",
+    "Slots",
+    "Tally",
+    "backoff",
+    "bearer_for",
+    "head_of",
+]
 
 log = logging.getLogger("pdn.outbox")
 
+FIRST_RETRY = 1.0
+MAX_BACKOFF = 300.0
 CLAIM_BATCH = 500
 USUAL_WEIGHT = 0.05  # of each answer time in the moving average
 TRANSIENT_RETRIES = 3
 BATCH_LIMIT = 1000  # acknowledgements (or failures, or re-reads) per statement
 
-AsyncPool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
-# A subscriber's oldest pending event, for the lateral joins below ({sub}: the subscriber's id
-# column; {skip}: an event to pass over, the one just acknowledged, whose delete the statement's
-# own snapshot does not see yet).
-_HEAD = (
-    "LEFT JOIN LATERAL (SELECT e.id, e.event_id, e.topic, e.body, e.content_type,"
-    " (SELECT ss.signing_secret FROM pdn_outbox_subscriptions ss WHERE ss.id = {sub})"
-    " AS signing_secret"
-    " FROM pdn_outbox_events e WHERE e.subscription_id = {sub}{skip}"
-    " ORDER BY e.id LIMIT 1) h ON true"
-)
-
-CLAIM = (
-    "WITH free AS (SELECT s.id FROM pdn_outbox_subscriptions s"
-    " WHERE (s.owner IS NULL OR s.lease_until < now())"
-    " AND EXISTS (SELECT 1 FROM pdn_outbox_events e WHERE e.subscription_id = s.id)"
-    " ORDER BY s.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
-    " claimed AS (UPDATE pdn_outbox_subscriptions s"
-    " SET owner = %(worker)s, lease_until = now() + %(lease)s FROM free WHERE s.id = free.id"
-    " RETURNING s.id, s.uri, s.attempts, s.next_attempt, s.first_failure)"
-    " SELECT c.id, c.uri, c.attempts, EXTRACT(EPOCH FROM c.next_attempt - now()),"
-    " EXTRACT(EPOCH FROM now() - c.first_failure),"
-    " h.id, h.event_id, h.topic, h.body, h.content_type, h.signing_secret FROM claimed c "
-    + _HEAD.format(sub="c.id", skip="")
-    + " ORDER BY c.id"
-)
-
-ACKNOWLEDGE = (
-    "WITH done(sub, row) AS (SELECT * FROM unnest(%(subs)s::bigint[], %(rows)s::bigint[])),"
-    " acked AS (DELETE FROM pdn_outbox_events e USING done WHERE e.id = done.row),"
-    " following AS (SELECT done.sub, h.id, h.event_id, h.topic, h.body, h.content_type,"
-    " h.signing_secret"
-    " FROM done " + _HEAD.format(sub="done.sub", skip=" AND e.id <> done.row") + "),"
-    " kept AS (UPDATE pdn_outbox_subscriptions s SET attempts = 0, next_attempt = NULL,"
-    " first_failure = NULL, last_error = NULL,"
-    " owner = CASE WHEN f.id IS NULL THEN NULL ELSE s.owner END,"
-    " lease_until = CASE WHEN f.id IS NULL THEN NULL ELSE now() + %(lease)s END"
-    " FROM following f WHERE s.id = f.sub AND s.owner = %(worker)s RETURNING s.id, s.uri)"
-    " SELECT k.id, k.uri, f.id, f.event_id, f.topic, f.body, f.content_type, f.signing_secret"
-    " FROM kept k JOIN following f ON f.sub = k.id"
-)
-
-FAIL = (
-    "WITH f(sub, attempts, delay, error) AS (SELECT * FROM unnest(%(subs)s::bigint[],"
-    " %(attempts)s::int[], %(delays)s::float8[], %(errors)s::text[])),"
-    " expired AS (DELETE FROM pdn_outbox_subscriptions s USING f"
-    " WHERE s.id = f.sub AND s.owner = %(worker)s AND s.first_failure <= now() - %(give_up)s"
-    " RETURNING s.id, s.topic, EXTRACT(EPOCH FROM now() - s.first_failure) AS failed_for),"
-    " waiting AS (UPDATE pdn_outbox_subscriptions s SET attempts = f.attempts,"
-    " next_attempt = now() + make_interval(secs => f.delay),"
-    " first_failure = COALESCE(s.first_failure, now()), last_error = f.error,"
-    " lease_until = now() + %(lease)s FROM f WHERE s.id = f.sub AND s.owner = %(worker)s"
-    " AND (s.first_failure IS NULL OR s.first_failure > now() - %(give_up)s) RETURNING s.id)"
-    " SELECT id, topic, failed_for FROM expired"
-    " UNION ALL SELECT id, NULL::text, NULL::numeric FROM waiting"
-)
-
-REREAD = (
-    "WITH owned AS (SELECT s.id, s.uri, s.attempts,"
-    " EXTRACT(EPOCH FROM s.next_attempt - now()) AS wait,"
-    " EXTRACT(EPOCH FROM now() - s.first_failure) AS failing,"
-    " h.id AS row, h.event_id, h.topic, h.body, h.content_type, h.signing_secret"
-    " FROM pdn_outbox_subscriptions s " + _HEAD.format(sub="s.id", skip="") + ""
-    " WHERE s.id = ANY(%(subs)s) AND s.owner = %(worker)s),"
-    " released AS (UPDATE pdn_outbox_subscriptions s SET owner = NULL, lease_until = NULL"
-    " FROM owned o WHERE s.id = o.id AND o.row IS NULL AND s.owner = %(worker)s)"
-    " SELECT * FROM owned"
-)
+def backoff(attempts: int, *, first: float = FIRST_RETRY, cap: float = MAX_BACKOFF) -> float:
+    """Seconds before retry number ``attempts`` (1 for the first retry)."""
+    return float(min(cap, first * 2 ** max(0, attempts - 1)))
 
 
-# Renewal skips rows a batch statement has locked (that statement renews or ends their claim):
-# it never waits for a batch, so the two can never deadlock (each locks rows in its own order).
-RENEW = (
-    "WITH renewable AS (SELECT id FROM pdn_outbox_subscriptions"
-    " WHERE owner = %(worker)s AND id = ANY(%(subs)s) FOR UPDATE SKIP LOCKED),"
-    " renewed AS (UPDATE pdn_outbox_subscriptions s SET lease_until = now() + %(lease)s"
-    " FROM renewable r WHERE s.id = r.id)"
-    " SELECT id FROM pdn_outbox_subscriptions WHERE owner = %(worker)s"
-)
+def bearer_for(uri: str, tokens: Pins | None, fallback: str | None) -> str | None:
+    """The bearer token sent with an update to ``uri``: its own (``tokens``), else
+    ``fallback``; none to a subscriber-uri with ``user:password@`` (Basic is sent instead)."""
+    if "@" in urlsplit(uri).netloc:
+        return None
+    return (tokens(uri) if tokens is not None else None) or fallback
 
 
 @dataclass
 class Tally:
-    """What this process did (``PgOutbox.stats``)."""
+    """What this process did (``Outbox.stats``)."""
 
     delivered: int = 0
     dropped: int = 0
@@ -157,14 +88,14 @@ class Tally:
 
 @dataclass(frozen=True)
 class Head:
-    """A subscriber this process holds the claim of, and its oldest pending event."""
+    """A subscriber this process is working on, and its oldest pending event."""
 
     subscription: int
     uri: str
     attempts: int
     wait: float  # seconds of back-off left (0: due now)
     failing_for: float | None  # seconds since its first failure (None: not failing)
-    row: int | None  # the event's row; None: nothing pending (the claim was let go)
+    row: int | None  # the event's row; None: nothing pending (the subscriber was let go)
     event_id: str = ""
     topic: str = ""
     body: bytes = b""
@@ -172,7 +103,9 @@ class Head:
     signing_secret: str | None = None  # whsec_...: the updates are signed
 
 
-def _head(row: tuple[Any, ...]) -> Head:
+def head_of(row: tuple[Any, ...]) -> Head:
+    """A :class:`Head` from a row: subscriber, uri, attempts, wait, failing for, event row,
+    event id, topic, body, content type, signing secret."""
     sub, uri, attempts, wait, failing, event_row, event_id, topic, body, content_type, secret = row
     return Head(
         subscription=int(sub),
@@ -189,6 +122,86 @@ def _head(row: tuple[Any, ...]) -> Head:
     )
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A POST that failed: the subscriber's attempts now, the back-off before the next."""
+
+    subscription: int
+    attempts: int
+    delay: float
+    error: str
+
+
+class Claims(Protocol):
+    """Where a delivery loop gets its work and records what came of it (one database's way).
+    Each call is one transaction; a call that raised changed nothing."""
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """What a failing database raises (a lane that meets one stops; its claim runs out)."""
+
+    @property
+    def transient(self) -> tuple[type[Exception], ...]:
+        """Of those, what is worth running again at once (a deadlock, a serialisation
+        failure)."""
+
+    @property
+    def poll(self) -> float:
+        """Seconds between looks for work nobody woke the loop for."""
+
+    @property
+    def lease(self) -> float | None:
+        """Seconds a claim lasts unless renewed (None: claims never run out, one process)."""
+
+    @property
+    def oldest_age(self) -> str:
+        """SQL: seconds since the oldest pending event was queued, on the database's clock."""
+
+    async def open(self, outbox: Settings) -> None: ...
+
+    async def close(self) -> None:
+        """Let go of what this process holds (others may take it at once)."""
+
+    async def claim(self, limit: int, working: Collection[int]) -> list[Head]:
+        """Up to ``limit`` subscribers with pending events that nobody works on (``working``:
+        this process's lanes), each with its oldest event, now this process's."""
+
+    async def acknowledge(self, done: list[tuple[int, int]]) -> list[Head | None]:
+        """Delete the (subscriber, event row) answered 2xx and clear their back-off; per
+        subscriber its next event (row None: nothing left, let go), or None when it is no
+        longer this process's."""
+
+    async def fail(self, failures: list[Failure]) -> list[tuple[str, float | None]]:
+        """Record failed POSTs: ("waiting", None) for a back-off, ("expired", seconds
+        failing) for a subscription dropped, ("lost", None) when no longer this process's."""
+
+    async def reread(self, subscriptions: list[int]) -> list[Head | None]:
+        """Each subscriber's oldest event again (after a back-off); those with none are let
+        go (row None); None for one no longer this process's."""
+
+    async def renew(self, subscriptions: list[int]) -> set[int]:
+        """Renew the leases of these subscribers; those this process still holds."""
+
+    async def listen(self, wake: asyncio.Event) -> None:
+        """Set ``wake`` whenever another process publishes (returns at once where none can)."""
+
+
+class Settings(Protocol):
+    """What the delivery loop reads of its outbox (``server.outbox.Outbox``)."""
+
+    name: str
+    timeout: float
+    first_retry: float
+    max_backoff: float
+    give_up_after: float
+    max_connections: int
+    slow_after: float
+    bearer_token: str | None
+    tokens: Pins | None
+    tally: Tally
+    stopping: bool
+
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -198,8 +211,13 @@ class Batcher(Generic[Item, Result]):
     runs, the next batch gathers, so batches grow with the load and a lone item waits for
     nothing but its own round trip."""
 
-    def __init__(self, run: Callable[[list[Item]], Awaitable[list[Result]]]) -> None:
+    def __init__(
+        self,
+        run: Callable[[list[Item]], Awaitable[list[Result]]],
+        transient: tuple[type[Exception], ...] = (),
+    ) -> None:
         self._run = run
+        self._transient = transient
         self._queue: list[tuple[Item, asyncio.Future[Result]]] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -216,11 +234,11 @@ class Batcher(Generic[Item, Result]):
         while True:
             try:
                 return await self._run(items)
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
+            except self._transient as error:
                 if attempt >= TRANSIENT_RETRIES:
                     raise
                 attempt += 1
-                log.info("outbox: a batch of %d run again (%s)", len(items), error.sqlstate)
+                log.info("outbox: a batch of %d run again (%s)", len(items), error)
 
     async def _drain(self) -> None:
         await asyncio.sleep(0)  # whatever else is ready in this turn of the loop joins
@@ -307,25 +325,38 @@ class DeliveryLoop:
     """One process's delivery: the claim loop, its lanes, the batches and the lease renewal."""
 
     def __init__(
-        self, outbox: PgOutbox, pool: AsyncPool, poster: Poster, wake: asyncio.Event
+        self, outbox: Settings, claims: Claims, poster: Poster, wake: asyncio.Event
     ) -> None:
         self.outbox = outbox
-        self.pool = pool
+        self.claims = claims
         self.poster = poster
         self.wake = wake
-        self.lease = timedelta(seconds=outbox.lease)
         self.lanes: dict[int, asyncio.Task[None]] = {}
         self.slots = Slots(outbox.max_connections, slow_after=outbox.slow_after)
         self.max_lanes = max(2 * outbox.max_connections, CLAIM_BATCH)
         self._busy = 0
         self._room = asyncio.Event()
-        self._acks: Batcher[tuple[int, int], Head | None] = Batcher(self._acknowledge)
-        self._failures: Batcher[tuple[int, int, float, str], tuple[str, Any]] = Batcher(self._fail)
-        self._rereads: Batcher[int, Head | None] = Batcher(self._reread)
+        transient = claims.transient
+        self._acks: Batcher[tuple[int, int], Head | None] = Batcher(claims.acknowledge, transient)
+        self._failures: Batcher[Failure, tuple[str, float | None]] = Batcher(claims.fail, transient)
+        self._rereads: Batcher[int, Head | None] = Batcher(claims.reread, transient)
 
     def tasks(self) -> list[asyncio.Task[None]]:
         batchers = (self._acks.task, self._failures.task, self._rereads.task)
         return [*self.lanes.values(), *(task for task in batchers if task is not None)]
+
+    async def main(self) -> None:
+        """Deliver until the outbox stops (its listener and lease renewal beside)."""
+        helpers = [asyncio.create_task(self.claims.listen(self.wake))]
+        if self.claims.lease is not None:
+            helpers.append(asyncio.create_task(self.heartbeat(self.claims.lease)))
+        try:
+            await self.run()
+        finally:
+            tasks = [*helpers, *self.tasks()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # Claims
 
@@ -334,10 +365,10 @@ class DeliveryLoop:
             self.wake.clear()
             try:
                 await self._claim_while_room()
-            except psycopg.Error as error:
+            except self.claims.errors as error:
                 log.warning("%s: could not claim deliveries: %s", self.outbox.name, error)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.outbox.lease / 2)
+                await asyncio.wait_for(self.wake.wait(), self.claims.poll)
 
     async def _claim_while_room(self) -> None:
         while not self.outbox.stopping:
@@ -348,11 +379,7 @@ class DeliveryLoop:
                     await asyncio.wait_for(self._room.wait(), 1.0)
                 continue
             limit = min(CLAIM_BATCH, room)
-            async with self.pool.connection() as connection:
-                cursor = await connection.execute(
-                    CLAIM, {"limit": limit, "worker": self.outbox.worker, "lease": self.lease}
-                )
-                heads = [_head(row) for row in await cursor.fetchall()]
+            heads = await self.claims.claim(limit, self.lanes.keys())
             for head in heads:
                 old = self.lanes.get(head.subscription)
                 if old is not None and not old.done():
@@ -383,7 +410,7 @@ class DeliveryLoop:
                     return
                 head = following
             await self._deliver(head)
-        except psycopg.Error as error:
+        except self.claims.errors as error:
             # Its claim is no longer renewed: when the lease runs out any process takes it.
             log.warning(
                 "%s: delivery lane %d stopped: %s", self.outbox.name, head.subscription, error
@@ -398,7 +425,10 @@ class DeliveryLoop:
         while head is not None and not self.outbox.stopping:
             row = head.row
             if row is None:
-                self.wake.set()  # claim let go: claim again, in case an event came meanwhile
+                # Let go: claim again, in case an event came meanwhile (this lane no longer
+                # counts as working on the subscriber).
+                _forget(self.lanes, head.subscription, asyncio.current_task())
+                self.wake.set()
                 return
             if head.wait > 0:
                 await self._pause(head.wait)
@@ -437,13 +467,13 @@ class DeliveryLoop:
         attempts = head.attempts + 1
         delay = backoff(attempts, first=outbox.first_retry, cap=outbox.max_backoff)
         outcome, failed_for = await self._failures.submit(
-            (head.subscription, attempts, delay, result.error or "failed")
+            Failure(head.subscription, attempts, delay, result.error or "failed")
         )
         if outcome == "expired":
             outbox.tally.expired += 1
             log.warning(
                 "%s: dropped the subscription of %s to %s: failing for %.0f s (%s)",
-                outbox.name, shown_uri(head.uri), head.topic, failed_for, result.error,
+                outbox.name, shown_uri(head.uri), head.topic, failed_for or 0.0, result.error,
             )  # fmt: skip
             return None
         if outcome == "lost":
@@ -464,101 +494,25 @@ class DeliveryLoop:
         finally:
             self._working(+1)
 
-    # Batches
+    # Leases
 
-    async def _acknowledge(self, done: list[tuple[int, int]]) -> list[Head | None]:
-        """Delete the acknowledged events; per subscriber its next event (row None: the claim
-        was let go, nothing left), or None when it is no longer this process's."""
-        async with self.pool.connection() as connection:
-            cursor = await connection.execute(
-                ACKNOWLEDGE,
-                {
-                    "subs": [sub for sub, _ in done],
-                    "rows": [row for _, row in done],
-                    "worker": self.outbox.worker,
-                    "lease": self.lease,
-                },
-            )
-            rows = await cursor.fetchall()
-        following = {
-            int(sub): _head(
-                (sub, uri, 0, 0.0, None, row, event_id, topic, body, content_type, secret)
-            )
-            for sub, uri, row, event_id, topic, body, content_type, secret in rows
-        }
-        return [following.get(sub) for sub, _ in done]
-
-    async def _fail(self, failures: list[tuple[int, int, float, str]]) -> list[tuple[str, Any]]:
-        """Record failed POSTs: per subscriber ("waiting", None) for a back-off, ("expired",
-        seconds failing) for one dropped, ("lost", None) when no longer this process's."""
-        async with self.pool.connection() as connection:
-            cursor = await connection.execute(
-                FAIL,
-                {
-                    "subs": [f[0] for f in failures],
-                    "attempts": [f[1] for f in failures],
-                    "delays": [f[2] for f in failures],
-                    "errors": [f[3] for f in failures],
-                    "worker": self.outbox.worker,
-                    "lease": self.lease,
-                    "give_up": timedelta(seconds=self.outbox.give_up_after),
-                },
-            )
-            rows = await cursor.fetchall()
-        outcomes: dict[int, tuple[str, Any]] = {
-            int(sub): ("waiting", None) if topic is None else ("expired", float(failed_for))
-            for sub, topic, failed_for in rows
-        }
-        return [outcomes.get(f[0], ("lost", None)) for f in failures]
-
-    async def _reread(self, subs: list[int]) -> list[Head | None]:
-        """Owned subscribers' oldest events (after a back-off); those with none are let go."""
-        async with self.pool.connection() as connection:
-            cursor = await connection.execute(REREAD, {"subs": subs, "worker": self.outbox.worker})
-            heads = {head.subscription: head for head in map(_head, await cursor.fetchall())}
-        return [heads.get(sub) for sub in subs]
-
-    # Leases and wake-ups
-
-    async def heartbeat(self) -> None:
+    async def heartbeat(self, lease: float) -> None:
         """Renew the leases of the subscribers this process's lanes work on; a lane whose
         claim was lost stops. A claim whose lane died is not renewed: it runs out, and any
         process takes the subscriber again."""
         while True:
-            await asyncio.sleep(self.outbox.lease / 3)
+            await asyncio.sleep(lease / 3)
             before = dict(self.lanes)  # lanes started later hold claims this may not see
             try:
-                async with self.pool.connection() as connection:
-                    cursor = await connection.execute(
-                        RENEW,
-                        {"worker": self.outbox.worker, "lease": self.lease, "subs": list(before)},
-                    )
-                    held = {sid for (sid,) in await cursor.fetchall()}
-            except psycopg.Error as error:
+                held = await self.claims.renew(list(before))
+            except self.claims.errors as error:
                 log.warning("%s: could not renew delivery leases: %s", self.outbox.name, error)
                 continue
             for sid, task in before.items():
                 if sid not in held:
                     task.cancel()
 
-    async def listen(self, channel: str) -> None:
-        """LISTEN on a connection of its own; every NOTIFY (or a lost connection) wakes."""
-        outbox = self.outbox
-        while not outbox.stopping:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    outbox.url, autocommit=True, application_name=f"pdn-{outbox.name}-listen"
-                ) as connection:
-                    await connection.execute(f"LISTEN {channel}")
-                    self.wake.set()  # anything published while not listening
-                    async for _ in connection.notifies():
-                        self.wake.set()
-            except psycopg.Error as error:
-                log.warning("%s: LISTEN connection lost: %s", outbox.name, error)
-                self.wake.set()
-                await asyncio.sleep(1.0)
 
-
-def _forget(lanes: dict[int, asyncio.Task[None]], key: int, task: asyncio.Task[None]) -> None:
+def _forget(lanes: dict[int, asyncio.Task[None]], key: int, task: object) -> None:
     if lanes.get(key) is task:
         del lanes[key]

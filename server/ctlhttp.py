@@ -1,0 +1,227 @@
+"""How ``pdn ctl`` talks to a display or a scheduler: one request, carrying the token and pinned
+to the certificate that ``pdn ctl pair`` kept for that display (``~/.config/pdn/ctl.toml``), and
+its failures as :class:`CtlError`, with the exit code each means.
+
+Every ``pdn ctl`` module builds on this one (``server.ctl``, ``server.ctlpair``,
+``server.scheduler.ctlfleet``), and this one on none of them: the commands never import each
+other's helpers (issue 24 broke the circles they made).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from server import exitcodes
+from server.atomicfile import write_atomically
+from server.pins import PinningAdapter
+
+# 0, 2 and 130 as every pdn command has them (server.exitcodes); 1, 3 and 4 are ctl's own.
+EXIT_OK = exitcodes.EXIT_OK
+EXIT_REFUSED = 1
+EXIT_USAGE = exitcodes.EXIT_USAGE
+EXIT_UNREACHABLE = 3
+EXIT_UNEXPECTED = 4
+
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+
+
+class CtlError(Exception):
+    """A failure to report in one line, with the exit code it means."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# -- what pairing kept: ~/.config/pdn/ctl.toml ------------------------------------------------
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "pdn" / "ctl.toml"
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of a display URL (the key of its table), lower case."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def load() -> dict[str, dict[str, Any]]:
+    """The paired displays by origin ({} when nothing is paired yet); ValueError if unreadable."""
+    path = config_path()
+    try:
+        with path.open("rb") as handle:
+            table = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    displays = table.get("displays", {})
+    return {str(k): dict(v) for k, v in displays.items() if isinstance(v, dict)}
+
+
+def save(displays: dict[str, dict[str, Any]]) -> Path:
+    """Write the paired displays (mode 0600: the file holds tokens)."""
+    lines = ["# pdn ctl: displays this user paired with (pdn ctl pair). Keep it private.", ""]
+    for key in sorted(displays):
+        lines.append(f"[displays.{json.dumps(key)}]")
+        # A JSON string with ASCII escapes is a TOML basic string.
+        lines += [f"{name} = {json.dumps(str(value))}" for name, value in displays[key].items()]
+        lines.append("")
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomically(path, "\n".join(lines).encode())
+    return path
+
+
+def token_for(url: str) -> str | None:
+    """The token paired with the display at ``url``, or None (an unreadable file: None)."""
+    try:
+        entry = load().get(origin(url))
+    except ValueError:
+        return None
+    token = entry.get("token") if entry else None
+    return token if isinstance(token, str) else None
+
+
+def pinned_fingerprint(url: str) -> str | None:
+    """The ``sha256:...`` pinned for the display at ``url``, or None."""
+    try:
+        entry = load().get(origin(url))
+    except ValueError:
+        return None
+    found = entry.get("tls-fingerprint") if entry else None
+    return found if isinstance(found, str) else None
+
+
+def session_for(url: str, pin: str | None = None) -> requests.Session:
+    """A session for requests to ``url``: pinned to ``pin`` or to what pairing kept."""
+    session = requests.Session()
+    pin = pin or pinned_fingerprint(url)
+    if pin and urlsplit(url).scheme == "https":
+        session.mount("https://", PinningAdapter(lambda _url: pin))  # this display's session
+    return session
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+
+def base_url(url: str, what: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CtlError(EXIT_USAGE, f"{what} must be an http:// or https:// URL, not {url!r}")
+    return url.rstrip("/")
+
+
+def headers_for(
+    url: str, *, content_type: str | None = None, accept: str = "application/json"
+) -> dict[str, str]:
+    headers = {"Accept": accept}
+    if content_type:
+        headers["Content-Type"] = content_type
+    # Changes need a token; reads too, on a display that protects them. PDN_API_TOKEN wins
+    # over the one `pdn ctl pair` kept for this display.
+    token = os.environ.get("PDN_API_TOKEN", "").strip() or token_for(url)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def call(
+    method: str,
+    url: str,
+    *,
+    body: bytes | None = None,
+    content_type: str | None = None,
+    accept: str = "application/json",
+    pin: str | None = None,
+) -> requests.Response:
+    """One request; to a display paired over HTTPS, pinned to its certificate (``pin``, or the
+    one ``pdn ctl pair`` kept)."""
+    try:
+        with session_for(url, pin) as session:
+            return session.request(
+                method,
+                url,
+                data=body,
+                headers=headers_for(url, content_type=content_type, accept=accept),
+                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                allow_redirects=False,
+            )
+    except requests.exceptions.SSLError as error:
+        expected = pin or pinned_fingerprint(url)
+        if expected and "ingerprint" in str(error):
+            raise CtlError(
+                EXIT_REFUSED,
+                f"{url}: the display's certificate is not the one pinned when it was paired"
+                f" ({expected}); if it was replaced on purpose, pair again (pdn ctl pair)",
+            ) from None
+        raise CtlError(
+            EXIT_UNREACHABLE, f"cannot reach {url} over TLS: {reason_of(error)}"
+        ) from None
+    except requests.ConnectionError as error:
+        raise CtlError(
+            EXIT_UNREACHABLE,
+            f"cannot reach {url}: {reason_of(error)}. Is it running, and is the address right?",
+        ) from None
+    except requests.Timeout:
+        raise CtlError(EXIT_UNREACHABLE, f"{url} did not answer in time") from None
+    except requests.RequestException as error:
+        raise CtlError(EXIT_UNREACHABLE, f"cannot reach {url}: {error}") from None
+
+
+def reason_of(error: Exception) -> str:
+    text = str(error)
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "No route to host",
+        "timed out",
+        "Network is unreachable",
+        "Temporary failure in name resolution",
+    ):
+        if marker in text:
+            return marker.lower()
+    return text if len(text) < 200 else text[:200] + "..."
+
+
+def json_answer(response: requests.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise CtlError(
+            EXIT_UNEXPECTED,
+            f"{response.url} answered {response.status_code} without JSON; "
+            "is it a pdn display or scheduler?",
+        ) from None
+
+
+def check(response: requests.Response) -> Any:
+    """The JSON answer of a 2xx; a CtlError for anything else."""
+    if response.status_code >= 400:
+        answer: Any = None
+        with contextlib.suppress(ValueError):
+            answer = response.json()
+        message = answer.get("message") if isinstance(answer, dict) else None
+        detail = message or response.reason
+        code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
+        if response.status_code == 401 and "scheduler" in detail:
+            detail += " (set PDN_API_TOKEN to the scheduler's operator token)"
+        elif response.status_code == 401:
+            detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
+        raise CtlError(code, f"{response.status_code}: {detail}")
+    return json_answer(response)
