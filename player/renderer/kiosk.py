@@ -138,7 +138,13 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self.image_layer = ImageLayer(self.stage, options.decoded_images)
         spool = options.data_dir / "video-spool" if options.data_dir is not None else None
         self.video_layer = VideoLayer(
-            self.stage, options.audio, options.page_load_timeout, spool, options.video_decoders
+            self.stage,
+            options.audio,
+            options.page_load_timeout,
+            spool,
+            options.video_decoders,
+            local_first_frame_s=options.video_first_frame,
+            stalled_after=options.video_stalled_after,
         )
         self._connect_native()
         self.cover = Cover(self.stage, options.display_name, options.api_url)

@@ -106,6 +106,10 @@ class RendererOptions:
     # failed): the renderer gives up and the display exits for its service manager to restart
     # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
     recover_within: float = 20.0
+    # A video file (or one downloaded whole) that decodes no frame this long is not playable
+    # here; a video on screen that shows no new frame this long has stalled.
+    video_first_frame: float = 3.0
+    video_stalled_after: float = 5.0
     keep_screen_on: bool = True
     # Seconds between the watchdog's looks at what the compositor or X server shows
     # (player.renderer.compositor); 0: never.
@@ -146,6 +150,8 @@ class RendererOptions:
             page_load_timeout=cls.page_load_timeout * factor,
             hang_timeout=cls.hang_timeout * factor,
             recover_within=cls.recover_within * factor,
+            video_first_frame=cls.video_first_frame * factor,
+            video_stalled_after=cls.video_stalled_after * factor,
             audio=bool(getattr(screen, "audio", True)),
             video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),

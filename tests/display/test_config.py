@@ -292,3 +292,7 @@ def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None
         200.0,
         400.0,
     )
+    # A video's first frame and its stall: 3 s and 5 s on a board. Unstretched, an emulated
+    # Pi failed a valid H.264 file with "no frame decoded within 3 s".
+    assert (default.video_first_frame, default.video_stalled_after) == (3.0, 5.0)
+    assert (options.video_first_frame, options.video_stalled_after) == (60.0, 100.0)
