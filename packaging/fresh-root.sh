@@ -41,6 +41,10 @@
 #                    arm64 (an emulated Raspberry Pi and install.sh; --dir's default then is
 #                    /var/tmp/pdn-fresh-root-arm64-SUITE)
 #   --suite S        the Debian release: bookworm (default) or trixie
+#   --cache DIR      keep the bare debootstrap (nothing of this machine or project in it) as a
+#                    tarball in DIR, and unpack it instead of running debootstrap when it is
+#                    there (the summary says which); everything after it runs from nothing
+#   --shots DIR      (arm64) where the screenshots go (default: the logs directory)
 #   -h, --help       this text
 #
 # Needs: root, debootstrap (installed with apt-get when missing), Debian's package archive and
@@ -60,6 +64,11 @@ DISPLAY_TIMEOUT=""
 SUITE=bookworm
 ARCH=amd64
 MIRROR=http://deb.debian.org/debian
+CACHE=""
+SHOTS=""
+XVFB_PID=""
+RUN_START=""
+BASE_HOW=""
 MOUNTED=()
 STARTED=()
 
@@ -79,6 +88,8 @@ while [ $# -gt 0 ]; do
         --display-timeout) DISPLAY_TIMEOUT=${2:?--display-timeout needs seconds}; shift ;;
         --arch) ARCH=${2:?--arch needs amd64 or arm64}; shift ;;
         --suite) SUITE=${2:?--suite needs bookworm or trixie}; shift ;;
+        --cache) CACHE=${2:?--cache needs a directory}; shift ;;
+        --shots) SHOTS=${2:?--shots needs a directory}; shift ;;
         -h | --help) usage; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
     esac
@@ -96,6 +107,11 @@ else
     DISPLAY_TIMEOUT=${DISPLAY_TIMEOUT:-1200}
 fi
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap and chroot need it)"
+DIR=$(realpath -m "$DIR")
+if [ -n "$CACHE" ]; then
+    CACHE=$(realpath -m "$CACHE")
+    case "$CACHE/" in "$DIR"/*) die "--cache must be outside --dir (which is emptied)" ;; esac
+fi
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { s = b - a; printf "%dm%02ds (%.0f s)", s / 60, s % 60, s }'; }
@@ -111,15 +127,41 @@ mount_all() {
     mount -t tmpfs -o mode=1777,size=1g shm "$root/dev/shm" && MOUNTED+=("$root/dev/shm")
 }
 
-# Every process whose root is inside $1 (what the commands left behind), by pid.
+# Every process whose root is $1 or inside it (what the commands left behind), by pid.
 processes_in() {
-    local root=$1 link pid
+    local root=$1 link pid seen
     for link in /proc/[0-9]*/root; do
         pid=${link#/proc/}
         pid=${pid%/root}
-        [ "$(readlink "$link" 2>/dev/null)" = "$root" ] && echo "$pid"
+        seen=$(readlink "$link" 2>/dev/null) || continue
+        case "$seen" in "$root" | "$root"/*) echo "$pid" ;; esac
     done
     return 0
+}
+
+# The pid of pdn itself (python .../bin/pdn display ...) in the root $1, not of a wrapper whose
+# arguments name it too (xvfb-run, runuser); empty when none runs.
+pdn_display_pid() {
+    local candidate argv found=""
+    for candidate in $(processes_in "$1"); do
+        mapfile -d '' -t argv <"/proc/$candidate/cmdline" 2>/dev/null || continue
+        if [ "${#argv[@]}" -ge 3 ] && [[ ${argv[1]} == */bin/pdn ]] && [ "${argv[2]}" = display ]; then
+            found=$candidate
+        fi
+    done
+    echo "$found"
+}
+
+# Waits up to $2 seconds for every process in the root $1 to end; says which are left.
+nothing_left_in() {
+    local root=$1 tries=0 left
+    left=$(processes_in "$root" | tr '\n' ' ')
+    while [ -n "$left" ] && [ $tries -lt "$2" ]; do
+        sleep 1
+        tries=$((tries + 1))
+        left=$(processes_in "$root" | tr '\n' ' ')
+    done
+    [ -z "$left" ] || { say "left in $root: $(for pid in $left; do printf '%s(%s) ' "$pid" "$(cat "/proc/$pid/comm" 2>/dev/null)"; done)"; return 1; }
 }
 
 stop_processes_in() {
@@ -134,26 +176,61 @@ stop_processes_in() {
     sleep 1
 }
 
+# At the end, --keep or not: nothing of the run keeps running and nothing stays mounted (a
+# kept root is left as files only). Checked, and a failure if not so.
 cleanup() {
-    local status=$? index root
+    local status=$? index root real mount cleanup_start
+    cleanup_start=$(now)
+    trap - EXIT
+    trap "" INT TERM # a second Ctrl-C or TERM does not cut the cleanup short
     for pid in "${STARTED[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
     for root in "$DIR/display" "$DIR/test" "$DIR/pi"; do
-        [ -d "$root" ] && stop_processes_in "$(readlink -f "$root")"
+        [ -d "$root" ] || continue
+        real=$(readlink -f "$root")
+        stop_processes_in "$real"
+        nothing_left_in "$real" 10 || { say "error: processes still run in $real"; status=1; }
     done
     for ((index = ${#MOUNTED[@]} - 1; index >= 0; index--)); do
         umount "${MOUNTED[index]}" 2>/dev/null || umount -l "${MOUNTED[index]}" || true
     done
+    # Anything mounted under the roots by what ran in them (deepest first), lazily.
+    while read -r mount; do
+        umount -l "$mount" 2>/dev/null || true
+    done < <(awk -v dir="$DIR/" 'index($2, dir) == 1 { print $2 }' /proc/mounts | sort -r)
+    if grep -qs " $DIR/" /proc/mounts; then
+        say "error: still mounted under $DIR: $(grep " $DIR/" /proc/mounts | awk '{print $2}' | tr '\n' ' ')"
+        status=1
+    fi
     if [ "$KEEP" = 0 ] && [ -d "$DIR" ]; then
         if grep -qs " $DIR/" /proc/mounts; then
             say "something is still mounted under $DIR: left in place"
         else
-            rm -rf "$DIR"
+            rm -rf --one-file-system "$DIR"
         fi
+    fi
+    if [ "$ARCH" = arm64 ]; then
+        if [ "$status" -eq 0 ]; then
+            step_done "cleanup: nothing running in the root, nothing mounted" "$cleanup_start"
+            if [ "$SUITE" = bookworm ]; then
+                say "PASSED (arm64 bookworm): install.sh refused a display at once, with the reason and the way forward, and changed nothing"
+            else
+                say "PASSED (arm64 $SUITE): installed by install.sh, started as pdn-display.service starts it, idle page, page and H.264 video on screen"
+            fi
+        else
+            say "FAILED (arm64 $SUITE): exit $status; the steps that passed:"
+        fi
+        say "an emulated Raspberry Pi: arm64 Debian $SUITE under qemu-user on $(nproc) cores of $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+        print_steps
+        if [ "$SUITE" = bookworm ]; then say "logs in $LOGS"; else say "logs in $LOGS, screenshots in $SHOTS"; fi
+        if [ "$KEEP" = 1 ]; then say "root kept in $DIR (files only: nothing runs in it, nothing is mounted)"; fi
     fi
     exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# A command that fails and stops the script (set -e) says where, rather than ending it silently.
+set -E
+trap 'say "error: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 # A clean environment: what a root login on a fresh machine has, plus CI=true.
 CLEAN_ENV=(/usr/bin/env -i HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 TERM=dumb
@@ -166,23 +243,41 @@ build_base() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null \
             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
     fi
-    say "debootstrap $SUITE $ARCH (minbase) into $base"
-    local start
-    start=$(now)
-    # ca-certificates: to carry this machine's own certificate authorities (below).
+    local start includes=ca-certificates tarball=""
+    # ca-certificates: to carry this machine's own certificate authorities (below). systemd
+    # (arm64): a Pi's OS has it, and install.sh enables its units with systemctl (no systemd
+    # runs in the root, so nothing starts by itself).
+    local arch_option=()  # amd64: this machine's own architecture, whatever it is
     if [ "$ARCH" = arm64 ]; then
-        # systemd: a Pi's OS has it, and install.sh enables its units with systemctl (no
-        # systemd runs in the root, so nothing starts by itself).
-        debootstrap --arch=arm64 --variant=minbase --include=ca-certificates,systemd "$SUITE" \
-            "$base" "$MIRROR" >"$LOGS/debootstrap.log" 2>&1 \
+        includes+=,systemd
+        arch_option=(--arch=arm64)
+    fi
+    [ -z "$CACHE" ] || tarball=$CACHE/debootstrap-$SUITE-$ARCH-minbase-$includes.tar
+    start=$(now)
+    if [ -n "$tarball" ] && [ -f "$tarball" ]; then
+        # The bare debootstrap of an earlier run, as it left it: nothing of this machine or of
+        # this project is in it (both are added below, every run).
+        say "unpacking the cached debootstrap $tarball (made $(date -u -r "$tarball" '+%F %H:%M UTC')) into $base"
+        mkdir -p "$base"
+        tar -C "$base" --numeric-owner -xpf "$tarball" || die "cannot unpack $tarball"
+        BASE_HOW="unpacked from --cache (debootstrapped $(date -u -r "$tarball" '+%F %H:%M UTC'))"
+    else
+        say "debootstrap $SUITE $ARCH (minbase, with $includes) into $base"
+        debootstrap "${arch_option[@]}" --variant=minbase --include="$includes" "$SUITE" "$base" \
+            "$MIRROR" >"$LOGS/debootstrap.log" 2>&1 \
             || { tail -20 "$LOGS/debootstrap.log" >&2; die "debootstrap failed (log: $LOGS/debootstrap.log)"; }
+        BASE_HOW="debootstrap"
+        if [ -n "$tarball" ]; then
+            mkdir -p "$CACHE"
+            tar -C "$base" --numeric-owner -cpf "$tarball.part" . || die "cannot write the cache $tarball"
+            mv "$tarball.part" "$tarball"
+            say "cached the bare debootstrap in $tarball"
+        fi
+    fi
+    if [ "$ARCH" = arm64 ]; then
         # As on an installed system: the release's updates and security updates too.
         printf 'deb %s %s-updates main\ndeb %s-security %s-security main\n' \
             "$MIRROR" "$SUITE" "$MIRROR" "$SUITE" >>"$base/etc/apt/sources.list"
-    else
-        debootstrap --variant=minbase --include=ca-certificates "$SUITE" "$base" \
-            >"$LOGS/debootstrap.log" 2>&1 \
-            || { tail -20 "$LOGS/debootstrap.log" >&2; die "debootstrap failed (log: $LOGS/debootstrap.log)"; }
     fi
     # What an installed Debian has and debootstrap leaves out.
     printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$base/etc/hosts"
@@ -200,7 +295,7 @@ build_base() {
     fi
     if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$base/etc/pip.conf"; fi
     BASE_TIME=$(elapsed "$start" "$(now)")
-    say "base root built in $BASE_TIME"
+    say "base root built in $BASE_TIME ($BASE_HOW)"
 }
 
 # A root of its own for $1 (display or test), with a clean clone of the committed HEAD.
@@ -290,14 +385,8 @@ run_display() {
     sed 's/^/  /' "$LOGS/play_videos.log"
     VIDEOS_PLAYED=yes
     # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; xvfb-run then ends Xvfb.
-    # pdn itself (python .../bin/pdn display ...), not xvfb-run, whose arguments name it too.
-    local pdn_pid="" candidate argv
-    for candidate in $(processes_in "$(readlink -f "$root")"); do
-        mapfile -d '' -t argv <"/proc/$candidate/cmdline" 2>/dev/null || continue
-        if [ "${#argv[@]}" -ge 3 ] && [[ ${argv[1]} == */bin/pdn ]] && [ "${argv[2]}" = display ]; then
-            pdn_pid=$candidate
-        fi
-    done
+    local pdn_pid
+    pdn_pid=$(pdn_display_pid "$(readlink -f "$root")")
     [ -n "$pdn_pid" ] || die "no 'pdn display' process found in $root"
     kill -TERM "$pdn_pid"
     local waited=0
@@ -310,14 +399,9 @@ run_display() {
     fi
     wait "$pid" 2>/dev/null || true
     STARTED=()
-    local left tries=0
-    left=$(processes_in "$(readlink -f "$root")" | tr '\n' ' ')
-    while [ -n "$left" ] && [ $tries -lt 10 ]; do  # Xvfb and the web engine's helpers end too
-        sleep 1
-        tries=$((tries + 1))
-        left=$(processes_in "$(readlink -f "$root")" | tr '\n' ' ')
-    done
-    [ -z "$left" ] || die "processes left in the display root 10 s after it stopped: $left"
+    # Xvfb and the web engine's helpers end too.
+    nothing_left_in "$(readlink -f "$root")" 10 \
+        || die "processes left in the display root 10 s after it stopped"
     say "display stopped $waited s after SIGTERM"
 }
 
@@ -376,12 +460,34 @@ setup_emulation() {
     say "arm64 programs run by $(sed -n 's/^interpreter //p' "$entry") (flags $(sed -n 's/^flags: //p' "$entry"))"
 }
 
-# Prints "NAME: TIME" for the summary and says it.
+# Records a step that passed, with its time, for the table at the end, and says it.
 STEPS=()
 step_done() {
     local what=$1 since=$2 note=${3:-}
-    STEPS+=("$what: $(elapsed "$since" "$(now)")")
-    say "step passed: ${STEPS[-1]}${note:+; $note}"
+    STEPS+=("$what"$'\t'"$(elapsed "$since" "$(now)")")
+    say "step passed: $what: $(elapsed "$since" "$(now)")${note:+; $note}"
+}
+
+# The steps' times as a table (what passed; a failed run ends at the step that failed).
+print_steps() {
+    local line
+    [ ${#STEPS[@]} -gt 0 ] || return 0
+    {
+        printf '%s\t%s\n' step time
+        for line in "${STEPS[@]}"; do printf '%s\n' "$line"; done
+        printf '%s\t%s\n' "total" "$(elapsed "$RUN_START" "$(now)")"
+    } | awk -F '\t' '{ printf "fresh-root:   %-64s %s\n", $1, $2 }' >&2
+}
+
+# What install.sh could change in the root $1, as text: packages, users and groups, and what
+# is under its paths.
+machine_state() {
+    local root=$1
+    # shellcheck disable=SC2016 # dpkg-query's fields, not the shell's
+    chroot "$root" dpkg-query -W -f '${Package} ${Version} ${Status}\n'
+    cat "$root/etc/passwd" "$root/etc/group"
+    find "$root/opt/pdn" "$root/etc/pdn" "$root/var/lib/pdn" "$root/usr/local/bin" \
+        "$root/etc/systemd/system" 2>/dev/null | sort || true # (a path that is not there: none)
 }
 
 # All values of KEY= in a unit file.
@@ -468,7 +574,8 @@ start_xvfb() {
     done
     setsid chroot "$root" /usr/bin/Xvfb ":$number" -screen 0 1920x1080x24 -nolisten tcp \
         >"$LOGS/xvfb.log" 2>&1 </dev/null &
-    STARTED+=("$!")
+    XVFB_PID=$!
+    STARTED+=("$XVFB_PID")
     for _ in $(seq 1 120); do
         [ -S "$root/tmp/.X11-unix/X$number" ] && break
         sleep 1
@@ -505,37 +612,48 @@ run_pi() {
     local checks=(python3 "$repo/tests/smoke/pi_checks.py" --timeout "$DISPLAY_TIMEOUT")
     make_root pi
 
+    # What install.sh could change, before it runs: on Bookworm nothing of it may change.
+    local before after elapsed_s
+    before=$(machine_state "$root")
     say "pi: bash packaging/install.sh --platform xcb, as root (log: $LOGS/install.log)"
     start=$(now)
     chroot "$root" "${CLEAN_ENV[@]}" bash -c \
         'cd /root/pdn-display && bash packaging/install.sh --platform xcb' \
         >"$LOGS/install.log" 2>&1 </dev/null || status=$?
     if [ "$SUITE" = bookworm ]; then
-        # The pass on Bookworm: install.sh refuses a display at once, saying why and what to
-        # install instead, before it changes anything.
+        # The pass on Bookworm: install.sh refuses a display at once (within a minute, before
+        # any package is fetched), saying why and what to install instead, and changes nothing.
+        elapsed_s=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%d", b - a }')
         [ "$status" -ne 0 ] || die "install.sh did not refuse a display on arm64 Bookworm (log: $LOGS/install.log)"
-        if ! grep -q 'Trixie' "$LOGS/install.log" || ! grep -q '64-bit' "$LOGS/install.log"; then
+        if ! grep -q 'glibc 2.39' "$LOGS/install.log" || ! grep -q 'Trixie' "$LOGS/install.log" \
+            || ! grep -q '64-bit' "$LOGS/install.log"; then
             cat "$LOGS/install.log" >&2
-            die "install.sh failed on Bookworm without saying the way forward"
+            die "install.sh failed on Bookworm without the reason (glibc 2.39) and the way forward (Trixie, 64-bit)"
         fi
-        if [ -e "$root/opt/pdn" ] || chroot "$root" getent passwd pdn >/dev/null; then
-            die "install.sh refused Bookworm only after changing the machine"
+        [ "$elapsed_s" -lt 60 ] || die "install.sh took ${elapsed_s} s to refuse Bookworm: not at once"
+        after=$(machine_state "$root")
+        if [ "$before" != "$after" ]; then
+            diff <(echo "$before") <(echo "$after") >&2 || true
+            die "install.sh refused Bookworm only after changing the machine (above)"
         fi
-        step_done "install.sh refuses a display on arm64 Bookworm" "$start" \
-            "$(grep 'error:' "$LOGS/install.log" | head -n1)"
+        sed 's/^/  /' "$LOGS/install.log" >&2
+        step_done "install.sh refuses a display (Bookworm)" "$start" \
+            "exit $status; nothing changed: packages, users, /opt/pdn, /etc/pdn, /var/lib/pdn, units"
         return 0
     fi
     [ "$status" -eq 0 ] || { tail -30 "$LOGS/install.log" >&2; die "install.sh failed (exit $status; log: $LOGS/install.log)"; }
-    step_done "install.sh" "$start" "$(grep -o 'installed pdn .* into /opt/pdn/venv' "$LOGS/install.log")"
+    step_done "install.sh (display, xcb)" "$start" "$(grep -o 'installed pdn .* into /opt/pdn/venv' "$LOGS/install.log" | head -n1)"
 
+    # The PySide6 the lock file gives a glibc 2.39 system, as Python in the venv imports it.
     start=$(now)
     expected=$(sed -n 's/^pyside6==//p' "$root/root/pdn-display/constraints.txt")
-    installed=$(find "$root"/opt/pdn/venv/lib/python3*/site-packages -maxdepth 1 -name 'pyside6-*.dist-info' \
-        -printf '%f\n' | sed -n 's/^pyside6-\(.*\)\.dist-info$/\1/p')
+    installed=$(chroot "$root" "${CLEAN_ENV[@]}" runuser -u pdn -- /opt/pdn/venv/bin/python -c \
+        'import PySide6, PySide6.QtWebEngineQuick; print(PySide6.__version__)' 2>>"$LOGS/pyside6.log") \
+        || { cat "$LOGS/pyside6.log" >&2; die "PySide6.QtWebEngineQuick does not import in the root's venv"; }
     if [ -z "$expected" ] || [ "$installed" != "$expected" ]; then
-        die "PySide6 '$installed' installed; $SUITE (glibc 2.39 or newer) must get the locked $expected"
+        die "PySide6 '$installed' imports in /opt/pdn/venv; $SUITE (glibc 2.39 or newer) must get the locked '$expected'"
     fi
-    step_done "PySide6 for $SUITE" "$start" "PySide6 $installed (the lock file's)"
+    step_done "PySide6 in /opt/pdn/venv" "$start" "PySide6 $installed imports with QtWebEngineQuick (constraints.txt: $expected)"
 
     start=$(now)
     backend=$(chroot "$root" "${CLEAN_ENV[@]}" runuser -u pdn -- /opt/pdn/venv/bin/pdn display \
@@ -572,7 +690,7 @@ run_pi() {
     chroot "$root" "${CLEAN_ENV[@]}" bash -c "cd / && code=\$(runuser -u pdn -- pdn display \
         --pairing-code --data-dir /var/lib/pdn/display) && pdn ctl pair $url \"\$code\"" \
         >>"$LOGS/ctl.log" 2>&1 || { cat "$LOGS/ctl.log" >&2; die "pdn ctl pair failed"; }
-    found=$("${checks[@]}" idle "$url" --ctl "$ctl" --save "$LOGS/arm64-$SUITE-idle.png") \
+    found=$("${checks[@]}" idle "$url" --ctl "$ctl" --save "$SHOTS/idle.png") \
         || { tail -30 "$log" >&2; die "the idle page did not reach /x/screenshot (log: $log)"; }
     step_done "the idle page on /x/screenshot (pairing included)" "$start" "$found"
 
@@ -581,7 +699,7 @@ run_pi() {
         "http://127.0.0.1:$www_port/page.html" --for 1m >>"$LOGS/ctl.log" 2>&1 \
         || { cat "$LOGS/ctl.log" >&2; die "pdn ctl schedule (the page) failed"; }
     found=$("${checks[@]}" shows "$url" "http://127.0.0.1:$www_port/page.html" --colour 40,160,80 \
-        --ctl "$ctl" --save "$LOGS/arm64-$SUITE-page.png") \
+        --ctl "$ctl" --save "$SHOTS/page.png") \
         || { tail -30 "$log" >&2; die "the scheduled page did not show (log: $log)"; }
     step_done "a scheduled page in screenshots" "$start" "$found"
 
@@ -590,7 +708,7 @@ run_pi() {
         "http://127.0.0.1:$www_port/h264.mp4" --for 10m >>"$LOGS/ctl.log" 2>&1 \
         || { cat "$LOGS/ctl.log" >&2; die "pdn ctl schedule (the video) failed"; }
     found=$("${checks[@]}" shows "$url" "http://127.0.0.1:$www_port/h264.mp4" --colour 210,40,40 \
-        --codec H264 --ctl "$ctl" --save "$LOGS/arm64-$SUITE-video.png") \
+        --codec H264 --ctl "$ctl" --save "$SHOTS/video.png") \
         || { tail -30 "$log" >&2; die "the H.264 video did not show (log: $log)"; }
     step_done "an H.264 MP4 in screenshots" "$start" "$found"
 
@@ -598,39 +716,54 @@ run_pi() {
     [[ "$found" == *"by $backend,"* ]] \
         || die "the video played by another backend than the chosen $backend: $found"
     grep -q "video: $backend" "$log" || die "the display's log has no 'video: $backend' line"
-    say "video backend: $backend, chosen (check-config, the log's 'video:' line) and loaded (it played the video)"
+    if [ "$backend" = ffmpeg ]; then
+        grep -q 'Using Qt multimedia with FFmpeg' "$log" || die "the display's log does not say Qt loaded its FFmpeg"
+        backend+=" ($(grep -o 'FFmpeg version [^ ]*' "$log" | head -n1), the wheel's)"
+    fi
+    say "video backend: $backend: chosen (check-config, the log's 'video:' line), loaded and playing (/x/health)"
 
+    # SIGTERM to pdn itself, as systemctl stop sends it (and as the amd64 run does); then the
+    # root's X server; then nothing of the run may be left in the root.
     start=$(now)
-    kill -TERM -- "-$DISPLAY_PID" 2>/dev/null || true
-    local waited=0
+    local pdn_pid waited=0
+    pdn_pid=$(pdn_display_pid "$(readlink -f "$root")")
+    [ -n "$pdn_pid" ] || die "no 'pdn display' process found in $root"
+    kill -TERM "$pdn_pid"
     while kill -0 "$DISPLAY_PID" 2>/dev/null && [ $waited -lt 120 ]; do
         sleep 1
         waited=$((waited + 1))
     done
-    kill -0 "$DISPLAY_PID" 2>/dev/null && die "the display did not stop within 120 s of SIGTERM"
-    step_done "the display stops on SIGTERM" "$start"
+    if kill -0 "$DISPLAY_PID" 2>/dev/null; then die "the display did not stop within 120 s of SIGTERM"; fi
+    grep -q 'pdn.app: stopped' "$log" || die "the display ended without 'stopped' in its log ($log)"
+    kill -TERM "$XVFB_PID" 2>/dev/null || true
+    nothing_left_in "$(readlink -f "$root")" 30 || die "processes left in the root after the display and Xvfb stopped"
+    step_done "the display stops on SIGTERM, nothing left in the root" "$start" "stopped ${waited} s after SIGTERM"
 }
 
 if [ -d "$DIR" ]; then
     grep -qs " $DIR/" /proc/mounts && die "something is mounted under $DIR: unmount it first"
-    rm -rf "$DIR"
+    rm -rf --one-file-system "$DIR"
 fi
 mkdir -p "$DIR"
 LOGS=$DIR-logs
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
+SHOTS=${SHOTS:-$LOGS}
+if [ "$ARCH" = arm64 ] && [ "$SUITE" != bookworm ]; then
+    rm -f "$SHOTS"/{idle,page,video}.png
+    mkdir -p "$SHOTS"
+fi
 DISPLAY_UP=""
 VIDEOS_PLAYED=""
 TEST_TIME=""
 BASE_TIME=""
+RUN_START=$(now)
 if [ "$ARCH" = arm64 ]; then
     setup_emulation
+    start=$(now)
     build_base
+    step_done "base root: $BASE_HOW" "$start"
     run_pi
-    say "summary (an emulated Raspberry Pi: arm64 Debian $SUITE under qemu-user, as its unit runs it):"
-    say "  debootstrap:  $BASE_TIME"
-    for line in "${STEPS[@]}"; do say "  $line"; done
-    say "logs and screenshots in $LOGS"; if [ "$KEEP" = 1 ]; then say "root kept in $DIR"; fi
     exit 0
 fi
 build_base
