@@ -88,24 +88,25 @@ def save(displays: dict[str, dict[str, Any]]) -> Path:
     return path
 
 
-def token_for(url: str) -> str | None:
-    """The token paired with the display at ``url``, or None (an unreadable file: None)."""
+def _paired(url: str, field: str) -> str | None:
+    """``field`` of what pairing kept for the display at ``url``, or None (an unreadable file:
+    None)."""
     try:
         entry = load().get(origin(url))
     except ValueError:
         return None
-    token = entry.get("token") if entry else None
-    return token if isinstance(token, str) else None
+    found = entry.get(field) if entry else None
+    return found if isinstance(found, str) else None
+
+
+def token_for(url: str) -> str | None:
+    """The token paired with the display at ``url``, or None."""
+    return _paired(url, "token")
 
 
 def pinned_fingerprint(url: str) -> str | None:
     """The ``sha256:...`` pinned for the display at ``url``, or None."""
-    try:
-        entry = load().get(origin(url))
-    except ValueError:
-        return None
-    found = entry.get("tls-fingerprint") if entry else None
-    return found if isinstance(found, str) else None
+    return _paired(url, "tls-fingerprint")
 
 
 def session_for(url: str, pin: str | None = None) -> requests.Session:
