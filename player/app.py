@@ -68,6 +68,7 @@ from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
 from server.display import DisplaySecurity, create_app
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
+from server.limits import limits
 from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
 from server.pairing import Pairing
@@ -239,8 +240,14 @@ def run(
         renderer.set_context(display.context())
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
+        # A board slow enough for [screen] timeout-factor is as slow at its half of a TLS
+        # handshake: the header deadline (10 s) stretches with it (server.limits).
         server = WsgiServer(
-            create_app(display, security), sock=listener, name="api", tls=tls[0] if tls else None
+            create_app(display, security),
+            sock=listener,
+            name="api",
+            tls=tls[0] if tls else None,
+            bounds=limits(slowness=config.screen.timeout_factor),
         )
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,
