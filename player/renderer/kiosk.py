@@ -109,6 +109,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._fatal: str | None = None
         self._frame_class = "content"  # of the last look at the screen
         self._frame_class_at: float | None = None
+        # (frames swapped, time) when the compositor was first seen black against content
+        self._black_suspect: tuple[int, float] | None = None
         self._watch_count = 0
         self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
         # The slot fading out under the one fading in: it stays live until it is cleared.

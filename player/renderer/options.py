@@ -114,6 +114,11 @@ class RendererOptions:
     # Seconds between the watchdog's looks at what the compositor or X server shows
     # (player.renderer.compositor); 0: never.
     compositor_check: float = 30.0
+    # The compositor showing black while the display paints content is a wrong screen once a
+    # look taken after two more frames were swapped still shows black, or after this long
+    # without such frames (a window the compositor covers may be sent no frame callbacks):
+    # until then the content may not have reached the screen yet.
+    compositor_settle: float = 5.0
     # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
@@ -147,6 +152,7 @@ class RendererOptions:
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
             compositor_check=float(getattr(screen, "compositor_check", 30.0)),
+            compositor_settle=cls.compositor_settle * factor,
             page_load_timeout=cls.page_load_timeout * factor,
             hang_timeout=cls.hang_timeout * factor,
             recover_within=cls.recover_within * factor,
