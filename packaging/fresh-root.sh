@@ -721,6 +721,14 @@ run_pi() {
         backend+=" ($(grep -o 'FFmpeg version [^ ]*' "$log" | head -n1), the wheel's)"
     fi
     say "video backend: $backend: chosen (check-config, the log's 'video:' line), loaded and playing (/x/health)"
+    # What the display's own log says of its screen and its API under emulation (reported,
+    # not failed on: the screenshots above are the proof): a visual watchdog that called a
+    # fine screen wrong, or a connection closed for its deadline (pdn.wsgi), shows here.
+    local wrong closed
+    wrong=$(grep -c 'the screen is wrong' "$log" || true)
+    closed=$(grep -c 'pdn.wsgi: \(closed the connection\|answered 408\)' "$log" || true)
+    say "the display's log: $wrong 'the screen is wrong' line(s), $closed connection(s) closed for a deadline"
+    [ "$wrong" = 0 ] || grep 'the screen is \(still \)\?wrong\|the screen is right again' "$log" | head -n 5 >&2
 
     # SIGTERM to pdn itself, as systemctl stop sends it (and as the amd64 run does); then the
     # root's X server; then nothing of the run may be left in the root.
