@@ -141,13 +141,20 @@ processes_in() {
 
 # The pid of pdn itself (python .../bin/pdn display ...) in the root $1, not of a wrapper whose
 # arguments name it too (xvfb-run, runuser); empty when none runs.
+# Natively its command line is "python3 .../bin/pdn display ..."; an arm64 one run through
+# binfmt_misc shows qemu's, with the interpreter, the file and (flag P) argv[0] in front:
+# "qemu-aarch64 .../python3 .../python3 .../bin/pdn display ...". So ".../bin/pdn display"
+# is looked for anywhere in it.
 pdn_display_pid() {
-    local candidate argv found=""
+    local candidate argv found="" i
     for candidate in $(processes_in "$1"); do
         mapfile -d '' -t argv <"/proc/$candidate/cmdline" 2>/dev/null || continue
-        if [ "${#argv[@]}" -ge 3 ] && [[ ${argv[1]} == */bin/pdn ]] && [ "${argv[2]}" = display ]; then
-            found=$candidate
-        fi
+        for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
+            if [[ ${argv[i]} == */bin/pdn ]] && [ "${argv[i + 1]}" = display ]; then
+                found=$candidate
+                break
+            fi
+        done
     done
     echo "$found"
 }
