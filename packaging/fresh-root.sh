@@ -711,12 +711,22 @@ run_pi() {
     step_done "a scheduled page in screenshots" "$start" "$found"
 
     start=$(now)
-    chroot "$root" "${CLEAN_ENV[@]}" pdn ctl schedule "$url" \
-        "http://127.0.0.1:$www_port/h264.mp4" --for 10m >>"$LOGS/ctl.log" 2>&1 \
-        || { cat "$LOGS/ctl.log" >&2; die "pdn ctl schedule (the video) failed"; }
-    found=$("${checks[@]}" shows "$url" "http://127.0.0.1:$www_port/h264.mp4" --colour 210,40,40 \
-        --codec H264 --ctl "$ctl" --save "$SHOTS/video.png") \
-        || { tail -30 "$log" >&2; die "the H.264 video did not show (log: $log)"; }
+    # A video request plays the clip once (its own length); under emulation a screenshot takes
+    # long enough to miss all of that play now and then (Trixie run B): then it is sent again,
+    # once, and the run says so.
+    local attempt
+    for attempt in 1 2; do
+        chroot "$root" "${CLEAN_ENV[@]}" pdn ctl schedule "$url" \
+            "http://127.0.0.1:$www_port/h264.mp4" --for 10m >>"$LOGS/ctl.log" 2>&1 \
+            || { cat "$LOGS/ctl.log" >&2; die "pdn ctl schedule (the video) failed"; }
+        if found=$("${checks[@]}" shows "$url" "http://127.0.0.1:$www_port/h264.mp4" \
+            --colour 210,40,40 --codec H264 --ctl "$ctl" --save "$SHOTS/video.png"); then
+            break
+        fi
+        [ "$attempt" = 1 ] || { tail -30 "$log" >&2; die "the H.264 video did not show (log: $log)"; }
+        say "the H.264 video's play was not caught in a screenshot: sent again (once)"
+    done
+    [ "$attempt" = 1 ] || found+=" (sent a second time)"
     step_done "an H.264 MP4 in screenshots" "$start" "$found"
 
     # The backend install.sh's wheel has and --check-config chose is the one that played it.
