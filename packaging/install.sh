@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs pdn-display as an appliance: a Raspberry Pi (64-bit Raspberry Pi OS, Bookworm or
-# Trixie) or a Debian/Ubuntu kiosk PC that boots straight into the fullscreen player.
+# Installs pdn-display as an appliance: a Raspberry Pi (64-bit Raspberry Pi OS Trixie) or a
+# Debian/Ubuntu kiosk PC that boots straight into the fullscreen player.
 #
 #   sudo packaging/install.sh [options]
 #
@@ -56,8 +56,6 @@ PDN_USER=pdn
 SCREEN_GROUPS=(video render input tty audio)
 # The PySide6 range of pyproject.toml's display extra; constraints.txt locks a version in it.
 PYSIDE6_RANGE="PySide6>=6.8.0,<6.12"
-# Raspberry Pi OS Bookworm (aarch64, glibc 2.36): the newest PySide6 with manylinux_2_31 wheels.
-PYSIDE6_BOOKWORM_AARCH64=6.8.0.2
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source_dir=$(cd "$script_dir/.." && pwd)
@@ -151,10 +149,16 @@ glibc_version() {
 # True when version $1 >= version $2 (dotted numbers).
 version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 
-# The PySide6 requirement this machine can run. PyPI's aarch64 wheels newer than 6.8.0.x need
-# glibc 2.39 (Raspberry Pi OS Trixie has 2.41); Bookworm's 2.36 gets 6.8.0.x (manylinux 2.31).
-# Elsewhere pip picks the newest wheel the machine's glibc admits within the project's range
-# (below 6.12: 6.12.0 loses a reference to True on every signal emission under Python 3.11).
+# The PySide6 requirement this machine can run: pip picks the newest wheel the machine's glibc
+# admits within the project's range (below 6.12: 6.12.0 loses a reference to True on every
+# signal emission under Python 3.11), the lock file's where it can.
+#
+# On arm64, PyPI's wheels from 6.8.1 on need glibc 2.39: Raspberry Pi OS Trixie (2.41), not
+# Bookworm (2.36). Bookworm is refused for a display, for what was measured in an emulated
+# arm64 Bookworm (packaging/fresh-root.sh --arch arm64): the last wheel it admits, 6.8.0.2,
+# links Debian 11's libtiff.so.5 and libwebp.so.6 (Qt WebEngine does not load without them) and
+# FFmpeg 4 (its FFmpeg video plugin), none of which Bookworm has. Installing them from Debian 11
+# would put image decoders that no longer get security fixes in front of every page shown.
 pyside6_requirement() {
     local arch=$1 glibc=$2
     if ! version_at_least "$glibc" 2.28; then
@@ -163,11 +167,17 @@ pyside6_requirement() {
     fi
     case "$arch" in
         aarch64 | arm64)
-            if version_at_least "$glibc" 2.39; then
-                echo "$PYSIDE6_RANGE"
-            else
-                echo "PySide6>=6.8.0,<6.8.1"
+            if ! version_at_least "$glibc" 2.39; then
+                echo "a display on 64-bit ARM needs glibc 2.39 or newer (PyPI's Qt for arm64," \
+                    "PySide6 6.8.1 and later), and this system has $glibc ($(os_name)). The last Qt" \
+                    "for older systems, PySide6 6.8.0.2, needs Debian 11's libtiff5, libwebp6 and" \
+                    "FFmpeg 4, which Bookworm does not have and which get no security fixes any more." \
+                    "The way forward: Raspberry Pi OS Lite (64-bit), Trixie, written to the card, then" \
+                    "this again. This machine can still run the roles without a screen (--services" \
+                    "scheduler, content or sensor)." >&2
+                return 1
             fi
+            echo "$PYSIDE6_RANGE"
             ;;
         x86_64 | amd64) echo "$PYSIDE6_RANGE" ;;
         *)
@@ -194,6 +204,24 @@ choose_python() {
 }
 
 is_raspberry_pi() { grep -qs 'Raspberry Pi' /proc/device-tree/model; }
+
+# e.g. "Debian GNU/Linux 12 (bookworm)" (Raspberry Pi OS says Debian too).
+os_name() {
+    (
+        # shellcheck disable=SC1091
+        . /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}"
+    ) || echo "unknown system"
+}
+
+# A display needs a Qt this machine can run: refused at once, before anything changes, when
+# PyPI has none for it (see pyside6_requirement).
+check_machine() {
+    local reason
+    wants_service display || return 0
+    if ! reason=$(pyside6_requirement "$(machine_arch)" "$(glibc_version)" 2>&1 >/dev/null); then
+        die "$reason"
+    fi
+}
 
 # The platform a new config gets: what was asked, else eglfs on a Pi, else cage.
 chosen_platform() {
@@ -239,9 +267,18 @@ system_packages() {
         libxkbcommon-x11-0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0
         libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-xkb1
         libwayland-client0 libwayland-cursor0 libwayland-egl1
-        libinput10 libmtdev1 "libudev1"
+        libinput10 "libmtdev1t64|libmtdev1" "libudev1"
         v4l-utils x11-xserver-utils
     )
+    # PyPI's aarch64 wheels of Qt WebEngine link these from the system (the x86_64 ones carry
+    # their own): measured by ldd in an emulated arm64 Debian 13 root (packaging/fresh-root.sh
+    # --arch arm64); without them PySide6.QtWebEngineQuick does not import.
+    case "$(machine_arch)" in
+        aarch64 | arm64)
+            packages+=(libsnappy1v5 libopus0 libwebp7 libwebpdemux2 libwebpmux3
+                "libminizip1t64|libminizip1" liblcms2-2)
+            ;;
+    esac
     case "$platform" in
         # xwayland: Debian's cage exits at start without it ("Cannot create XWayland server"),
         # though it does not depend on it. grim: the watchdog reads back what cage shows
@@ -331,22 +368,11 @@ create_user() {
     done
 }
 
-# The lock file for this machine: constraints.txt as it is, or, where the machine needs an older
-# PySide6 than the one locked (Raspberry Pi OS Bookworm), with Qt's lines pinned to that one.
-# Prints the path of the file to use.
+# The lock file: constraints.txt, the same versions on every machine.
 constraints_for() {
-    local requirement=$1 lock="$source_dir/constraints.txt" adjusted
+    local lock="$source_dir/constraints.txt"
     [ -f "$lock" ] || die "no $lock: the lock file belongs next to pyproject.toml"
-    if [ -z "$requirement" ] || [ "$requirement" = "$PYSIDE6_RANGE" ]; then
-        echo "$lock"
-        return 0
-    fi
-    adjusted=$(mktemp)
-    grep -viE '^(pyside6|pyside6-addons|pyside6-essentials|shiboken6)==' "$lock" >"$adjusted"
-    printf '%s\n' "pyside6==$PYSIDE6_BOOKWORM_AARCH64" "pyside6-addons==$PYSIDE6_BOOKWORM_AARCH64" \
-        "pyside6-essentials==$PYSIDE6_BOOKWORM_AARCH64" "shiboken6==$PYSIDE6_BOOKWORM_AARCH64" \
-        >>"$adjusted"
-    echo "$adjusted"
+    echo "$lock"
 }
 
 # --- Releases (issue 25) -------------------------------------------------------------------
@@ -455,7 +481,7 @@ install_release() {
     fi
     python=$(choose_python) || die "no Python 3.11 to 3.13 found (on Debian: apt-get install python3)"
     source=${WHEEL:-$source_dir}
-    constraints=$(constraints_for "$requirement")
+    constraints=$(constraints_for)
     # The display role takes the 'display' extra (PySide6); the other roles need no Qt.
     target=$source
     if [ "$display" = 1 ]; then target="${source}[display]"; fi
@@ -786,6 +812,7 @@ summary() {
 
 main() {
     parse_args "$@"
+    skipped venv || check_machine
     local platform
     # An upgrade keeps the config, so its platform is the one to install for (an offscreen or
     # xcb display gets no cage and no seatd).

@@ -47,7 +47,7 @@ from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import Display
-from player.engine import Engine
+from player.engine import LOAD_TIMEOUT, Engine
 from player.follower import ScheduleFollower
 from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
@@ -70,6 +70,7 @@ from player.store import DisplayStore, StoreError
 from player.writer import DeferredQueueStore, OrderedWriter
 from server.display import DisplaySecurity, create_app
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
+from server.limits import limits
 from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
 from server.pairing import Pairing
@@ -230,6 +231,7 @@ def run(
             locate=content.locate,
             on_playback=playback.changed,
             wake=waker.wake,
+            load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
         )
         renderer.set_listener(engine)  # the loop: the renderer reports to the engine it obeys
         display = Display(
@@ -246,8 +248,14 @@ def run(
         renderer.set_context(display.context())
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
+        # A board slow enough for [screen] timeout-factor is as slow at its half of a TLS
+        # handshake: the header deadline (10 s) stretches with it (server.limits).
         server = WsgiServer(
-            create_app(display, security), sock=listener, name="api", tls=tls[0] if tls else None
+            create_app(display, security),
+            sock=listener,
+            name="api",
+            tls=tls[0] if tls else None,
+            bounds=limits(slowness=config.screen.timeout_factor),
         )
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,

@@ -36,6 +36,7 @@ then command-line flags. Example (every key is optional)::
     rotation = 0                        # 0, 90, 180 or 270 degrees
     crossfade = 0.3                     # seconds of cross-fade between items; 0: cut
     compositor-check = 30               # seconds between looks at what the compositor shows
+    timeout-factor = 1                  # multiplies the renderer's timeouts (an emulated board)
     audio = "on"                        # videos' sound: on (where a sound server runs), off
     video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
     video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
@@ -94,6 +95,9 @@ class ScreenConfig:
     rotation: int = 0
     crossfade: float = 0.3
     compositor_check: float = 30.0  # seconds; 0: off (player.renderer.compositor)
+    # Multiplies the times a page has to paint (15 s), to answer (10 s) and a wrong screen to
+    # be put right (20 s): 1 on real boards, more under emulation (fresh-root.sh --arch arm64).
+    timeout_factor: float = 1.0
     audio: bool = True  # videos' sound
     video_backend: str = "auto"  # player.videodecode.BACKENDS
     video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
@@ -308,6 +312,13 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         or not (compositor_check == 0 or 1 <= compositor_check <= 3600)
     ):
         problems.append(f"'{key}.compositor-check' must be 0 (off) or seconds from 1 to 3600")
+    timeout_factor = table.get("timeout_factor", 1)
+    if (
+        isinstance(timeout_factor, bool)
+        or not isinstance(timeout_factor, int | float)
+        or not 1 <= timeout_factor <= 100
+    ):
+        problems.append(f"'{key}.timeout-factor' must be a number from 1 to 100")
     audio = table.get("audio", "on")
     audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
     if not isinstance(audio, bool):
@@ -346,6 +357,7 @@ def _screen(key: str, value: Any) -> ScreenConfig:
         rotation=rotation,
         crossfade=float(crossfade),
         compositor_check=float(compositor_check),
+        timeout_factor=float(timeout_factor),
         audio=audio is not False,
         video_backend=str(video_backend),
         video_decoders=int(video_decoders),
@@ -421,6 +433,7 @@ _SCREEN_KEYS = {
     "rotation",
     "crossfade",
     "compositor_check",
+    "timeout_factor",
     "audio",
     "video_backend",
     "video_decoders",

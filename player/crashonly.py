@@ -8,7 +8,7 @@ straight back costs a restart every minute at most, not a hot loop, and stays un
 unit's start limit. A display that then runs with a right screen for a while forgets them
 (:func:`clear_exits`).
 
-:class:`RepeatFilter` keeps a repeating message from flooding the journal.
+(:class:`server.logrepeat.RepeatFilter` keeps a repeating message from flooding the journal.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -66,31 +65,3 @@ def clear_exits(data_dir: Path) -> None:
         (data_dir / EXITS_FILE).unlink(missing_ok=True)
     except OSError as error:
         log.warning("cannot clear %s: %s", data_dir / EXITS_FILE, error)
-
-
-class RepeatFilter(logging.Filter):
-    """Lets the first ``burst`` records of one message (logger, level, format) through in each
-    ``window`` seconds, then drops them, and says how many were dropped when the window ends."""
-
-    def __init__(self, burst: int = 5, window: float = 60.0) -> None:
-        super().__init__()
-        self.burst = burst
-        self.window = window
-        self._lock = threading.Lock()
-        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.levelno, str(record.msg))
-        now = time.monotonic()
-        with self._lock:
-            start, count = self._seen.get(key, (now, 0))
-            if now - start >= self.window:
-                dropped = count - self.burst
-                if dropped > 0:
-                    record.msg = f"{record.msg} (and {dropped} more like it in {self.window:g} s)"
-                start, count = now, 0
-            count += 1
-            self._seen[key] = (start, count)
-            if len(self._seen) > 1000:
-                self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window}
-        return count <= self.burst

@@ -17,8 +17,9 @@ due, and sleeps otherwise. Only ``tick`` calls the renderer, so the renderer is 
 from the driver's thread; every other method is safe from any thread.
 
 Failures never leave the screen stuck: an item that fails (or does not paint within
-:data:`LOAD_TIMEOUT`) is skipped; a scheduled URL that keeps failing is left out for a
-while, backing off from 5 s to 5 min; a failing request is dropped from the queue.
+:data:`LOAD_TIMEOUT`, or the ``load_timeout`` given) is skipped; a scheduled URL that
+keeps failing is left out for a while, backing off from 5 s to 5 min; a failing request is
+dropped from the queue.
 
 Restart: the queue is stored (``EngineStore``); the request that was on screen when the
 process died keeps the time it had left by the wall clock, so after ``kill -9`` the display
@@ -181,8 +182,10 @@ class Engine:
         locate: Callable[[ContentItem], str] | None = None,
         on_playback: Callable[[Playback], None] | None = None,
         wake: Callable[[], None] | None = None,
+        load_timeout: float = LOAD_TIMEOUT,
     ) -> None:
         self._clock = clock
+        self._load_timeout = load_timeout
         self._schedule = schedule
         self._store = store
         self._renderer = renderer
@@ -358,7 +361,7 @@ class Engine:
         with self._lock:
             times: list[datetime | None] = [self._schedule.next_change(now)]
             if self._pending is not None:
-                times.append(self._pending.issued + timedelta(seconds=LOAD_TIMEOUT))
+                times.append(self._pending.issued + timedelta(seconds=self._load_timeout))
             current = self._current
             if current is not None and current.end_at is not None and self._pending is None:
                 times.append(current.end_at)
@@ -393,12 +396,12 @@ class Engine:
     def _decide(self, now: datetime) -> list[Callable[[], None]]:
         actions: list[Callable[[], None]] = []
         if self._pending is not None and now >= self._pending.issued + timedelta(
-            seconds=LOAD_TIMEOUT
+            seconds=self._load_timeout
         ):
             stuck = self._pending
             self._pending = None
             log.warning(
-                "%s did not paint within %g s; skipped", stuck.item.source_url, LOAD_TIMEOUT
+                "%s did not paint within %g s; skipped", stuck.item.source_url, self._load_timeout
             )
             if stuck.request_id is not None:
                 self._drop_request(stuck.request_id)

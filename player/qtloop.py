@@ -39,9 +39,9 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QGuiApplication
 
-from player.crashonly import RepeatFilter
 from player.renderer import KioskRenderer, prepare_process
 from player.sdnotify import SdNotifier
+from server.logrepeat import RepeatFilter
 
 log = logging.getLogger("pdn.app")
 qt_log = logging.getLogger("pdn.qt")

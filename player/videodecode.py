@@ -7,9 +7,7 @@ use, decided before Qt starts (``QT_MEDIA_BACKEND`` is read once) and said by
   node exist (Intel or AMD kiosk PCs). It has no V4L2 decoders, so on a Pi it decodes in
   software.
 - **GStreamer** (the system's, which the wheel's plugin links): on a Raspberry Pi its V4L2
-  decoders use the board's hardware (H.264 on a Pi 4, HEVC on a Pi 5). And the aarch64 wheel
-  that Raspberry Pi OS Bookworm can run (6.8.0.x) has an FFmpeg plugin that needs Debian 11's
-  FFmpeg 4, so GStreamer is its only backend there.
+  decoders use the board's hardware (H.264 on a Pi 4, HEVC on a Pi 5).
 
 ``auto`` (the default of ``[screen] video-backend``) takes GStreamer on a Raspberry Pi when it
 is installed, FFmpeg elsewhere. No Qt is imported here.

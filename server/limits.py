@@ -11,7 +11,9 @@ variable                           default    what it bounds
                                               connection idle longest is closed for a new one
 ``PDN_MAX_CONNECTIONS_PER_CLIENT`` 32         open connections from one client address; more
                                               are answered 429 and closed
-``PDN_HEADER_TIMEOUT``             10         seconds to send a request's headers
+``PDN_HEADER_TIMEOUT``             10         seconds to finish the TLS handshake and
+                                              send a request's headers (a display's default
+                                              is 10 times its ``[screen] timeout-factor``)
 ``PDN_BODY_TIMEOUT``               60         seconds to send a whole request (headers + body)
 ``PDN_IDLE_TIMEOUT``               30         seconds a kept-alive connection may stay idle
 ``PDN_MAX_SUBSCRIPTIONS``          100        subscriptions per resource (topic); more: 429
@@ -63,11 +65,19 @@ _ENV = {
 }
 
 
-def limits(environ: dict[str, str] | None = None) -> Limits:
+def limits(environ: dict[str, str] | None = None, *, slowness: float = 1.0) -> Limits:
     """The defaults, changed by the environment; a value that is not a positive number is
-    refused with ValueError naming the variable."""
+    refused with ValueError naming the variable.
+
+    ``slowness`` (a display's ``[screen] timeout-factor``) stretches the default header
+    deadline, not one set by ``PDN_HEADER_TIMEOUT``: that deadline is wall-clock time on this
+    machine from the connect, and it includes this machine's own share (the server's half of
+    the TLS handshake, on a loop that shares the GIL with the screen), which a board slow
+    enough to need the factor is slow at too. The flood bounds do not rest on it: a connection
+    still handshaking counts as idle, so it is evicted for a new one at the connection bound,
+    and one client's connections are capped."""
     env = os.environ if environ is None else environ
-    values: dict[str, int | float] = {}
+    values: dict[str, int | float] = {"header_timeout": Limits.header_timeout * max(1.0, slowness)}
     for item in fields(Limits):
         name = _ENV[item.name]
         given = env.get(name, "").strip()

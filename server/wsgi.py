@@ -12,7 +12,9 @@ loop guarded here (:class:`GuardedServer`, bounds from :mod:`server.limits`):
 
 - a *request deadline*: the headers must arrive within ``header_timeout`` and the whole request
   within ``body_timeout`` of its first byte, however slowly it drips; a late one is answered
-  408 and closed (checked every second);
+  408 and closed (checked every second); over TLS the handshake too must finish within
+  ``header_timeout`` of the connect, or the connection is closed (no answer can be sent). Each
+  such close is logged with the peer and the reason, a few a minute at most;
 - idle kept-alive connections are closed after ``idle_timeout``;
 - at most ``max_connections_per_client`` connections from one address (more: 429, closed);
 - at most ``max_connections`` in all; at the bound a new connection closes the one idle
@@ -41,6 +43,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
 from server.limits import Limits, limits
+from server.logrepeat import RepeatFilter
 from server.tls import TlsChannelMixin
 
 log = logging.getLogger("pdn.wsgi")
@@ -172,7 +175,18 @@ class GuardedServer(TcpWSGIServer):
         self.refused = 0
         self.evicted = 0
         self.timed_out = 0
+        # A connection closed for its deadline is logged (a client that gets only an EOF, a TLS
+        # handshake cut off, has nothing else to go by), 5 of each kind a minute per server at
+        # most: a scanner opening connections by the thousand must not flood the journal.
+        self.close_log = RepeatFilter(burst=5, window=60.0)
         super().__init__(*args, **kwargs)
+
+    def _log_close(self, message: str, *args: Any) -> None:
+        if not log.isEnabledFor(logging.WARNING):
+            return
+        record = log.makeRecord(log.name, logging.WARNING, __file__, 0, message, args, None)
+        if self.close_log.filter(record):
+            log.handle(record)
 
     def _open(self) -> dict[int, Any]:
         """The open connections (waitress's ``active_channels``), by file descriptor."""
@@ -257,6 +271,11 @@ class GuardedServer(TcpWSGIServer):
                 # A TLS handshake is bounded like request headers (a drip-fed handshake too).
                 if clock - channel.accepted_at > self.bounds.header_timeout:
                     self.timed_out += 1
+                    self._log_close(
+                        "closed the connection from %s: its TLS handshake did not finish within"
+                        " %g s of the connect (PDN_HEADER_TIMEOUT)",
+                        _peer(channel.addr), self.bounds.header_timeout,
+                    )  # fmt: skip
                     channel.handle_close()
                 continue
             began = channel.request_began
@@ -270,6 +289,12 @@ class GuardedServer(TcpWSGIServer):
                 continue
             self.timed_out += 1
             what = "request" if request.headers_finished else "request headers"
+            variable = "PDN_BODY_TIMEOUT" if request.headers_finished else "PDN_HEADER_TIMEOUT"
+            self._log_close(
+                "answered 408 and closed the connection from %s: the %s did not arrive within"
+                " %g s (%s)",
+                _peer(channel.addr), what, deadline, variable,
+            )  # fmt: skip
             channel.request = None
             channel.request_began = None
             try:
@@ -293,6 +318,13 @@ class GuardedServer(TcpWSGIServer):
 
 def _host(addr: Any) -> str:
     return str(addr[0]) if isinstance(addr, tuple) and addr else str(addr)
+
+
+def _peer(addr: Any) -> str:
+    """``host:port`` of a connection's peer (for the log)."""
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr)
 
 
 class WsgiServer:

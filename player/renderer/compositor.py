@@ -89,6 +89,11 @@ class CompositorView(QObject):
         self.at: float | None = None  # time.monotonic() of the last answer
         self.error: str | None = None
         self.checks = 0
+        # The display's frames swapped when the look that gave :attr:`frame` began (the caller's
+        # count, :meth:`look`): what the display had put out by then, to tell a frame still on
+        # its way from a compositor that shows black.
+        self.frames_at_look = 0
+        self._look_frames = 0
         self._started: float | None = None  # of the grim now running
         self._process: QProcess | None = None
         self._closed = False
@@ -130,8 +135,10 @@ class CompositorView(QObject):
         wait = BLACK_RECHECK if self.frame == "black" else self.every
         return now - self.at >= wait
 
-    def look(self, now: float) -> None:
-        """Ask the compositor (grim: the answer comes later, on the GUI thread)."""
+    def look(self, now: float, frames: int = 0) -> None:
+        """Ask the compositor (grim: the answer comes later, on the GUI thread); ``frames``:
+        how many frames the display has swapped so far (:attr:`frames_at_look`)."""
+        self._look_frames = frames
         if self.method == "x-root":
             self._answer(classify_frame(self._x_root()), now)
         elif self.method == "wlr-screencopy":
@@ -194,6 +201,7 @@ class CompositorView(QObject):
         if frame != self.frame:
             log.debug("the compositor shows %s", frame)
         self.frame, self.at, self.error = frame, now, None
+        self.frames_at_look = self._look_frames
 
     def _fail(self, error: str) -> None:
         if error != self.error:

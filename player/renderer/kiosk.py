@@ -113,6 +113,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self._fatal: str | None = None
         self._frame_class = "content"  # of the last look at the screen
         self._frame_class_at: float | None = None
+        # (frames swapped, time) when the compositor was first seen black against content
+        self._black_suspect: tuple[int, float] | None = None
         self._watch_count = 0
         self._grab_owed = False
         self._fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
@@ -147,7 +149,13 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         self.image_layer = ImageLayer(self.stage, options.decoded_images)
         spool = options.data_dir / "video-spool" if options.data_dir is not None else None
         self.video_layer = VideoLayer(
-            self.stage, options.audio, options.page_load_timeout, spool, options.video_decoders
+            self.stage,
+            options.audio,
+            options.page_load_timeout,
+            spool,
+            options.video_decoders,
+            local_first_frame_s=options.video_first_frame,
+            stalled_after=options.video_stalled_after,
         )
         self._connect_native()
         self.cover = Cover(self.stage, options.display_name, options.api_url)

@@ -107,10 +107,19 @@ class RendererOptions:
     # failed): the renderer gives up and the display exits for its service manager to restart
     # it. Under the unit's WatchdogSec (30 s), so the exit is ours, not a SIGABRT.
     recover_within: float = 20.0
+    # A video file (or one downloaded whole) that decodes no frame this long is not playable
+    # here; a video on screen that shows no new frame this long has stalled.
+    video_first_frame: float = 3.0
+    video_stalled_after: float = 5.0
     keep_screen_on: bool = True
     # Seconds between the watchdog's looks at what the compositor or X server shows
     # (player.renderer.compositor); 0: never.
     compositor_check: float = 30.0
+    # The compositor showing black while the display paints content is a wrong screen once a
+    # look taken after two more frames were swapped still shows black, or after this long
+    # without such frames (a window the compositor covers may be sent no frame callbacks):
+    # until then the content may not have reached the screen yet.
+    compositor_settle: float = 5.0
     # Decoded pictures kept ready for the native image layer (8 MiB each at 1080p): a playlist
     # that comes back to them is not decoded again. The low-memory profile keeps one.
     decoded_images: int = 3
@@ -140,11 +149,18 @@ class RendererOptions:
         """Options from ``player.config.DisplayConfig`` (duck-typed: the renderer does not
         depend on the configuration loader)."""
         screen = getattr(config, "screen", None)
+        factor = float(getattr(screen, "timeout_factor", 1.0))
         return cls(
             screen=int(getattr(screen, "index", 0)),
             rotation=int(getattr(screen, "rotation", 0)),
             crossfade_ms=round(float(getattr(screen, "crossfade", 0.0)) * 1000),
             compositor_check=float(getattr(screen, "compositor_check", 30.0)),
+            compositor_settle=cls.compositor_settle * factor,
+            page_load_timeout=cls.page_load_timeout * factor,
+            hang_timeout=cls.hang_timeout * factor,
+            recover_within=cls.recover_within * factor,
+            video_first_frame=cls.video_first_frame * factor,
+            video_stalled_after=cls.video_stalled_after * factor,
             audio=bool(getattr(screen, "audio", True)),
             video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),

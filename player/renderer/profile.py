@@ -16,8 +16,8 @@ from PySide6.QtWebEngineQuick import QQuickWebEngineProfile
 from player.renderer.options import RendererOptions
 
 STORAGE_NAME = "pdn-kiosk"
-# Qt 6.9 asks for profiles made through this QML type; 6.8 (the newest wheel for Raspberry Pi
-# OS Bookworm) does not have it.
+# Qt 6.9 asks for profiles made through this QML type; 6.8 (the floor of the display extra's
+# range) does not have it.
 _PROTOTYPE = b"import QtWebEngine\nWebEngineProfilePrototype {}"
 
 

@@ -50,7 +50,8 @@ from player.renderer.webslot import RETIRE_FRAMES
 log = logging.getLogger("pdn.renderer")
 
 # A local file that shows no frame by then cannot be played here (corrupt, no video track, a
-# codec the platform lacks); a remote one gets the page load timeout.
+# codec the platform lacks); a remote one gets the page load timeout. (Both, and STALLED_AFTER,
+# are the defaults: [screen] timeout-factor stretches them, RendererOptions.from_config.)
 LOCAL_FIRST_FRAME_MS = 3000
 STALE_AFTER_MS = 120_000  # a prepared video not shown by then gives its decoder back
 _LOADS = itertools.count(1)  # tokens of loads, unique across players
@@ -110,7 +111,13 @@ class VideoPlayer(QObject):
     cued = Signal(object)
 
     def __init__(
-        self, stage: Stage, name: str, audio: bool, spool: VideoSpool, parent: QObject
+        self,
+        stage: Stage,
+        name: str,
+        audio: bool,
+        spool: VideoSpool,
+        parent: QObject,
+        local_first_frame_ms: int = LOCAL_FIRST_FRAME_MS,
     ) -> None:
         super().__init__(parent)
         self.name = name
@@ -118,7 +125,8 @@ class VideoPlayer(QObject):
         self._load = 0  # this load's token: a download finishing for an older one is dropped
         self._asked: set[int] = set()  # tokens of the spool's answers still to come
         self._spooled = ""  # the downloaded file playing, when streaming could not work
-        self._first_frame_ms = LOCAL_FIRST_FRAME_MS
+        self._local_first_frame_ms = local_first_frame_ms
+        self._first_frame_ms = local_first_frame_ms
         self._audio = audio
         self.item = stage.create("Video", {"audio": False})
         player = self.item.findChild(QMediaPlayer, "player")
@@ -404,7 +412,7 @@ class VideoPlayer(QObject):
             return
         self._spooled = path
         if path:
-            self._open(Path(path).as_uri(), LOCAL_FIRST_FRAME_MS)
+            self._open(Path(path).as_uri(), self._local_first_frame_ms)
         else:
             self._open(self.url or "", self._first_frame_ms)
 
@@ -436,14 +444,22 @@ class VideoLayer(QObject):
         remote_first_frame_s: float,
         spool_dir: Path | None,
         decoders: int = 2,
+        *,
+        local_first_frame_s: float = LOCAL_FIRST_FRAME_MS / 1000,
+        stalled_after: float = STALLED_AFTER,
     ) -> None:
         super().__init__()  # no Qt parent: Python owns it, as the kiosk's other layers
         self._stage = stage
         self._decoders = decoders  # videos open at once ([screen] video-decoders)
         self._free_decoder_at: int | None = None  # the stage frame to release the shown one
         self._remote_first_frame_ms = round(remote_first_frame_s * 1000)
+        self._local_first_frame_ms = round(local_first_frame_s * 1000)
+        self._stalled_after = stalled_after
         self._spool = VideoSpool(spool_dir)
-        self._players = [VideoPlayer(stage, name, audio, self._spool, self) for name in ("a", "b")]
+        self._players = [
+            VideoPlayer(stage, name, audio, self._spool, self, self._local_first_frame_ms)
+            for name in ("a", "b")
+        ]
         quiet_ffmpeg()
         # On the GUI thread, just before the render thread takes the scene: what each player's
         # sink holds then is what is drawn (the honest count of frames on screen).
@@ -562,12 +578,13 @@ class VideoLayer(QObject):
 
     def check_stalled(self) -> None:
         """A video in front that is playing but has shown no new frame for ``STALLED_AFTER``
-        seconds (a stream that stopped, a decoder that hung) fails: never a frozen screen."""
+        seconds (times [screen] timeout-factor; a stream that stopped, a decoder that hung)
+        fails: never a frozen screen."""
         player = self.front_player()
         if player.state is not PlayerState.PLAYING:
             return
         silent = time.monotonic() - player.last_new_frame
-        if silent > STALLED_AFTER:
+        if silent > self._stalled_after:
             player.fail(f"stalled: no new frame for {silent:.0f} s")
 
     def describe(self) -> dict[str, object] | None:
@@ -631,7 +648,8 @@ class VideoLayer(QObject):
 
     def _first_frame_ms(self, url: str) -> int:
         local = urlsplit(url).scheme in ("file", "")
-        return LOCAL_FIRST_FRAME_MS if local else max(self._remote_first_frame_ms, 3000)
+        local_ms = self._local_first_frame_ms
+        return local_ms if local else max(self._remote_first_frame_ms, local_ms)
 
     def _present(self, player: VideoPlayer) -> None:
         assert self._wanted is not None

@@ -39,6 +39,7 @@ BEAT_STALE = 3.0  # seconds without a page's answer that make a black screen sus
 CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
 CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
 RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with back-off
+BLACK_SWAPS = 2  # frames swapped after the display saw its content, before a black look counts
 
 
 class VisualWatchdog:
@@ -63,6 +64,7 @@ class VisualWatchdog:
     _recoveries: int
     _frame_class: str
     _frame_class_at: float | None
+    _black_suspect: tuple[int, float] | None
     _watch_count: int
     _grab_owed: bool  # the minute's look is due, and waits for no switch to be imminent
     _fading_until: float
@@ -127,7 +129,8 @@ class VisualWatchdog:
             self._grab_owed = False
             self._look_at_the_screen(now)
         if looks and self.compositor.due(now):
-            self.compositor.look(now)  # grim answers later; the verdict uses the last answer
+            # grim answers later; the verdict uses the last answer
+            self.compositor.look(now, self.stage.frames)
         problem = self._screen_problem(now)
         if problem is None:
             if self._wrong_since is not None:
@@ -222,14 +225,33 @@ class VisualWatchdog:
 
     def _compositor_black(self, now: float) -> str | None:
         """The compositor (or X server) shows black while the display paints content: what
-        the display believes is on the screen is not."""
+        the display believes is on the screen is not.
+
+        The display's own look renders its scene afresh: content there may not have reached
+        the screen yet (a scene that has just turned from the black cover to the idle page,
+        whose next frame is still on its way: seen for 11-18 s in an emulated Pi, a false
+        "wrong" each start). So a black answer first makes the display suspect, and asks for
+        frames; it is wrong once a look that began after ``BLACK_SWAPS`` more frames were
+        swapped still shows black, or once ``compositor_settle`` seconds have passed without
+        them (a covered window may be sent no frame callbacks)."""
         view = self.compositor
         if view.frame != "black" or view.at is None or now - view.at > 3 * BLACK_RECHECK:
+            self._black_suspect = None
             return None
         if self._frame_class_at is None or self._frame_class_at < view.at:
             self._look_at_the_screen(now)  # the display's own view at the same moment
         if self._frame_class != "content":
+            self._black_suspect = None
             return None  # black content, or nothing painted: not the compositor's doing
+        if self._black_suspect is None:
+            self._black_suspect = (self.stage.frames, now)
+        frames, since = self._black_suspect
+        if (
+            view.frames_at_look - frames < BLACK_SWAPS
+            and now - since < self.options.compositor_settle
+        ):
+            self.stage.request_frame()  # a frame of this content, for the next look to see
+            return None
         return (
             f"the compositor shows a black screen ({view.note}) while the display paints "
             f"{self._showing()}"

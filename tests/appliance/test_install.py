@@ -57,7 +57,6 @@ def sourced(call: str, env: dict[str, str] | None = None) -> subprocess.Complete
 @pytest.mark.parametrize(
     ("arch", "glibc", "expected"),
     [
-        ("aarch64", "2.36", "PySide6>=6.8.0,<6.8.1"),  # Raspberry Pi OS Bookworm
         ("aarch64", "2.41", "PySide6>=6.8.0,<6.12"),  # Raspberry Pi OS Trixie
         ("aarch64", "2.39", "PySide6>=6.8.0,<6.12"),
         ("x86_64", "2.36", "PySide6>=6.8.0,<6.12"),  # Debian 12 kiosk PC
@@ -70,11 +69,33 @@ def test_pyside6_choice_follows_glibc_and_arch(arch: str, glibc: str, expected: 
     assert result.stdout.strip() == expected
 
 
-@pytest.mark.parametrize(("arch", "glibc"), [("armv7l", "2.36"), ("x86_64", "2.27")])
+@pytest.mark.parametrize(
+    ("arch", "glibc"), [("armv7l", "2.36"), ("x86_64", "2.27"), ("aarch64", "2.36")]
+)
 def test_machines_without_wheels_are_refused_with_a_reason(arch: str, glibc: str) -> None:
     result = sourced(f"pyside6_requirement {arch} {glibc}")
     assert result.returncode != 0
     assert "64-bit" in result.stderr or "too old" in result.stderr
+
+
+def test_a_display_on_pi_bookworm_is_refused_at_once(tmp_path: Path) -> None:
+    """Raspberry Pi OS Bookworm (arm64, glibc 2.36): PyPI's Qt for it needs Debian 11's
+    libraries (measured in an emulated Pi, packaging/fresh-root.sh --arch arm64). install.sh
+    stops before it changes anything, says why and the way forward."""
+    bookworm = {"PDN_ARCH": "aarch64", "PDN_GLIBC": "2.36"}
+    result = run("bash", INSTALL, "--root", tmp_path / "root", env=bookworm)
+    assert result.returncode != 0
+    assert "libtiff5, libwebp6 and FFmpeg 4" in result.stderr
+    assert "no security fixes" in result.stderr
+    assert "Raspberry Pi OS Lite (64-bit), Trixie" in result.stderr
+    assert not any((tmp_path / "root").iterdir())  # nothing installed, not even the files
+    assert "installing" not in result.stdout and "would install" not in result.stdout
+    # The roles without a screen need no Qt: still installed on Bookworm.
+    scheduler = run(
+        "bash", INSTALL, "--root", tmp_path / "other", "--services", "scheduler",
+        "--skip", "packages,venv", env=bookworm,
+    )  # fmt: skip
+    assert scheduler.returncode == 0, scheduler.stderr
 
 
 def test_glibc_and_python_detection_on_this_machine() -> None:

@@ -96,6 +96,8 @@ def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> No
         ("[screen]\ncrossfade = -1\n", "screen.crossfade"),
         ("[screen]\ncompositor-check = 0.5\n", "screen.compositor-check"),
         ('[screen]\ncompositor-check = "often"\n', "screen.compositor-check"),
+        ("[screen]\ntimeout-factor = 0.5\n", "screen.timeout-factor"),
+        ('[screen]\ntimeout-factor = "slow"\n', "screen.timeout-factor"),
         ('[screen]\naudio = "loud"\n', "screen.audio"),
         ('[screen]\nvideo-backend = "vlc"\n', "screen.video-backend"),
         ("[screen]\nwidth = 3\n", "screen.width"),
@@ -325,3 +327,27 @@ def test_a_bad_wall_names_its_line_and_every_problem(
             problem.startswith(f"{path}:5: ") and message in problem
             for problem in caught.value.problems
         ), (message, caught.value.problems)
+
+
+def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None:
+    """An emulated Pi (fresh-root.sh --arch arm64) needs minutes where a board needs seconds."""
+    from player.renderer.options import RendererOptions
+
+    default = RendererOptions.from_config(load_config(None, environ={}), "")
+    assert (default.page_load_timeout, default.hang_timeout, default.recover_within) == (
+        15.0,
+        10.0,
+        20.0,
+    )
+    slow = load_config(write(tmp_path, "[screen]\ntimeout-factor = 20\n"), environ={})
+    assert slow.screen.timeout_factor == 20
+    options = RendererOptions.from_config(slow, "")
+    assert (options.page_load_timeout, options.hang_timeout, options.recover_within) == (
+        300.0,
+        200.0,
+        400.0,
+    )
+    # A video's first frame and its stall: 3 s and 5 s on a board. Unstretched, an emulated
+    # Pi failed a valid H.264 file with "no frame decoded within 3 s".
+    assert (default.video_first_frame, default.video_stalled_after) == (3.0, 5.0)
+    assert (options.video_first_frame, options.video_stalled_after) == (60.0, 100.0)

@@ -12,12 +12,12 @@ import pytest
 
 from player.crashonly import (
     EXITS_FILE,
-    RepeatFilter,
     clear_exits,
     note_exit,
     restart_delay,
 )
 from player.renderer.engineprocs import ZygoteWatch, engine_children
+from server.logrepeat import RepeatFilter
 
 
 def test_restart_delay_grows_with_exits_in_a_row_and_is_bounded(tmp_path: Path) -> None:

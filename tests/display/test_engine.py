@@ -64,7 +64,9 @@ class ManualRenderer:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, clock: Clock | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, clock: Clock | None = None, load_timeout: float = LOAD_TIMEOUT
+    ) -> None:
         self.clock = clock or Clock()
         self.store = DisplayStore(tmp_path / "display.db")
         self.records: list[Playback] = []
@@ -76,6 +78,7 @@ class Harness:
             store=self.store,
             renderer=self.renderer,
             on_playback=self.records.append,
+            load_timeout=load_timeout,
         )
         self.renderer.set_listener(self.engine)
 
@@ -273,6 +276,18 @@ def test_item_that_never_paints_times_out(harness: Harness) -> None:
     harness.clock.now = wakeup
     harness.engine.tick()
     assert harness.renderer.last.url == "http://hang/"  # tried again after the back-off
+
+
+def test_a_slow_board_waits_longer_for_a_paint(tmp_path: Path) -> None:
+    """[screen] timeout-factor (an emulated Pi): the engine's wait follows it."""
+    harness = Harness(tmp_path, load_timeout=LOAD_TIMEOUT * 20)
+    harness.engine.request("http://slow/page", 60)
+    harness.step()
+    assert harness.engine.next_wakeup() == harness.clock() + timedelta(seconds=LOAD_TIMEOUT * 20)
+    harness.step(LOAD_TIMEOUT * 10)
+    assert harness.renderer.last.url == "http://slow/page"  # still waited for
+    harness.paint()
+    assert harness.on_screen == "http://slow/page"
 
 
 def test_failing_request_is_dropped(harness: Harness) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import http.client
+import logging
 import socket
 import ssl
 import threading
@@ -135,6 +136,33 @@ def test_stalled_handshakes_are_closed_and_never_lock_clients_out(
     finally:
         for sock in stalled:
             sock.close()
+
+
+def test_a_handshake_cut_off_by_the_deadline_is_logged_with_its_peer_a_few_times_a_minute(
+    server: WsgiServer, certificate: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client slower than the header deadline between its connect and its ClientHello (pdn
+    ctl in an emulated Pi at load 15) sees only an EOF: SSL UNEXPECTED_EOF_WHILE_READING. The
+    display's log says who and why, 5 times a minute at most however many there are."""
+    with caplog.at_level(logging.WARNING, logger="pdn.wsgi"):
+        late = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+        ports = [sock.getsockname()[1] for sock in late]
+        time.sleep(2.5)  # past the 1 s deadline, checked every second
+        try:
+            with pytest.raises(ssl.SSLEOFError, match="UNEXPECTED_EOF"):
+                pinned(certificate[0]).wrap_socket(late[0])
+        finally:
+            for sock in late:
+                sock.close()
+    lines = [r.getMessage() for r in caplog.records if "TLS handshake" in r.getMessage()]
+    assert len(lines) == 5, lines
+    assert all(
+        line.startswith("closed the connection from 127.0.0.1:")
+        and line.endswith("within 1 s of the connect (PDN_HEADER_TIMEOUT)")
+        for line in lines
+    ), lines
+    assert {int(line.split(":")[1]) for line in lines} <= set(ports)
+    assert server.stats()["timed-out"] >= len(late)
 
 
 def tls_probe(port: int, cert: Path) -> float:

@@ -9,6 +9,8 @@ import pytest
 from PySide6.QtCore import QObject
 
 from player.renderer.compositor import CompositorView, ppm_frame_class
+from player.renderer.options import RendererOptions
+from player.renderer.watchdog import VisualWatchdog
 
 pytestmark = pytest.mark.qt
 
@@ -110,3 +112,77 @@ def test_off_means_no_look(qapp: object) -> None:
     view = CompositorView(QObject(), 0.0, "xcb")
     assert view.method is None and not view.due(time.monotonic())
     assert view.describe(time.monotonic()) == {"reads": "off ([screen] compositor-check = 0)"}
+
+
+class FakeStage:
+    def __init__(self) -> None:
+        self.frames = 0
+        self.requests = 0
+
+    def request_frame(self) -> None:
+        self.requests += 1
+
+
+class Judge(VisualWatchdog):
+    """The watchdog's verdict on a compositor answer, with a stage that counts frames and a
+    display whose own look always finds content (it renders its scene afresh)."""
+
+    def __init__(self, view: CompositorView) -> None:
+        self.compositor = view
+        self.fake = FakeStage()
+        self.stage = self.fake  # type: ignore[assignment]
+        self.options = RendererOptions(compositor_settle=5.0)
+        self._frame_class = "content"
+        self._frame_class_at = None
+        self._black_suspect = None
+
+    def _look_at_the_screen(self, now: float) -> None:
+        self._frame_class, self._frame_class_at = "content", now
+
+    def _showing(self) -> str:
+        return "the idle page"
+
+    def answer(self, frame: str, now: float) -> str | None:
+        """The compositor answers ``frame`` to a look begun now; the verdict at once."""
+        self.compositor.look(now, self.fake.frames)  # no method: records the frames only
+        self.compositor.frame, self.compositor.at = frame, now
+        self.compositor.frames_at_look = self.fake.frames
+        return self._compositor_black(now)
+
+
+def test_black_just_after_the_content_changed_is_not_a_wrong_screen(qapp: object) -> None:
+    """The arm64 run: the X root window read black the moment the idle page took over from the
+    cover (its first frame not yet on the screen), while the display's own look, which renders
+    the scene afresh, found content. Suspect only; the next look, after frames were swapped,
+    reads content: health never said wrong."""
+    judge = Judge(CompositorView(QObject(), 0.0, "xcb"))
+    assert judge.answer("black", 100.0) is None
+    assert judge.fake.requests == 1  # a frame asked for, for the next look to see
+    judge.fake.frames += 3
+    assert judge.answer("content", 102.0) is None
+    assert judge._black_suspect is None
+    # ... and with the watchdog's ticks 14 s apart (emulation), the same.
+    assert judge.answer("black", 200.0) is None
+    judge.fake.frames += 1
+    assert judge.answer("content", 214.0) is None
+
+
+def test_black_after_frames_of_content_were_swapped_is_a_wrong_screen(qapp: object) -> None:
+    judge = Judge(CompositorView(QObject(), 0.0, "xcb"))
+    assert judge.answer("black", 100.0) is None
+    judge.fake.frames += 1  # one frame may have been on its way already: not proof yet
+    assert judge.answer("black", 101.0) is None
+    judge.fake.frames += 1
+    problem = judge.answer("black", 102.0)
+    assert problem is not None and problem.startswith("the compositor shows a black screen")
+
+
+def test_black_without_new_frames_is_wrong_after_the_settle_time(qapp: object) -> None:
+    """A window the compositor covers may be sent no frame callbacks, so it swaps none: black
+    then counts after compositor_settle (5 s, times [screen] timeout-factor)."""
+    judge = Judge(CompositorView(QObject(), 0.0, "xcb"))
+    assert judge.answer("black", 100.0) is None
+    assert judge.answer("black", 102.0) is None
+    assert judge.answer("black", 104.9) is None
+    assert judge.answer("black", 105.0) is not None
+    assert RendererOptions.from_config(None, "").compositor_settle == 5.0

@@ -257,6 +257,11 @@ def test_limits_come_from_the_environment() -> None:
     assert (got.max_connections, got.header_timeout) == (50, 2.5)
     with pytest.raises(ValueError, match="PDN_MAX_BACKLOG"):
         limits({"PDN_MAX_BACKLOG": "0"})
+    # A display's [screen] timeout-factor stretches the default header deadline (the TLS
+    # handshake's too), never one set in the environment.
+    assert limits({}, slowness=20).header_timeout == 200.0
+    assert limits({"PDN_HEADER_TIMEOUT": "2.5"}, slowness=20).header_timeout == 2.5
+    assert limits({}, slowness=20).body_timeout == Limits().body_timeout
 
 
 # -- 6: bounded subscriptions -------------------------------------------------------------------
