@@ -149,7 +149,9 @@ def test_a_handshake_cut_off_by_the_deadline_is_logged_with_its_peer_a_few_times
         ports = [sock.getsockname()[1] for sock in late]
         time.sleep(2.5)  # past the 1 s deadline, checked every second
         try:
-            with pytest.raises(ssl.SSLEOFError, match="UNEXPECTED_EOF"):
+            # An EOF in the handshake: UNEXPECTED_EOF, or a clean close (SSLZeroReturnError)
+            # or a reset, as the close reaches this client (seen on a fresh Debian root).
+            with pytest.raises((ssl.SSLError, ConnectionError)):
                 pinned(certificate[0]).wrap_socket(late[0])
         finally:
             for sock in late:
