@@ -77,14 +77,14 @@ chrony_for_tests() {
     local dir="$venv/chrony" download
     if [ ! -x "$dir/usr/sbin/chronyd" ]; then
         download=$(mktemp -d)
-        if (cd "$download" && apt-get download -q chrony >/dev/null 2>&1); then
-            dpkg-deb -x "$download"/chrony_*.deb "$dir"
-        else
-            log "could not download chrony: the test with a real chronyd will be skipped"
-        fi
+        # Package lists cleared since the last install (Debian's images do): read them again.
+        (cd "$download" && apt-get download -q chrony >/dev/null 2>&1) \
+            || { apt-get update -qq && (cd "$download" && apt-get download -q chrony >/dev/null); } \
+            || { rm -rf "$download"; log "cannot download Debian's chrony for test_clocksync"; return 1; }
+        dpkg-deb -x "$download"/chrony_*.deb "$dir"
         rm -rf "$download"
     fi
-    if [ -x "$dir/usr/sbin/chronyd" ]; then export PDN_CHRONY_ROOT="$dir"; fi
+    export PDN_CHRONY_ROOT="$dir"
 }
 
 has_screen() { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }

@@ -13,8 +13,16 @@ from player.medialength import LengthCache, media_length
 from tests.videofiles import solid_video
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "video"
-FFMPEG = shutil.which("ffmpeg")
-needs_ffmpeg = pytest.mark.skipif(FFMPEG is None, reason="ffmpeg is not installed (dev.sh)")
+
+
+@pytest.fixture
+def ffmpeg() -> str:
+    """Debian's ffmpeg (and its ffprobe), which the set-up installs: not optional."""
+    found = shutil.which("ffmpeg")
+    assert found and shutil.which("ffprobe"), (
+        "ffmpeg is missing: bash packaging/dev.sh setup installs it"
+    )
+    return found
 
 
 def ffprobe_length(path: Path) -> float:
@@ -32,7 +40,6 @@ def test_webm_length_is_read_from_its_info(name: str) -> None:
     assert media_length(FIXTURES / name) == pytest.approx(2.0, abs=0.001)
 
 
-@needs_ffmpeg
 @pytest.mark.parametrize(
     ("suffix", "seconds", "extra"),
     [
@@ -43,15 +50,14 @@ def test_webm_length_is_read_from_its_info(name: str) -> None:
     ],
 )
 def test_length_matches_ffprobe(
-    tmp_path: Path, suffix: str, seconds: float, extra: list[str]
+    tmp_path: Path, ffmpeg: str, suffix: str, seconds: float, extra: list[str]
 ) -> None:
-    assert FFMPEG is not None
     made = solid_video(
-        FFMPEG, tmp_path / f"v.{suffix}", (0, 0, 255), (64, 48), seconds, ("libx264", "aac")
+        ffmpeg, tmp_path / f"v.{suffix}", (0, 0, 255), (64, 48), seconds, ("libx264", "aac")
     )
     if extra:
         moved = tmp_path / f"moved.{suffix}"
-        subprocess.run([FFMPEG, "-v", "error", "-i", made, "-c", "copy", *extra, moved], check=True)
+        subprocess.run([ffmpeg, "-v", "error", "-i", made, "-c", "copy", *extra, moved], check=True)
         made = moved
     assert media_length(made) == pytest.approx(ffprobe_length(made), abs=0.05)
 
