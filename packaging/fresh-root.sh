@@ -616,7 +616,7 @@ EOF
 run_pi() {
     local root=$DIR/pi start status=0 port name www_port log=$LOGS/display.log url ctl
     local expected installed backend found
-    local checks=(python3 "$repo/tests/smoke/pi_checks.py" --timeout "$DISPLAY_TIMEOUT")
+    local checks=(env PYTHONPATH="$repo" python3 -m tests.smoke.pi_checks --timeout "$DISPLAY_TIMEOUT")
     make_root pi
 
     # What install.sh could change, before it runs: on Bookworm nothing of it may change.

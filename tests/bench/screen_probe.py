@@ -45,6 +45,7 @@ from pathlib import Path
 
 from tests.bench.memory_tools import Framebuffer
 from tests.bench.sync_tools import COLUMNS, FRAME_BITS, PALETTE, RGB, ROWS, VIDEO_NUMBER, Seen
+from tests.bench.video_tools import reap
 
 RECORD = struct.Struct("<Bdh")
 BLACK, OTHER, COLOUR, VIDEO = 0, 1, 2, 100
@@ -215,16 +216,7 @@ class Running:
         with contextlib.suppress(OSError):
             assert self.process.stdin is not None
             self.process.stdin.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
-            if pid:
-                self.process.returncode = os.waitstatus_to_exitcode(status)
-                self.cpu_s = usage.ru_utime + usage.ru_stime
-                return
-            time.sleep(0.05)
-        self.process.kill()
-        self.process.wait()
+        self.cpu_s = reap(self.process, 30)
 
 
 def main() -> int:

@@ -22,15 +22,12 @@ No Qt is imported here.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bench.video_tools import require_ffmpeg
+from tests.bench.video_tools import reap, require_ffmpeg
 
 COLUMNS, ROWS = 16, 9
 FPS = 30
@@ -168,17 +165,7 @@ class ScreenRecorder:
             assert self.process.stdin is not None
             self.process.stdin.write(b"q")
             self.process.stdin.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
-            if pid:
-                self.process.returncode = os.waitstatus_to_exitcode(status)
-                self.cpu_s = usage.ru_utime + usage.ru_stime
-                break
-            time.sleep(0.05)
-        else:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+        self.cpu_s = reap(self.process, 30)
         self._log.close()
 
     def start_time(self) -> float:

@@ -85,6 +85,21 @@ def require_ffmpeg() -> str:
 # -- the videos ------------------------------------------------------------------------------
 
 
+def reap(process: subprocess.Popen[bytes], timeout: float) -> float:
+    """Waits up to ``timeout`` s for ``process`` to end, else kills it (SIGKILL); the CPU
+    seconds it used (0 when it was killed: its usage is then not read)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Video:
     codec: Codec
@@ -517,17 +532,7 @@ class StripRecorder:
             assert self.process.stdin is not None
             self.process.stdin.write(b"q")
             self.process.stdin.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
-            if pid:
-                self.process.returncode = os.waitstatus_to_exitcode(status)
-                self.cpu_s = usage.ru_utime + usage.ru_stime
-                break
-            time.sleep(0.05)
-        else:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+        self.cpu_s = reap(self.process, 20)
         self.seconds = time.time() - self.started
         if self.process.stderr is not None:
             errors = self.process.stderr.read().decode(errors="replace").strip()

@@ -1,9 +1,9 @@
 """Checks on an installed display in an emulated Raspberry Pi, run from the machine outside it
 by ``packaging/fresh-root.sh --arch arm64``, one step per call:
 
-    python3 tests/smoke/pi_checks.py answers DISPLAY_URL NAME
-    python3 tests/smoke/pi_checks.py idle DISPLAY_URL --ctl CTL_TOML --save FILE.png
-    python3 tests/smoke/pi_checks.py shows DISPLAY_URL CONTENT_URL --colour R,G,B \\
+    python3 -m tests.smoke.pi_checks answers DISPLAY_URL NAME
+    python3 -m tests.smoke.pi_checks idle DISPLAY_URL --ctl CTL_TOML --save FILE.png
+    python3 -m tests.smoke.pi_checks shows DISPLAY_URL CONTENT_URL --colour R,G,B \\
         --ctl CTL_TOML --save FILE.png [--codec H264]
 
 ``answers``: GET / answers with the display's name. ``idle``: ``/x/health`` says the idle page
@@ -13,9 +13,10 @@ is on screen and ``/x/screenshot`` reads it back (not black, not white). ``shows
 
 The display serves HTTPS with its own certificate, and ``/x/screenshot`` needs a paired
 controller: the token and the certificate's pin come from the ctl.toml that ``pdn ctl pair``
-wrote inside the root. Only Python's standard library and ffmpeg (to read pixels) are used:
-the machine outside has no venv of this project. Exit 0 when the step passed; each step waits
-up to ``--timeout`` seconds, since everything is slow under emulation.
+wrote inside the root. Only Python's standard library and ffmpeg (to read pixels) are used,
+from the checkout (PYTHONPATH): the machine outside has no venv of this project. Exit 0 when
+the step passed; each step waits up to ``--timeout`` seconds, since everything is slow under
+emulation.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ import argparse
 import hashlib
 import http.client
 import json
-import shutil
 import ssl
-import subprocess
 import sys
 import time
 import tomllib
@@ -34,9 +33,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-RGB = tuple[int, int, int]
-TOLERANCE = 24  # a flat colour through YUV 4:2:0, scaling and a PNG
-BLACK = 16  # every channel under this at the five points read: a black screen
+from tests.smoke.screenpoints import BLACK, RGB, near, read_points
+
 WHITE = 240  # every channel over this: a white (unpainted) page
 
 
@@ -97,22 +95,6 @@ class Display:
             raise CheckError(f"GET /x/screenshot: HTTP {status}, {body[:200]!r}")
         save.write_bytes(body)
         return read_points(save)
-
-
-def read_points(png: Path) -> list[RGB]:
-    """The colours at the centre and halfway to each corner, read with ffmpeg."""
-    ffmpeg = shutil.which("ffmpeg") or "ffmpeg"
-    raw = subprocess.run(
-        [ffmpeg, "-v", "error", "-i", str(png), "-vf", "scale=4:4:flags=neighbor",
-         "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
-        capture_output=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
-    pixels = [(raw[i], raw[i + 1], raw[i + 2]) for i in range(0, len(raw), 3)]
-    return [pixels[i] for i in (0, 3, 5, 12, 15)]
-
-
-def near(a: RGB, b: RGB) -> bool:
-    return all(abs(x - y) <= TOLERANCE for x, y in zip(a, b, strict=True))
 
 
 def until(timeout: float, what: str, probe: Any) -> Any:

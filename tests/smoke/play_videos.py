@@ -30,17 +30,15 @@ from typing import Any
 
 import requests
 
+from tests.smoke.screenpoints import BLACK, RGB, near, read_points
 from tests.videofiles import solid_video
 
-RGB = tuple[int, int, int]
 # name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
 VIDEOS: dict[str, tuple[RGB, str, tuple[str, str], str, str]] = {
     "h264": ((210, 40, 40), "h264.mp4", ("libx264", "aac"), "video/mp4", "H264"),
     "hevc": ((40, 70, 210), "hevc.mp4", ("libx265", "aac"), "video/mp4", "H265"),
     "vp9": ((220, 200, 40), "vp9.webm", ("libvpx-vp9", "libopus"), "video/webm", "VP9"),
 }
-TOLERANCE = 24  # a flat colour through YUV 4:2:0, scaling and a PNG
-BLACK = 16  # every channel under this at the five points read: a black screen
 
 
 class SmokeError(Exception):
@@ -103,22 +101,6 @@ class Screen:
 
     def black(self) -> list[float]:
         return [t for t, points in self.samples if all(max(p) < BLACK for p in points)]
-
-
-def read_points(png: Path) -> list[RGB]:
-    """The colours at the centre and halfway to each corner, read with ffmpeg."""
-    ffmpeg = shutil.which("ffmpeg") or "ffmpeg"
-    raw = subprocess.run(
-        [ffmpeg, "-v", "error", "-i", str(png), "-vf", "scale=4:4:flags=neighbor",
-         "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
-        capture_output=True, check=True, timeout=30,
-    ).stdout  # fmt: skip
-    pixel = [tuple(raw[i : i + 3]) for i in range(0, len(raw), 3)]
-    return [pixel[i] for i in (0, 3, 5, 12, 15)]  # type: ignore[misc]
-
-
-def near(a: RGB, b: RGB) -> bool:
-    return all(abs(x - y) <= TOLERANCE for x, y in zip(a, b, strict=True))
 
 
 #: (time.monotonic(), what happened): said beside black samples, to place them.
