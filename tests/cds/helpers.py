@@ -54,10 +54,10 @@ def duration(text: str) -> str:
     return f"<preferred-duration>{text}</preferred-duration>"
 
 
-def item(name: str, *constraints: str) -> str:
+def item(name: str, *constraints: str, content_type: str = "text/html") -> str:
     """An item whose URL ends in ``name`` (so tests can read plays back as names)."""
     return (
-        f'<content-item content-type="text/html">{sc(*constraints) if constraints else ""}'
+        f'<content-item content-type="{content_type}">{sc(*constraints) if constraints else ""}'
         f"<requires-file><sources><uri>http://example.org/{name}</uri></sources></requires-file>"
         "</content-item>"
     )

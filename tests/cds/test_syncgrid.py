@@ -26,7 +26,6 @@ from .helpers import (
     item,
     name_of,
     priority,
-    sc,
     times,
 )
 
@@ -38,11 +37,7 @@ def sync(order: str = "inorder") -> str:
 
 
 def video(name: str, *constraints: str) -> str:
-    return (
-        f'<content-item content-type="video/mp4">{sc(*constraints) if constraints else ""}'
-        f"<requires-file><sources><uri>http://example.org/{name}</uri></sources></requires-file>"
-        "</content-item>"
-    )
+    return item(name, *constraints, content_type="video/mp4")
 
 
 def wall(*children: str, order: str = "inorder", extra: tuple[str, ...] = ()) -> Playlist:
