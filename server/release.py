@@ -1,9 +1,10 @@
-"""Which release of pdn runs here, for ``/x/health`` (issue 25).
+"""Which release of pdn runs here, for ``/x/health``.
 
 ``packaging/install.sh`` installs each version into ``/opt/pdn/releases/<version>-<hash>`` with
 a venv of its own, and ``packaging/pdn-release`` switches ``/opt/pdn/current`` between them and
 rolls a display back when a new release does not come up. It keeps its state in
-``/var/lib/pdn/release/state`` (``key=value`` lines, replaced by an atomic rename): here the
+``/var/lib/pdn-release/state`` (``key=value`` lines, replaced by an atomic rename; the
+directory is root's, the file readable by all): here the
 release this process runs from (its venv's directory), the one a rollback left
 (``rolled-back-from``) and whether the release is still on trial.
 """
@@ -20,7 +21,7 @@ from server.cli import package_version
 __all__ = ["STATE_FILE", "release_status"]
 
 #: pdn-release's state; PDN_RELEASE_STATE names another (tests).
-STATE_FILE = Path("/var/lib/pdn/release/state")
+STATE_FILE = Path("/var/lib/pdn-release/state")
 
 
 def _state(path: Path) -> dict[str, str]:
