@@ -8,7 +8,10 @@
 #   packages  for a display: the system libraries Qt WebEngine needs, plus cage, xwayland, seatd
 #             and grim for platform cage, and v4l-utils (cec-ctl) for HDMI-CEC screen power;
 #             other roles need only Python's venv and CA certificates
-#   user      a 'pdn' system user (home /var/lib/pdn) in the groups a screen needs
+#   user      system users, one a role: 'pdn' the display's (home /var/lib/pdn/display), in the
+#             groups a screen needs; 'pdn-scheduler', 'pdn-content' and 'pdn-sensor' the other
+#             roles' (homes /var/lib/pdn/scheduler, content, sensor): none reads another's
+#             secrets or data
 #   venv      a release: the project in /opt/pdn/releases/<version>-<hash>, a venv of its own at
 #             the versions of constraints.txt (the lock file); for a display with its 'display'
 #             extra and a PySide6 this machine can run; the scheduler, content and sensor roles
@@ -21,8 +24,12 @@
 #   files     pdn-release, the README and docs/ and the systemd units
 #   config    /etc/pdn/pdn.toml and /etc/pdn/services.env, only if they do not exist yet; for a
 #             scheduler, its operator and enrolment tokens in /etc/pdn/scheduler.env when it
-#             has none (printed once)
-#   dirs      /var/lib/pdn and its sub-directories, owned by pdn
+#             has none; for sensors, their token in /etc/pdn/sensor.env when it has none
+#             (printed once). Each file 0640, root and the group of the role that reads it
+#   dirs      /var/lib/pdn (root's) and a directory a role in it, each its user's (0750); the
+#             release state in /var/lib/pdn-release (root's). An upgrade hands each role's data
+#             to its user and the pairings of 'pdn ctl pair' to the sensor's and the content
+#             server's users
 #   enable    enables the units (display by default; see --services)
 #   start     (re)starts them, unless --no-start
 #
@@ -52,7 +59,11 @@ PREFIX=/opt/pdn
 CONFIG_DIR=/etc/pdn
 STATE_DIR=/var/lib/pdn
 UNIT_DIR=/etc/systemd/system
-PDN_USER=pdn
+PDN_USER=pdn # the display's
+SCHEDULER_USER=pdn-scheduler
+CONTENT_USER=pdn-content
+SENSOR_USER=pdn-sensor
+RELEASE_STATE_DIR=/var/lib/pdn-release
 SCREEN_GROUPS=(video render input tty audio)
 # The PySide6 range of pyproject.toml's display extra; constraints.txt locks a version in it.
 PYSIDE6_RANGE="PySide6>=6.8.0,<6.12"
@@ -346,17 +357,31 @@ install_system_packages() {
     did "installed system packages: ${missing[*]}"
 }
 
+# Each role's user and its home (where 'pdn ctl pair', run as that user, keeps its pairings).
+role_users() {
+    printf '%s %s %s\n' "$PDN_USER" "$STATE_DIR/display" "PDN display" \
+        "$SCHEDULER_USER" "$STATE_DIR/scheduler" "PDN scheduler" \
+        "$CONTENT_USER" "$STATE_DIR/content" "PDN content server" \
+        "$SENSOR_USER" "$STATE_DIR/sensor" "PDN sensors"
+}
+
 create_user() {
-    local group
+    local group user home comment
     if [ -n "$ROOT" ]; then
-        say "would create the system user $PDN_USER (home $STATE_DIR) and add it to: ${SCREEN_GROUPS[*]} (those that exist)"
+        say "would create the system users $PDN_USER (the display's), $SCHEDULER_USER, $CONTENT_USER and $SENSOR_USER, and add $PDN_USER to: ${SCREEN_GROUPS[*]} (those that exist)"
         return 0
     fi
-    if ! getent passwd "$PDN_USER" >/dev/null; then
-        useradd --system --user-group --home-dir "$STATE_DIR" --no-create-home \
-            --shell /usr/sbin/nologin --comment "PDN display" "$PDN_USER"
-        did "created the system user $PDN_USER"
-    fi
+    while read -r user home comment; do
+        if ! getent passwd "$user" >/dev/null; then
+            useradd --system --user-group --home-dir "$home" --no-create-home \
+                --shell /usr/sbin/nologin --comment "$comment" "$user"
+            did "created the system user $user"
+        elif [ "$(getent passwd "$user" | cut -d: -f6)" != "$home" ]; then
+            # pdn's home was /var/lib/pdn, which is root's now (the unit sets HOME anyway).
+            usermod --home "$home" "$user" >/dev/null 2>&1 \
+                || warn "could not set $user's home to $home"
+        fi
+    done < <(role_users)
     # seatd (platform cage) hands the screen to members of its group.
     local wanted=("${SCREEN_GROUPS[@]}" _seatd seat)
     for group in "${wanted[@]}"; do
@@ -591,15 +616,31 @@ install_files() {
     did "installed pdn-release ($PREFIX/libexec), the docs ($PREFIX/share) and the systemd units ($UNIT_DIR)"
 }
 
-# The config holds the API token: readable by root and the pdn group only.
+# A file that may hold a secret: 0640 whatever the umask, root's, readable by the group of
+# the role that reads it ($3; root: systemd alone reads it, as an EnvironmentFile=). Made
+# beside its target and renamed over it: never there with another mode or half written.
 install_private_file() {
-    local source=$1 target=$2
-    install -m 0640 "$source" "$target"
-    if [ -z "$ROOT" ]; then chgrp "$PDN_USER" "$target"; fi
+    local source=$1 target=$2 group=${3:-root} tmp
+    tmp=$(mktemp "$(dirname "$target")/.pdn-install.XXXXXX")
+    cat "$source" >"$tmp"
+    chmod 0640 "$tmp"
+    if [ -z "$ROOT" ]; then chown "root:$group" "$tmp"; fi
+    mv -f "$tmp" "$target"
 }
 
-# A new display serves HTTPS (issue 22). A sensor or content server on this machine pairs with it
-# like any controller (pdn ctl pair, as the pdn user) and pins its certificate.
+# The group that may read a file of /etc/pdn: its role's.
+private_group() {
+    case "${1##*/}" in
+        pdn.toml) echo "$PDN_USER" ;;
+        scheduler.env) echo "$SCHEDULER_USER" ;;
+        content.env) echo "$CONTENT_USER" ;;
+        sensor.env | sensor-*.env) echo "$SENSOR_USER" ;;
+        *) echo root ;;
+    esac
+}
+
+# A new display serves HTTPS. A sensor or content server on this machine pairs with it like any
+# controller (pdn ctl pair, as its own user: pdn-sensor, pdn-content) and pins its certificate.
 tls_line() { echo "tls = true"; }
 
 # A random token: 32 bytes, URL-safe base64 (43 characters).
@@ -627,11 +668,36 @@ write_scheduler_tokens() {
         echo "# Enrolment token: a display with scheduler_token = this is approved at once."
         echo "PDN_ENROLMENT_TOKEN=$enrolment"
     } >"$tmp"
-    install_private_file "$tmp" "$env"
+    install_private_file "$tmp" "$env" "$SCHEDULER_USER"
     rm -f "$tmp"
     did "made the scheduler's operator and enrolment tokens in $CONFIG_DIR/scheduler.env"
     OPERATOR_TOKEN_MADE=$operator
     ENROLMENT_TOKEN_MADE=$enrolment
+}
+
+# The sensors' token (PDN_API_TOKEN of every pdn-sensor@ unit) in /etc/pdn/sensor.env (0640),
+# made when none is set and printed this once: a sensor takes subscriptions and readings from
+# beyond this machine only with it.
+SENSOR_TOKEN_MADE=""
+write_sensor_token() {
+    local env="$ROOT$CONFIG_DIR/sensor.env" tmp token
+    wants_service sensor || return 0
+    if [ -e "$env" ] && grep -q '^PDN_API_TOKEN=.' "$env"; then
+        say "kept the sensors' token in $CONFIG_DIR/sensor.env"
+        return 0
+    fi
+    token=$(new_token)
+    tmp=$(mktemp)
+    {
+        if [ -e "$env" ]; then grep -v '^PDN_API_TOKEN=' "$env" || true; fi
+        echo "# The sensors' secret (every pdn-sensor@ unit; a sensor's own file may set another)."
+        echo "# Keep this file 0640. Subscriptions and readings from beyond loopback need it."
+        echo "PDN_API_TOKEN=$token"
+    } >"$tmp"
+    install_private_file "$tmp" "$env" "$SENSOR_USER"
+    rm -f "$tmp"
+    did "made the sensors' token in $CONFIG_DIR/sensor.env"
+    SENSOR_TOKEN_MADE=$token
 }
 
 write_config() {
@@ -647,7 +713,7 @@ write_config() {
         tmp=$(mktemp)
         sed -e "s/^platform = \"auto\"/platform = \"$platform\"/" \
             -e "s/^#tls = false$/$(tls_line)/" "$script_dir/pdn.toml.example" >"$tmp"
-        install_private_file "$tmp" "$config"
+        install_private_file "$tmp" "$config" "$PDN_USER"
         rm -f "$tmp"
         did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\", $(tls_line))"
     fi
@@ -671,32 +737,117 @@ EOF
 }
 
 # Secrets at rest (ETSI EN 303 645 5.4): the config files may hold tokens, so no one but root
-# and the pdn group may read them; a file someone loosened is tightened again, and said so.
+# and the group of the role that reads the file may read it (an upgrade moves each from the
+# pdn group to its role's); a file someone loosened is tightened again, and said so.
 check_private_files() {
-    local file mode
+    local file mode group
     for file in "$ROOT$CONFIG_DIR"/pdn.toml "$ROOT$CONFIG_DIR"/*.env; do
-        [ -e "$file" ] || continue
+        if [ ! -f "$file" ] || [ -L "$file" ]; then continue; fi
         mode=$(stat -c %a "$file")
         if [ $((8#$mode & 8#007)) -ne 0 ] || [ $((8#$mode & 8#020)) -ne 0 ]; then
             chmod o-rwx,g-w "$file"
             warn "$file was mode $mode, readable by others: now $(stat -c %a "$file")"
         fi
+        [ -z "$ROOT" ] || continue
+        group=$(private_group "$file")
+        if [ "$(stat -c %U:%G "$file")" != "root:$group" ]; then
+            chown "root:$group" "$file"
+            did "$CONFIG_DIR/${file##*/} is readable by root and the group $group only"
+        fi
     done
 }
 
-create_state_dirs() {
+# /var/lib/pdn: each role's directory (and home) belongs to its user.
+role_dirs() {
+    printf '%s\n' display "$PDN_USER" scheduler "$SCHEDULER_USER" schedules "$SCHEDULER_USER" \
+        apps "$CONTENT_USER" content "$CONTENT_USER" sensor "$SENSOR_USER"
     local dir
-    for dir in "$STATE_DIR" "$STATE_DIR/display" "$STATE_DIR/scheduler" "$STATE_DIR/schedules" \
-        "$STATE_DIR/apps"; do
-        if [ -n "$ROOT" ]; then
-            install -d -m 0750 "$ROOT$dir"
-        else
-            install -d -m 0750 -o "$PDN_USER" -g "$PDN_USER" "$dir"
-        fi
+    for dir in "$ROOT$STATE_DIR"/sensor-*; do
+        if [ -d "$dir" ] && [ ! -L "$dir" ]; then printf '%s\n' "${dir##*/}" "$SENSOR_USER"; fi
     done
-    # The release state (packaging/pdn-release): root's, readable by the display (its health).
-    install -d -m 0755 "$ROOT$STATE_DIR/release"
-    did "created $STATE_DIR (display, scheduler, schedules, apps, release)${ROOT:+; owner pdn is set on a real install}"
+    return 0
+}
+
+# Makes each role's directory in /var/lib/pdn (0750) and, on a real install, hands it with what
+# is in it to its user: through descriptors opened O_NOFOLLOW (os.fwalk, lchown), so a link a
+# service user planted is changed itself, never followed, even while /var/lib/pdn is still
+# pdn's. Prints a line for each directory that changed hands.
+own_role_dirs() {
+    local python pairs=()
+    python=$(choose_python) || python=python3
+    mapfile -t pairs < <(role_dirs)
+    "$python" -I - "$ROOT$STATE_DIR" "${ROOT:+skip}${ROOT:-own}" "${pairs[@]}" <<'PY'
+import os, pwd, sys
+
+base, own, *pairs = sys.argv[1:]
+flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+parent = os.open(base, flags)
+for name, user in zip(pairs[::2], pairs[1::2]):
+    try:
+        os.mkdir(name, 0o750, dir_fd=parent)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(name, flags, dir_fd=parent)
+    except OSError as error:
+        print(f"{base}/{name} left alone: {error.strerror} (a link?)", file=sys.stderr)
+        continue
+    if own == "own":
+        account = pwd.getpwnam(user)
+        ids = (account.pw_uid, account.pw_gid)
+        info = os.fstat(fd)
+        if (info.st_uid, info.st_gid) != ids:
+            for _top, dirs, files, top_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+                for entry in dirs + files:
+                    os.chown(entry, *ids, dir_fd=top_fd, follow_symlinks=False)
+            os.fchown(fd, *ids)
+            print(f"{base}/{name} (and what is in it) is now {user}'s")
+    os.fchmod(fd, 0o750)
+    os.close(fd)
+PY
+}
+
+# /var/lib/pdn is root's (0755) and holds one directory a role, 0750 and its user's: no
+# service user can rename another's directory or plant a link where root or another role
+# works. An upgrade hands each role's data, which was pdn's, to its user. Only while the
+# display's data from pdn 0.1.0 still lies in /var/lib/pdn itself does it stay pdn's: the
+# display's next start moves that data as pdn, then makes /var/lib/pdn root's (pdn-release
+# started). The release state is root's own directory, /var/lib/pdn-release, outside it.
+create_state_dirs() {
+    local line legacy=0
+    if [ -z "$ROOT" ] && [ -f "$STATE_DIR/display.db" ] && [ ! -L "$STATE_DIR/display.db" ] \
+        && [ "$(stat -c %U "$STATE_DIR")" = "$PDN_USER" ]; then
+        legacy=1
+    fi
+    install -d -m 0755 "$ROOT$STATE_DIR"
+    if [ -z "$ROOT" ] && [ "$legacy" = 0 ]; then chown -h root:root "$STATE_DIR"; fi
+    while IFS= read -r line; do did "$line"; done < <(own_role_dirs)
+    carry_pairings
+    install -d -m 0755 "$ROOT$RELEASE_STATE_DIR"
+    if [ -z "$ROOT" ]; then chown -h root:root "$RELEASE_STATE_DIR"; fi
+    did "created $STATE_DIR (root's; display, scheduler, schedules, apps, content, sensor: each its role's user's) and $RELEASE_STATE_DIR (root's)${ROOT:+; owners are set on a real install}"
+    if [ "$legacy" = 1 ]; then
+        say "$STATE_DIR stays $PDN_USER's until the display's next start has moved its data into $STATE_DIR/display"
+    fi
+}
+
+# Before the roles had users of their own, a sensor or content server on this machine paired
+# with displays as pdn ('pdn ctl pair' keeps the tokens in ~/.config/pdn/ctl.toml, pdn's home
+# being /var/lib/pdn): each of those users gets a copy, read as pdn and written as itself, so
+# root opens neither file.
+carry_pairings() {
+    local from="$STATE_DIR/.config/pdn/ctl.toml" user home
+    [ -z "$ROOT" ] || return 0
+    runuser -u "$PDN_USER" -- test -f "$from" 2>/dev/null || return 0
+    for user in "$CONTENT_USER" "$SENSOR_USER"; do
+        home=$(getent passwd "$user" | cut -d: -f6)
+        [ -n "$home" ] || continue
+        runuser -u "$user" -- test -e "$home/.config/pdn/ctl.toml" && continue
+        # shellcheck disable=SC2016 # expanded by the user's shell
+        runuser -u "$PDN_USER" -- cat "$from" | runuser -u "$user" -- sh -c \
+            'umask 077 && mkdir -p "$1/.config/pdn" && cat >"$1/.config/pdn/ctl.toml"' sh "$home" \
+            && did "copied pdn's pairings (pdn ctl pair) to $user ($home/.config/pdn/ctl.toml)"
+    done
 }
 
 units_to_enable() {
@@ -808,6 +959,13 @@ summary() {
         say "its enrolment token, for displays' scheduler_token (others wait for approval):"
         say "  $ENROLMENT_TOKEN_MADE"
     fi
+    if [ -n "$SENSOR_TOKEN_MADE" ]; then
+        say "the sensors' token (shown this once; it is in $CONFIG_DIR/sensor.env): subscriptions"
+        say "  and readings from other machines need it (Authorization: Bearer ...):"
+        say "  $SENSOR_TOKEN_MADE"
+        say "a sensor on this machine pairs with a display as its user:"
+        say "  sudo -u $SENSOR_USER $PREFIX/bin/pdn ctl pair $(api_url) CODE"
+    fi
 }
 
 main() {
@@ -821,7 +979,7 @@ main() {
     skipped user || create_user
     skipped venv || install_release
     skipped files || install_files
-    skipped config || { write_config; write_scheduler_tokens; check_private_files; }
+    skipped config || { write_config; write_scheduler_tokens; write_sensor_token; check_private_files; }
     skipped dirs || create_state_dirs
     skipped venv || switch_release
     skipped enable || enable_units

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Removes what packaging/install.sh installed: stops and disables the units, removes them,
-# /opt/pdn (every release in /opt/pdn/releases), the release state (/var/lib/pdn/release) and
+# /opt/pdn (every release in /opt/pdn/releases), the release state (/var/lib/pdn-release) and
 # the /usr/local/bin/pdn link. Keeps the config (/etc/pdn), the data
-# (/var/lib/pdn: schedules, cache, state) and the pdn user, unless --purge.
+# (/var/lib/pdn: schedules, cache, state) and the users (pdn, pdn-scheduler, pdn-content,
+# pdn-sensor), unless --purge.
 #
 #   sudo packaging/uninstall.sh [--purge] [--root DIR]
 #
-#   --purge      also delete /etc/pdn, /var/lib/pdn and the pdn user
+#   --purge      also delete /etc/pdn, /var/lib/pdn and the users
 #   --root DIR   act on a throwaway root made with install.sh --root DIR
 #   -h, --help   this text
 set -euo pipefail
@@ -15,7 +16,7 @@ PREFIX=/opt/pdn
 CONFIG_DIR=/etc/pdn
 STATE_DIR=/var/lib/pdn
 UNIT_DIR=/etc/systemd/system
-PDN_USER=pdn
+USERS=(pdn pdn-scheduler pdn-content pdn-sensor)
 UNITS=(pdn-display.service pdn-display-retry.timer pdn-release-check.timer pdn-release-check.service
     pdn-scheduler.service pdn-content.service)
 
@@ -79,7 +80,7 @@ remove_files() {
         rm -f "$ROOT$UNIT_DIR/$unit"
     done
     # Every release (/opt/pdn/releases), the current link, and the releases' state.
-    rm -rf "$ROOT$PREFIX" "$ROOT$STATE_DIR/release"
+    rm -rf "$ROOT$PREFIX" "$ROOT/var/lib/pdn-release"
     if [ -L "$ROOT/usr/local/bin/pdn" ]; then rm -f "$ROOT/usr/local/bin/pdn"; fi
     if [ -z "$ROOT" ] && [ -d /run/systemd/system ]; then
         systemctl daemon-reload
@@ -95,10 +96,13 @@ purge() {
     fi
     rm -rf "$ROOT$CONFIG_DIR" "$ROOT$STATE_DIR"
     say "removed $CONFIG_DIR and $STATE_DIR"
-    if [ -z "$ROOT" ] && getent passwd "$PDN_USER" >/dev/null; then
-        userdel "$PDN_USER"
-        say "removed the user $PDN_USER"
-    fi
+    local user
+    for user in "${USERS[@]}"; do
+        if [ -z "$ROOT" ] && getent passwd "$user" >/dev/null; then
+            userdel "$user"
+            say "removed the user $user"
+        fi
+    done
 }
 
 main() {

@@ -154,7 +154,7 @@ def current(root: Path) -> str:
 
 
 def state(root: Path) -> dict[str, str]:
-    path = root / "var/lib/pdn/release/state"
+    path = root / "var/lib/pdn-release/state"
     return dict(line.split("=", 1) for line in path.read_text().splitlines())
 
 
@@ -192,8 +192,8 @@ class DisplayUnit:
             PDN_CONFIG=str(config),
             PDN_RELEASE_DEADLINE=str(deadline),
             STATE_DIRECTORY=str(root / "var/lib/pdn/display"),
-            PDN_RELEASE_STATE=str(root / "var/lib/pdn/release/state"),
-            HOME=str(root / "var/lib/pdn"),
+            PDN_RELEASE_STATE=str(root / "var/lib/pdn-release/state"),
+            HOME=str(root / "var/lib/pdn/display"),
         )
         self.process: subprocess.Popen[bytes] | None = None
         self.output = root / "display.log"
@@ -485,7 +485,7 @@ def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
                             text=True, check=False, timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert not (root / "opt/pdn").exists()
-    assert not (root / "var/lib/pdn/release").exists()
+    assert not (root / "var/lib/pdn-release").exists()
     assert (root / "etc/pdn/pdn.toml").exists()
 
 
@@ -522,7 +522,7 @@ def test_a_power_cut_in_a_rollback_is_finished_at_the_next_check(tmp_path: Path)
     assert pdn_release(tmp_path, "switch", "0.3.0-c", "--trial").returncode == 0
     # The state was replaced (it names the release to go back to), then the power went: the
     # link still names the failed release.
-    path = tmp_path / "var/lib/pdn/release/state"
+    path = tmp_path / "var/lib/pdn-release/state"
     path.write_text("current=0.2.0-b\nrolled-back-from=0.3.0-c\nreason=test\n")
     assert current(tmp_path) == "0.3.0-c"
     result = pdn_release(tmp_path, "check")
@@ -550,41 +550,6 @@ def test_too_many_exits_roll_back_before_the_next_start(tmp_path: Path) -> None:
     assert "starts" not in state(tmp_path)
 
 
-def test_the_data_a_display_left_in_var_lib_pdn_moves_into_its_directory(tmp_path: Path) -> None:
-    """Under systemd 250 and later, pdn 0.1.0's unit (StateDirectory=pdn/display pdn, a list
-    systemd sorts) gave the display /var/lib/pdn as its data directory. Its first start under
-    the unit that names /var/lib/pdn/display alone moves the display's files there, once;
-    the other roles' directories, the release state and pdn's home stay."""
-    data = tmp_path / "var/lib/pdn"
-    display_files = ["display.db", "display.db-wal", "pairings.db", "tls-cert.pem",
-                     "tls-key.pem", "webhook-secret", "pairing-code"]  # fmt: skip
-    for name in display_files:
-        (data / name).parent.mkdir(parents=True, exist_ok=True)
-        (data / name).write_text(name)
-    (data / "cache/ab").mkdir(parents=True)
-    (data / "cache/ab/item").write_text("content")
-    others = ["scheduler/scheduler.db", "schedules/s.xml", "apps/a", "sensor-door/s",
-              "release/state", ".cache/qt/x"]  # fmt: skip
-    for name in others:
-        (data / name).parent.mkdir(parents=True, exist_ok=True)
-        (data / name).write_text(name)
-    (data / "display").mkdir()  # systemd made it, empty
-    first = pdn_release(tmp_path, "started")
-    assert first.returncode == 0, first.stderr
-    assert "moved the display's data" in first.stderr
-    for name in display_files:
-        assert (data / "display" / name).read_text() == name
-        assert not (data / name).exists()
-    assert (data / "display/cache/ab/item").read_text() == "content"
-    for name in others:
-        assert (data / name).read_text() == name
-    # Once: the display's database is in its directory now.
-    (data / "display.db").write_text("a new file")
-    again = pdn_release(tmp_path, "started")
-    assert again.returncode == 0 and "moved" not in again.stderr
-    assert (data / "display/display.db").read_text() == "display.db"
-
-
 def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
     """Not the wall clock (a Pi without a real-time clock is set by NTP after boot); a reboot
     in the trial gives the release its whole time again."""
@@ -594,7 +559,7 @@ def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
     assert pdn_release(tmp_path, "switch", "0.3.0-c", "--trial").returncode == 0
     config = tmp_path / "pdn.toml"
     config.write_text(f'[listen]\nhost = "127.0.0.1"\nport = {free_port()}\n')  # nobody there
-    path = tmp_path / "var/lib/pdn/release/state"
+    path = tmp_path / "var/lib/pdn-release/state"
 
     def check(**changes: str) -> subprocess.CompletedProcess[str]:
         values = {**state(tmp_path), **changes}
@@ -671,7 +636,7 @@ def test_only_the_release_on_trial_confirms_it(tmp_path: Path) -> None:
         check(deadline=0)
         assert current(tmp_path) == "0.3.0-c" and state(tmp_path)["trial"] == "0.3.0-c"
         # Its first start (a restart, or a boot after --no-start) starts its time.
-        path = tmp_path / "var/lib/pdn/release/state"
+        path = tmp_path / "var/lib/pdn-release/state"
         path.write_text(re.sub(r"(?m)^trial-uptime=.*$", "trial-uptime=1", path.read_text()))
         assert pdn_release(tmp_path, "started").returncode == 0
         assert int(state(tmp_path)["trial-uptime"]) >= uptime

@@ -1,5 +1,6 @@
 """The systemd units, installed by install.sh into a throwaway root: systemd-analyze verify is
-clean and the sandbox exposure is within bounds (display <= 5.0, the other services <= 3.0)."""
+clean and the sandbox exposure is within bounds (systemd 252's scores, offline: the display
+2.5, the network services 1.2, pdn-release-check.service, root, 4.0 at most: 1.6)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ def _systemd_tools() -> None:
 
 
 UNITS = {
-    "pdn-display.service": 5.0,
-    "pdn-scheduler.service": 3.0,
-    "pdn-content.service": 3.0,
-    "pdn-sensor@cpu-temp.service": 3.0,
+    "pdn-display.service": 2.5,
+    "pdn-scheduler.service": 1.2,
+    "pdn-content.service": 1.2,
+    "pdn-sensor@cpu-temp.service": 1.2,
+    "pdn-release-check.service": 4.0,
 }
 
 
@@ -44,7 +46,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--skip",
             "packages,venv",
             "--services",
-            "display,scheduler,content",
+            "display,scheduler,content,sensor",
         ],
         capture_output=True,
         text=True,
@@ -122,8 +124,11 @@ def test_display_unit_is_a_watched_kiosk(root: Path) -> None:
     # of them, so the first named is not the first in the variable (pdn/display pdn gave
     # /var/lib/pdn first, proved under a real systemd 252).
     assert unit["StateDirectory"] == ["pdn/display"]
-    assert unit["Environment"].count("HOME=/var/lib/pdn") == 1
-    assert unit["ReadWritePaths"] == ["-/var/lib/pdn"]
+    # /var/lib/pdn is root's: the display's home (Qt's caches) is its own directory, and it
+    # writes nothing beside it.
+    assert unit["Environment"].count("HOME=/var/lib/pdn/display") == 1
+    assert unit["WorkingDirectory"] == ["/var/lib/pdn/display"]
+    assert "ReadWritePaths" not in unit
 
 
 def test_units_are_enabled_at_boot(root: Path) -> None:
@@ -158,7 +163,35 @@ def test_the_release_check_runs_while_the_display_is_enabled(root: Path) -> None
     assert check["Type"] == ["oneshot"]
     assert check["ExecStart"] == ["/opt/pdn/libexec/pdn-release check"]
     assert "User" not in check  # root: it switches /opt/pdn/current
+    # ... and writes nothing else: its state is root's own directory, outside /var/lib/pdn.
+    assert check["ProtectSystem"] == ["strict"]
+    assert check["ReadWritePaths"] == ["/opt/pdn"]
+    assert check["StateDirectory"] == ["pdn-release"]
+    assert check["CapabilityBoundingSet"] == [""]
+    assert check["NoNewPrivileges"] == ["yes"]
     # Run every 15 s: systemd's info lines for each run stay out of the journal, what
     # pdn-release says (notice) does not.
     assert check["SyslogLevel"] == ["notice"]
     assert check["LogLevelMax"] == ["notice"]
+
+
+def test_each_role_runs_as_a_user_of_its_own(root: Path) -> None:
+    """The display (pdn) cannot read the other roles' secrets or data, nor they its: one user
+    a role, and each role's secrets in an env file of its own."""
+    users = {}
+    for name in ("pdn-display.service", "pdn-scheduler.service", "pdn-content.service",
+                 "pdn-sensor@.service"):  # fmt: skip
+        unit = settings(root / "etc/systemd/system" / name)
+        assert unit["User"] == unit["Group"], name
+        users[name] = unit["User"][0]
+    assert users == {
+        "pdn-display.service": "pdn",
+        "pdn-scheduler.service": "pdn-scheduler",
+        "pdn-content.service": "pdn-content",
+        "pdn-sensor@.service": "pdn-sensor",
+    }
+    scheduler = settings(root / "etc/systemd/system/pdn-scheduler.service")
+    assert "-/etc/pdn/scheduler.env" in scheduler["EnvironmentFile"]
+    sensor = settings(root / "etc/systemd/system/pdn-sensor@.service")
+    # The sensors' token (install.sh), then the sensor's own file, which may set another.
+    assert sensor["EnvironmentFile"] == ["-/etc/pdn/sensor.env", "/etc/pdn/sensor-%i.env"]
