@@ -210,6 +210,165 @@ def test_a_scheduler_gets_an_operator_token_printed_once(tmp_path: Path) -> None
     assert "mine" not in third.stdout and env.read_text() == "PDN_API_TOKEN=mine\n"
 
 
+def test_sensors_get_a_token_printed_once_whatever_the_umask(tmp_path: Path) -> None:
+    """A sensor beyond loopback needs its token: install.sh makes one for every pdn-sensor@
+    unit (/etc/pdn/sensor.env, 0640 even under umask 000), shows it once and keeps it."""
+    result = run("bash", "-c", f'umask 000; exec bash "{INSTALL}" --root "{tmp_path}" '
+                 "--skip packages,venv --services sensor")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    env = tmp_path / "etc/pdn/sensor.env"
+    assert oct(env.stat().st_mode & 0o777) == "0o640"
+    (token,) = [line.split("=", 1)[1] for line in env.read_text().splitlines()
+                if line.startswith("PDN_API_TOKEN=")]  # fmt: skip
+    assert len(token) == 43 and result.stdout.count(token) == 1
+    for name in ("pdn.toml", "services.env"):
+        assert oct((tmp_path / "etc/pdn" / name).stat().st_mode & 0o777) == "0o640"
+    unit = (tmp_path / "etc/systemd/system/pdn-sensor@.service").read_text()
+    assert "EnvironmentFile=-/etc/pdn/sensor.env\n" in unit
+    again = install_into(tmp_path, "--services", "sensor")
+    assert again.returncode == 0 and token not in again.stdout
+    assert f"PDN_API_TOKEN={token}" in env.read_text()
+
+
+# A real install (not --root) in a mount namespace of its own: /etc a copy, /var/lib and /opt
+# empty file systems, so the users, owners and modes are real and this machine keeps its own.
+REAL_INSTALL = r"""
+set -euo pipefail
+work=$1 layout=$2
+cp -a /etc "$work/etc"
+mount --bind "$work/etc" /etc
+mount -t tmpfs -o mode=0755 tmpfs /var/lib
+mount -t tmpfs -o mode=0755 tmpfs /opt
+# Root's secret, like /etc/shadow (which useradd changes, so not that one).
+install -m 0600 /dev/null /etc/pdn-secret
+echo "root's secret" >/etc/pdn-secret
+old() { install -m 0600 -o pdn -g pdn /dev/null "/var/lib/pdn/$1"; echo "$1" >"/var/lib/pdn/$1"; }
+if [ "$layout" != fresh ]; then
+    # As install.sh left a machine with every role when one user, pdn, ran them all.
+    useradd --system --user-group --home-dir /var/lib/pdn --no-create-home         --shell /usr/sbin/nologin pdn
+    install -d -m 0750 -o pdn -g pdn /var/lib/pdn /var/lib/pdn/display /var/lib/pdn/scheduler         /var/lib/pdn/schedules /var/lib/pdn/apps /var/lib/pdn/sensor-door /var/lib/pdn/.config         /var/lib/pdn/.config/pdn
+    key=display/tls-key.pem
+    if [ "$layout" = 0.1.0 ]; then key=tls-key.pem; old display.db; fi
+    for file in "$key" scheduler/scheduler.db schedules/s.xml apps/menu sensor-door/outbox.db         .config/pdn/ctl.toml; do old "$file"; done
+    ln -s /etc/pdn-secret /var/lib/pdn/scheduler/planted
+    chown -h pdn:pdn /var/lib/pdn/scheduler/planted
+    install -d -m 0755 /var/lib/pdn/release
+    echo current=0.1.0-a >/var/lib/pdn/release/state
+    install -d -m 0755 /etc/pdn
+    echo PDN_API_TOKEN=kept >/etc/pdn/scheduler.env
+    echo PDN_SENSOR_TYPE=door >/etc/pdn/sensor-door.env
+    chown root:pdn /etc/pdn/scheduler.env /etc/pdn/sensor-door.env
+    chmod 0644 /etc/pdn/sensor-door.env
+fi
+secret=$(stat -c '%U %G %a %Y' /etc/pdn-secret; cat /etc/pdn-secret)
+umask 000
+bash "$REPO/packaging/install.sh" --skip packages,venv,enable,start     --services display,scheduler,content,sensor >"$work/install.log" 2>&1
+umask 022
+if [ "$layout" = 0.1.0 ]; then
+    echo "before-start $(stat -c %U /var/lib/pdn)"
+    /opt/pdn/libexec/pdn-release started 2>>"$work/install.log"
+fi
+/opt/pdn/libexec/pdn-release check 2>>"$work/install.log"
+can() { if runuser -u "$1" -- "${@:2}" >/dev/null 2>&1; then echo yes; else echo no; fi; }
+echo "pdn cat-scheduler-env $(can pdn cat /etc/pdn/scheduler.env)"
+echo "pdn cat-sensor-env $(can pdn cat /etc/pdn/sensor.env)"
+echo "pdn ls-scheduler $(can pdn ls /var/lib/pdn/scheduler)"
+echo "pdn ls-schedules $(can pdn ls /var/lib/pdn/schedules)"
+echo "pdn ls-apps $(can pdn ls /var/lib/pdn/apps)"
+echo "pdn rename-scheduler $(can pdn mv /var/lib/pdn/scheduler /var/lib/pdn/mine)"
+echo "pdn write-release-state $(can pdn touch /var/lib/pdn-release/state)"
+echo "pdn cat-own-config $(can pdn cat /etc/pdn/pdn.toml)"
+echo "pdn-scheduler cat-display-config $(can pdn-scheduler cat /etc/pdn/pdn.toml)"
+echo "pdn-scheduler ls-display $(can pdn-scheduler ls /var/lib/pdn/display)"
+echo "pdn-scheduler cat-own-env $(can pdn-scheduler cat /etc/pdn/scheduler.env)"
+echo "pdn-content cat-scheduler-env $(can pdn-content cat /etc/pdn/scheduler.env)"
+echo "pdn-sensor ls-scheduler $(can pdn-sensor ls /var/lib/pdn/scheduler)"
+echo "pdn-sensor cat-own-env $(can pdn-sensor cat /etc/pdn/sensor.env)"
+if [ "$layout" != fresh ]; then
+    echo "pdn cat-own-key $(can pdn cat /var/lib/pdn/display/tls-key.pem)"
+    echo "pdn-scheduler cat-own-db $(can pdn-scheduler cat /var/lib/pdn/scheduler/scheduler.db)"
+    echo "pdn-sensor cat-own-outbox $(can pdn-sensor cat /var/lib/pdn/sensor-door/outbox.db)"
+    echo "pdn-sensor cat-pairings $(can pdn-sensor cat /var/lib/pdn/sensor/.config/pdn/ctl.toml)"
+    echo "pdn-content cat-pairings $(can pdn-content cat /var/lib/pdn/content/.config/pdn/ctl.toml)"
+    echo "pdn-sensor cat-own-sensor-env $(can pdn-sensor cat /etc/pdn/sensor-door.env)"
+    echo "old-release-state $(cat /var/lib/pdn-release/state)"
+    echo "old-release-dir $(test -e /var/lib/pdn/release && echo there || echo gone)"
+fi
+now=$(stat -c '%U %G %a %Y' /etc/pdn-secret; cat /etc/pdn-secret)
+echo "secret $(test "$now" = "$secret" && echo unchanged || echo CHANGED)"
+for path in /etc/pdn/* /var/lib/pdn /var/lib/pdn/* /var/lib/pdn-release; do
+    stat -c 'stat %n %U:%G %a' "$path"
+done
+"""
+
+
+@pytest.mark.parametrize("layout", ["fresh", "0.2.0", "0.1.0"])
+def test_a_real_install_gives_each_role_a_user_that_reads_only_its_own(
+    tmp_path: Path, layout: str
+) -> None:
+    """install.sh as root, for real, in a mount namespace: fresh, and over a machine where one
+    user (pdn) ran every role (0.2.0's layout, and 0.1.0's, whose display kept its data in
+    /var/lib/pdn itself). The display's user reads neither the scheduler's nor the sensors'
+    secrets or data, and they not the display's; each reads its own; what pdn owned before is
+    handed to its role's user (pdn's planted link is not followed), the pairings of pdn ctl pair
+    follow the sensor and the content server, and the release state moves to root's directory."""
+    require_tools("unshare", "runuser", "useradd")
+    if os.getuid() != 0:
+        pytest.skip("a real install needs root")
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", REAL_INSTALL, "install",
+         str(tmp_path), layout],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "REPO": str(REPO)},
+    )  # fmt: skip
+    log = (tmp_path / "install.log").read_text() if (tmp_path / "install.log").exists() else ""
+    assert result.returncode == 0, result.stderr + log
+    seen = {}
+    for line in result.stdout.splitlines():
+        key, _, value = line.rpartition(" ")
+        seen[key] = value
+    denied = ["pdn cat-scheduler-env", "pdn cat-sensor-env", "pdn ls-scheduler",
+              "pdn ls-schedules", "pdn ls-apps", "pdn rename-scheduler",
+              "pdn write-release-state", "pdn-scheduler cat-display-config",
+              "pdn-scheduler ls-display", "pdn-content cat-scheduler-env",
+              "pdn-sensor ls-scheduler"]  # fmt: skip
+    allowed = ["pdn cat-own-config", "pdn-scheduler cat-own-env", "pdn-sensor cat-own-env"]
+    if layout != "fresh":
+        allowed += ["pdn cat-own-key", "pdn-scheduler cat-own-db", "pdn-sensor cat-own-outbox",
+                    "pdn-sensor cat-pairings", "pdn-content cat-pairings",
+                    "pdn-sensor cat-own-sensor-env"]  # fmt: skip
+    assert {key: seen[key] for key in denied} == dict.fromkeys(denied, "no"), log
+    assert {key: seen[key] for key in allowed} == dict.fromkeys(allowed, "yes"), log
+    assert seen["secret"] == "unchanged"
+    expected = {
+        "/etc/pdn/pdn.toml": "root:pdn 640",
+        "/etc/pdn/scheduler.env": "root:pdn-scheduler 640",
+        "/etc/pdn/sensor.env": "root:pdn-sensor 640",
+        "/etc/pdn/services.env": "root:root 640",
+        "/var/lib/pdn": "root:root 755",
+        "/var/lib/pdn/display": "pdn:pdn 750",
+        "/var/lib/pdn/scheduler": "pdn-scheduler:pdn-scheduler 750",
+        "/var/lib/pdn/schedules": "pdn-scheduler:pdn-scheduler 750",
+        "/var/lib/pdn/apps": "pdn-content:pdn-content 750",
+        "/var/lib/pdn/content": "pdn-content:pdn-content 750",
+        "/var/lib/pdn/sensor": "pdn-sensor:pdn-sensor 750",
+        "/var/lib/pdn-release": "root:root 755",
+    }
+    stats = {line.split()[1]: " ".join(line.split()[2:]) for line in result.stdout.splitlines()
+             if line.startswith("stat ")}  # fmt: skip
+    assert {path: stats.get(path) for path in expected} == expected, result.stdout
+    if layout != "fresh":
+        assert stats["/etc/pdn/sensor-door.env"] == "root:pdn-sensor 640"
+        assert stats["/var/lib/pdn/sensor-door"] == "pdn-sensor:pdn-sensor 750"
+        assert seen["old-release-state"] == "current=0.1.0-a"
+        assert seen["old-release-dir"] == "gone"
+        assert "PDN_API_TOKEN=kept" not in result.stdout  # (kept, and never printed)
+    if layout == "0.1.0":
+        # The display's data was still in /var/lib/pdn: pdn's until its next start moved it.
+        assert seen["before-start"] == "pdn"
+        assert "moved the display's data" in log
+
+
 def test_bad_options_are_refused(tmp_path: Path) -> None:
     assert "unknown option" in install_into(tmp_path, "--frobnicate").stderr
     assert "--platform must be" in install_into(tmp_path, "--platform", "vnc").stderr
