@@ -245,11 +245,15 @@ echo "root's secret" >/etc/pdn-secret
 old() { install -m 0600 -o pdn -g pdn /dev/null "/var/lib/pdn/$1"; echo "$1" >"/var/lib/pdn/$1"; }
 if [ "$layout" != fresh ]; then
     # As install.sh left a machine with every role when one user, pdn, ran them all.
-    useradd --system --user-group --home-dir /var/lib/pdn --no-create-home         --shell /usr/sbin/nologin pdn
-    install -d -m 0750 -o pdn -g pdn /var/lib/pdn /var/lib/pdn/display /var/lib/pdn/scheduler         /var/lib/pdn/schedules /var/lib/pdn/apps /var/lib/pdn/sensor-door /var/lib/pdn/.config         /var/lib/pdn/.config/pdn
+    useradd --system --user-group --home-dir /var/lib/pdn --no-create-home \
+        --shell /usr/sbin/nologin pdn
+    install -d -m 0750 -o pdn -g pdn /var/lib/pdn /var/lib/pdn/display /var/lib/pdn/scheduler \
+        /var/lib/pdn/schedules /var/lib/pdn/apps /var/lib/pdn/sensor-door /var/lib/pdn/.config \
+        /var/lib/pdn/.config/pdn
     key=display/tls-key.pem
     if [ "$layout" = 0.1.0 ]; then key=tls-key.pem; old display.db; fi
-    for file in "$key" scheduler/scheduler.db schedules/s.xml apps/menu sensor-door/outbox.db         .config/pdn/ctl.toml; do old "$file"; done
+    for file in "$key" scheduler/scheduler.db schedules/s.xml apps/menu sensor-door/outbox.db \
+        .config/pdn/ctl.toml; do old "$file"; done
     ln -s /etc/pdn-secret /var/lib/pdn/scheduler/planted
     chown -h pdn:pdn /var/lib/pdn/scheduler/planted
     install -d -m 0755 /var/lib/pdn/release
@@ -262,7 +266,8 @@ if [ "$layout" != fresh ]; then
 fi
 secret=$(stat -c '%U %G %a %Y' /etc/pdn-secret; cat /etc/pdn-secret)
 umask 000
-bash "$REPO/packaging/install.sh" --skip packages,venv,enable,start     --services display,scheduler,content,sensor >"$work/install.log" 2>&1
+bash "$REPO/packaging/install.sh" --skip packages,venv,enable,start \
+    --services display,scheduler,content,sensor >"$work/install.log" 2>&1
 umask 022
 if [ "$layout" = 0.1.0 ]; then
     echo "before-start $(stat -c %U /var/lib/pdn)"
