@@ -118,12 +118,14 @@ def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
         assert (tmp_path / "var/lib/pdn" / sub).is_dir()
     # Beside the releases (the venv step, skipped here, makes one: tests/appliance/test_release.py)
     assert os.access(tmp_path / "opt/pdn/libexec/pdn-release", os.X_OK)
-    assert (tmp_path / "var/lib/pdn/release").is_dir()
+    # The release state: root's own directory, outside the one the roles' users have theirs in.
+    assert (tmp_path / "var/lib/pdn-release").is_dir()
+    assert not (tmp_path / "var/lib/pdn/release").exists()
     wants = tmp_path / "etc/systemd/system/multi-user.target.wants"
     assert (wants / "pdn-display.service").is_symlink()
     assert not (wants / "pdn-scheduler.service").is_symlink()
     out = result.stdout
-    assert "would create the system user pdn" in out
+    assert "would create the system users pdn (the display's), pdn-scheduler, pdn-content" in out
     # A new display serves HTTPS (issue 22) and says how to pair and pin.
     assert "\ntls = true\n" in config.read_text()
     assert "display API: https://" in out and ":8080/" in out
