@@ -4,13 +4,18 @@
 # committed HEAD in it and installs the display as a user would (packaging/install.sh, platform
 # offscreen: no screen needed), then:
 #
-#   first install   pdn-display.service active (Type=notify: told systemd it is ready),
-#                   /x/health "ok" with a painted screen, pdn-release-check.timer running
+#   first install   every role (--services display,scheduler,content,sensor): each unit's user
+#                   reads its own secrets and data and not another's; pdn-display.service active
+#                   (Type=notify: told systemd it is ready), /x/health "ok" with a painted
+#                   screen, pdn-release-check.timer running, the scheduler and the content
+#                   server active as their own users; systemd-analyze security of every unit
 #   good upgrade    this checkout as a wheel of a higher version (install.sh --wheel): switched,
 #                   its trial passed
 #   broken release  the same at the next version, whose display exits at once (the recipe of
 #                   tests/appliance/test_release.py): nobody touches it; systemd restarts it, its
 #                   ExecStartPre counts the exits, and the 5th start runs the previous release
+#   rollback        pdn-release rollback run in pdn-release-check.service's sandbox (its unit,
+#                   another ExecStart): switches 'current' and restarts the display on it
 #   --hang          also a broken release whose display never answers: pdn-release-check.timer
 #                   rolls it back at the deadline (PDN_RELEASE_DEADLINE, 285 s unless --deadline)
 #
@@ -235,11 +240,43 @@ release_of() { sed -n 's/.*pdn-release: switched from [^ ]* to \([^ ]*\).*/\1/p'
 
 # --- 1. The first install -----------------------------------------------------------------------
 
-say "1. first install: bash packaging/install.sh --platform offscreen --no-start, then [listen] on 127.0.0.1:$port"
-install_release install-1.log --platform offscreen --no-start >/dev/null
+say "1. first install: bash packaging/install.sh --platform offscreen --no-start --services display,scheduler,content,sensor, then [listen] on 127.0.0.1:$port"
+install_release install-1.log --platform offscreen --no-start --services display,scheduler,content,sensor >/dev/null
 in_root sed -i -e "/^\[listen\]/,/^\[/{s/^host = .*/host = \"127.0.0.1\"/;s/^port = .*/port = $port/}" /etc/pdn/pdn.toml
+in_root sed -i -e 's/^PDN_SCHEDULER_HOST=.*/PDN_SCHEDULER_HOST=127.0.0.1/' \
+    -e "s/^PDN_SCHEDULER_PORT=.*/PDN_SCHEDULER_PORT=$((port + 10))/" \
+    -e 's/^PDN_CONTENT_HOST=.*/PDN_CONTENT_HOST=127.0.0.1/' \
+    -e "s/^PDN_CONTENT_PORT=.*/PDN_CONTENT_PORT=$((port + 11))/" /etc/pdn/services.env
 if [ -n "$deadline" ]; then in_root sh -c "echo PDN_RELEASE_DEADLINE=$deadline >/etc/pdn/release.env"; fi
-in_root systemctl start pdn-display.service pdn-display-retry.timer pdn-release-check.timer
+in_root systemctl start pdn-display.service pdn-display-retry.timer pdn-release-check.timer \
+    pdn-scheduler.service pdn-content.service
+# Each role's user reads its own secrets and data, and not another's.
+can() { if in_root runuser -u "$1" -- "${@:2}" >/dev/null 2>&1; then echo yes; else echo no; fi; }
+users="pdn:scheduler.env=$(can pdn cat /etc/pdn/scheduler.env)"
+users+=" pdn:sensor.env=$(can pdn cat /etc/pdn/sensor.env)"
+users+=" pdn:scheduler/=$(can pdn ls /var/lib/pdn/scheduler)"
+users+=" pdn:release-state=$(can pdn touch /var/lib/pdn-release/state)"
+users+=" pdn-scheduler:pdn.toml=$(can pdn-scheduler cat /etc/pdn/pdn.toml)"
+users+=" pdn-scheduler:display/=$(can pdn-scheduler ls /var/lib/pdn/display)"
+users+=" pdn-sensor:scheduler.env=$(can pdn-sensor cat /etc/pdn/scheduler.env)"
+[[ "$users" != *=yes* ]] || die "a role's user reads another's: $users"
+own="pdn:pdn.toml=$(can pdn cat /etc/pdn/pdn.toml) pdn-scheduler:scheduler.env=$(can pdn-scheduler cat /etc/pdn/scheduler.env)"
+[[ "$own" != *=no* ]] || die "a role's user cannot read its own: $own"
+say "   users: $users; $own"
+for unit in pdn-scheduler.service pdn-content.service; do
+    for _ in $(seq 1 60); do
+        in_root systemctl is-active --quiet "$unit" && break
+        sleep 0.5
+    done
+    in_root systemctl is-active --quiet "$unit" || die "$unit is not active (journalctl -u $unit in the root)"
+    say "   $unit active as $(in_root systemctl show -p User --value "$unit")"
+done
+in_root sh -c 'printf "PDN_SENSOR_TYPE=door\nPDN_SENSOR_SOURCE_KIND=--file\nPDN_SENSOR_SOURCE=/etc/hostname\n" >/etc/pdn/sensor-door.env'
+for unit in pdn-display.service pdn-scheduler.service pdn-content.service pdn-sensor@door.service \
+    pdn-release-check.service; do
+    in_root systemd-analyze security "$unit" 2>/dev/null | sed -n 's/^→ Overall exposure level for //p'
+done >"$logs/security.txt"
+sed 's/^/   systemd-analyze security: /' "$logs/security.txt" >&2
 wait_for '^[^ ]+ \| ok [^ ]+ painted .*\| active$' 180 || die "the first install's display never answered ok"
 first=$(in_root readlink /opt/pdn/current)
 first=${first##*/}
@@ -277,9 +314,21 @@ wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
 ok_again=$(since "$switched")
 say "   rolled back to $good ${back} s after the switch; ok with a painted screen again after ${ok_again} s"
 
+say "4. rollback in pdn-release-check.service's sandbox: back to $first by hand, then pdn-release rollback there"
+in_root /opt/pdn/libexec/pdn-release switch "$first" >/dev/null 2>&1 || die "could not switch to $first"
+before=$(in_root systemctl show -p InvocationID --value pdn-display.service)
+in_root sh -c 'sed -e "s|^ExecStart=.*|ExecStart=/opt/pdn/libexec/pdn-release rollback \"the proof, from the sandbox\"|" /etc/systemd/system/pdn-release-check.service >/etc/systemd/system/pdn-proof-rollback.service && systemctl daemon-reload'
+in_root systemctl start pdn-proof-rollback.service || die "pdn-release rollback failed in the sandbox (journalctl -u pdn-proof-rollback)"
+[ "$(in_root readlink /opt/pdn/current)" = "releases/$good" ] || die "the sandboxed rollback did not switch back to $good"
+wait_for "^$good \| ok $good painted .*\| active$" 120 || die "the display did not come back on $good"
+[ "$(in_root systemctl show -p InvocationID --value pdn-display.service)" != "$before" ] \
+    || die "the sandboxed rollback did not restart the display"
+in_root sh -c 'rm -f /etc/systemd/system/pdn-proof-rollback.service && systemctl daemon-reload'
+say "   switched back to $good and restarted the display from the sandbox"
+
 hang_back="" hang_ok=""
 if [ "$hang" = 1 ]; then
-    say "4. a release that never answers (PDN_TEST_BROKEN=hang): the timer rolls it back at the deadline"
+    say "5. a release that never answers (PDN_TEST_BROKEN=hang): the timer rolls it back at the deadline"
     in_root sh -c 'mkdir -p /etc/systemd/system/pdn-display.service.d && printf "[Service]\nEnvironment=PDN_TEST_BROKEN=hang\n" >/etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
     switched=$(install_release install-hang.log --wheel "/root/wheels/$broken_wheel")
     wait_for "^$good \| " "$((${deadline:-285} + 90))" || die "not rolled back at the deadline"
@@ -307,5 +356,8 @@ fi
 echo "  pdn-release status:"
 sed 's/^/    /' "$logs/status.txt"
 echo "  /x/health release: $(in_root /root/proof-state)"
+echo "  each role's user reads only its own: $users; $own"
+echo "  systemd-analyze security:"
+sed 's/^/    /' "$logs/security.txt"
 echo "  journalctl -u pdn-release-check -u pdn-display | grep pdn-release:"
 sed 's/^/    /' "$logs/journal.txt"
