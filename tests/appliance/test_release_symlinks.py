@@ -233,10 +233,12 @@ def test_the_data_move_runs_as_the_display_user_and_follows_no_link(
     assert again.returncode == 0 and "moved" not in again.stderr
 
 
-def test_the_move_never_runs_as_root(root: Path) -> None:
+def test_the_move_never_runs_as_root(root: Path, nobody: pwd.struct_passwd) -> None:
     data = root / "var/lib/pdn"
     data.mkdir(parents=True)
     (data / "display.db").write_text("x")
+    owned_by(data, nobody)
+    owned_by(data / "display.db", nobody)
     as_root = run(root, "started", PDN_DISPLAY_USER="root")
     assert as_root.returncode == 0  # never stops the display from starting
     assert "the data move runs as the display's user only" in as_root.stderr
