@@ -165,8 +165,8 @@ def test_an_older_installs_state_moves_once(root: Path, nobody: pwd.struct_passw
     assert run(root, "switch", "0.2.0-b").returncode == 0
     (root / "var/lib/pdn-release/state").rename(data / "release/state")
     shutil.rmtree(root / "var/lib/pdn-release")
-    with (data / "release/state").open("a") as state:
-        state.write("rolled-back-from=../../../etc\nreason=by hand\n")
+    with (data / "release/state").open("a") as old:
+        old.write("rolled-back-from=../../../etc\nreason=by hand\n")
     (data / "release/lock").touch()
     (data / "release/.health").write_text("old\n")
     result = run(root, "switch", "0.3.0-c", "--trial")
