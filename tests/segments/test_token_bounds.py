@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import requests
 from standardwebhooks import Webhook
 
 from tests.display.test_webhooks import free_port
@@ -180,7 +179,8 @@ def test_the_content_server_forwards_only_to_its_displays_with_their_own_tokens(
         ]
         assert authorizations(listeners["scheduler"]) == [None]
         # What a display answers is never passed on, whatever it says.
-        listed.route("POST", "/schedule", 202, {"request-status": "rejected", "reason": SECRET_BODY})
+        rejected = {"request-status": "rejected", "reason": SECRET_BODY}
+        listed.route("POST", "/schedule", 202, rejected)
         assert ask(listed.url).json() == {
             "request-status": "rejected",
             "reason": "the display did not take the request",
