@@ -316,3 +316,86 @@ def test_a_sensor_sends_its_bearer_tokens_only_to_the_displays_they_were_made_fo
         for peer in (paired, listed, stranger, signed):
             peer.close()
     assert "sensor-tok" not in sensor.text() and "paired-tok" not in sensor.text()
+
+
+# -- pdn ctl ---------------------------------------------------------------------------------------
+
+
+def ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in TOKEN_VARIABLES}
+    return subprocess.run(
+        [PDN, "ctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**environ, **env},
+    )
+
+
+def test_pdn_ctl_sends_each_token_only_to_the_origin_that_issued_it(tmp_path: Path) -> None:
+    never, paired, scheduler = peers("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    # The scheduler's twin: same host, another port (another origin).
+    (twin,) = peers("127.0.0.4")
+    for peer in (never, paired):
+        peer.route("POST", "/x/pair", 201, {"token": f"new-token-of-{peer.url}"})
+    config = tmp_path / "config"
+    (config / "pdn").mkdir(parents=True)
+    displays_file(config / "pdn" / "ctl.toml", {paired.url: {"token": "paired-tok"}})
+    env = {
+        "XDG_CONFIG_HOME": str(config),
+        "PDN_API_TOKEN": "operator-tok",
+        "PDN_API_URL": scheduler.url + "/",
+    }
+    try:
+        # Pairing sends no token: not the operator's, not one kept for that display.
+        for peer in (never, paired):
+            done = ctl(env, "pair", peer.url, "ABCD-EFGH", "--name", "ana")
+            assert done.returncode == 0, done.stderr
+            assert authorizations(peer) == [None]
+        assert paired.received("/x/pair")[0].json() == {"code": "ABCD-EFGH", "name": "ana"}
+        # The store as it was: one display paired, the other never.
+        displays_file(config / "pdn" / "ctl.toml", {paired.url: {"token": "paired-tok"}})
+        commands = [
+            ("playing", "{}"),
+            ("health", "{}"),
+            ("sensing", "{}"),
+            ("pairings", "{}"),
+            ("unpair", "{}", "ana"),
+            ("schedule", "{}", "https://example.org/"),
+            ("screenshot", "{}", str(tmp_path / "shot.png")),
+            ("displays", "{}"),
+        ]
+        for command, *args in commands:
+            for peer in (never, paired):
+                ctl(env, command, *(a.format(peer.url) for a in args))
+        assert set(authorizations(never)) == {None}
+        assert set(authorizations(paired)) == {None, "Bearer paired-tok"}  # None: its pairing
+        assert len(authorizations(never)) == len(authorizations(paired)) == 1 + len(commands)
+        # The operator token goes to the scheduler it is bound to, and to no other origin.
+        for where in (scheduler, twin):
+            ctl(env, "displays", where.url)
+            ctl(env, "assign", where.url, "--group", "lobby", "menu")
+        assert authorizations(scheduler) == ["Bearer operator-tok"] * 2
+        assert authorizations(twin) == [None, None]
+        twin.route("GET", "/displays", 401, {"error": "unauthorized", "message": "scheduler"})
+        refused = ctl(env, "displays", twin.url)
+        assert refused.returncode == 1
+        assert f"PDN_API_TOKEN was not sent: it belongs to {scheduler.url}" in refused.stderr
+        # Not bound to any URL: refused before anything is sent, saying what to set.
+        unbound = {**env}
+        del unbound["PDN_API_URL"]
+        before = [len(p.requests) for p in (never, scheduler)]
+        for peer in (never, scheduler):
+            done = ctl(unbound, "displays", peer.url)
+            assert done.returncode == 2
+            assert "PDN_API_TOKEN is set" in done.stderr and "PDN_API_URL" in done.stderr
+        assert [len(p.requests) for p in (never, scheduler)] == before
+        # A display paired in the store still gets its own token then (it needs no variable).
+        assert ctl(unbound, "playing", paired.url).returncode == 0
+        assert authorizations(paired)[-1] == "Bearer paired-tok"
+        bad = ctl({**env, "PDN_API_URL": "scheduler:8090"}, "displays", scheduler.url)
+        assert bad.returncode == 2 and "PDN_API_URL='scheduler:8090'" in bad.stderr
+    finally:
+        for peer in (never, paired, scheduler, twin):
+            peer.close()
