@@ -33,6 +33,7 @@ from server.displaycreds import DisplayCredentials
 from server.http import ApiError, ValidationError, invalid_field
 from server.net import shown_uri
 from server.pins import origin_of
+from server.validation import HTTP_ORIGIN_PATTERN
 
 __all__ = [
     "DisplayDirectory",
@@ -50,8 +51,7 @@ REFRESH = 30.0
 MISS_GAP = 2.0
 SCHEDULER_TIMEOUT = 3.0
 
-#: host[:port] after the scheme: a reg-name or IPv4 address, or an IPv6 address in brackets.
-_AUTHORITY = re.compile(r"^(?:[A-Za-z0-9._~%!$&'()*+,;=-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
+_ORIGIN = re.compile(HTTP_ORIGIN_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def display_origin(display_uri: str) -> str:
         raise refuse("no user name or password")
     if parts.path not in ("", "/"):
         raise refuse(f"no path (the request goes to the display's /schedule), not {parts.path!r}")
-    if not _AUTHORITY.match(parts.netloc) or not parts.hostname:
+    if not _ORIGIN.match(display_uri) or not parts.hostname:
         raise refuse("a plain host and port")
     try:
         return origin_of(display_uri)
