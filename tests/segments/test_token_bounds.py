@@ -19,6 +19,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from server.scheduler.service import SchedulerService
 from tests.display.test_webhooks import free_port
 from tests.segments.conftest import HttpPeer, wait_until
 
@@ -197,6 +198,38 @@ def test_the_content_server_forwards_only_to_its_displays_with_their_own_tokens(
         visitor.close()
         content.stop()
     assert "shared-tok" not in content.text() and "paired-tok" not in content.text()
+
+
+def test_the_content_server_follows_its_schedulers_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PDN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("PDN_API_TOKEN", raising=False)
+    scheduler = SchedulerService(data_dir=tmp_path / "scheduler", host="127.0.0.1", port=0)
+    scheduler.start()
+    scheduler.server.start()
+    (display,) = peers("127.0.0.8")
+    display.route("POST", "/schedule", 202, {"request-status": "scheduling"})
+    content = PdnProcess(
+        tmp_path, ["content", "--scheduler", scheduler.url], {}, ready="content server ready"
+    )
+    body = {"application-params": {}, "display-uri": display.url, "requestor": {}}
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.7")) as visitor:
+            schedule = f"{content.url}/message/schedule"
+            assert visitor.post(schedule, json=body).status_code == 403  # not registered yet
+            location = {"latitude": "N54.0104", "longitude": "W2.7883"}
+            registered = httpx.post(
+                f"{scheduler.url}/displays", json={"url": display.url, "location": location}
+            )
+            assert registered.status_code == 201
+            wait_until(lambda: visitor.post(schedule, json=body).status_code == 202, step=0.5)
+        (forwarded,) = display.received("/schedule")
+        assert "Authorization" not in forwarded.headers
+    finally:
+        content.stop()
+        scheduler.stop()
+        display.close()
 
 
 def test_the_content_server_refuses_bad_display_options(tmp_path: Path) -> None:
