@@ -397,7 +397,11 @@ def test_pdn_ctl_sends_each_token_only_to_the_origin_that_issued_it(tmp_path: Pa
             ("unpair", "{}", "ana"),
             ("schedule", "{}", "https://example.org/"),
             ("screenshot", "{}", str(tmp_path / "shot.png")),
+            ("watch", "{}"),
             ("displays", "{}"),
+            ("fleet", "{}"),
+            ("plays", "{}"),
+            ("approve", "{}", "http://192.0.2.1:8080"),
         ]
         for command, *args in commands:
             for peer in (never, paired):
