@@ -25,8 +25,10 @@ Exit codes (for scripts):
       4  unexpected answer: a 5xx or something that is not the Display Segment API
     130  interrupted (Ctrl-C) before it was done
 A display beyond loopback takes changes only from paired controllers: `pdn ctl pair DISPLAY_URL
-CODE` (the code on its screen) keeps a token in ~/.config/pdn/ctl.toml, sent from then on; or set
-PDN_API_TOKEN to the display's configured token.
+CODE` (the code on its screen; no token is sent with it) keeps a token in ~/.config/pdn/ctl.toml,
+sent from then on to that display alone. A token in the environment is bound to one URL:
+PDN_API_TOKEN (a scheduler's operator token, or a display's api_token) goes only to the origin of
+PDN_API_URL (export PDN_API_URL=http://scheduler:8090); set without PDN_API_URL, it is refused.
 """
 
 from __future__ import annotations

@@ -2,6 +2,15 @@
 to the certificate that ``pdn ctl pair`` kept for that display (``~/.config/pdn/ctl.toml``), and
 its failures as :class:`CtlError`, with the exit code each means.
 
+A token goes only to the origin (``scheme://host:port``) it was made for:
+
+- a display's token, kept by pairing, to that display's origin;
+- ``PDN_API_TOKEN`` (the scheduler's operator token, or a display's ``api_token``) to the origin
+  of ``PDN_API_URL`` alone, where it wins over a kept token. Bound to another origin, it is not
+  sent (a 401 then says so); set with no ``PDN_API_URL``, every command that would send it is
+  refused (exit 2) with a message saying what to set;
+- nothing at all to a display's ``/x/pair``: pairing is done with the code.
+
 Every ``pdn ctl`` module builds on this one (``server.ctl``, ``server.ctlpair``,
 ``server.scheduler.ctlfleet``), and this one on none of them: the commands never import each
 other's helpers (issue 24 broke the circles they made).
@@ -128,18 +137,93 @@ def base_url(url: str, what: str) -> str:
     return url.rstrip("/")
 
 
+TOKEN_VARIABLE = "PDN_API_TOKEN"
+BINDING_VARIABLE = "PDN_API_URL"
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name, "").strip() or None
+
+
+def bound_origin() -> str | None:
+    """The origin ``PDN_API_TOKEN`` belongs to (``PDN_API_URL``), or None when unset."""
+    bound = _env(BINDING_VARIABLE)
+    if bound is None:
+        return None
+    parts = urlsplit(bound)
+    try:
+        if parts.scheme in ("http", "https") and parts.hostname:
+            return origin(bound)
+    except ValueError:
+        pass
+    raise CtlError(
+        EXIT_USAGE,
+        f"{BINDING_VARIABLE}={bound!r} is not an http:// or https:// URL; set it to the URL of"
+        f" the scheduler (or display) {TOKEN_VARIABLE} belongs to",
+    )
+
+
+def is_pairing(url: str) -> bool:
+    """True for a display's pairing endpoint (``.../x/pair``), which takes no token."""
+    return urlsplit(url).path.rstrip("/").endswith("/x/pair")
+
+
+def bearer_for(url: str) -> str | None:
+    """The token to send to ``url``: ``PDN_API_TOKEN`` where ``PDN_API_URL`` binds it, else
+    the token kept for that origin, else none; CtlError when ``PDN_API_TOKEN`` is set but
+    bound to nothing (where it belongs is not known, so it is sent nowhere)."""
+    if is_pairing(url):
+        return None
+    token = _env(TOKEN_VARIABLE)
+    bound = bound_origin() if token else None
+    if token and bound is not None and origin(url) == bound:
+        return token
+    kept = token_for(url)
+    if kept or not token or bound is not None:
+        return kept
+    raise CtlError(
+        EXIT_USAGE,
+        f"{TOKEN_VARIABLE} is set, but pdn ctl sends it only to the URL it belongs to: set"
+        f" {BINDING_VARIABLE} to that scheduler's (or display's) URL, e.g. export"
+        f" {BINDING_VARIABLE}={origin(url)} if it is this one's; or unset {TOKEN_VARIABLE}"
+        " (a display paired with 'pdn ctl pair' needs no variable)",
+    )
+
+
 def headers_for(
     url: str, *, content_type: str | None = None, accept: str = "application/json"
 ) -> dict[str, str]:
     headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type
-    # Changes need a token; reads too, on a display that protects them. PDN_API_TOKEN wins
-    # over the one `pdn ctl pair` kept for this display.
-    token = os.environ.get("PDN_API_TOKEN", "").strip() or token_for(url)
+    # Changes need a token; reads too, on a display that protects them.
+    token = bearer_for(url)
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return headers
+
+
+def _unauthorized_hint(url: str, detail: str) -> str:
+    """What to do about a 401 from ``url``."""
+    token = _env(TOKEN_VARIABLE)
+    try:
+        bound = bound_origin() if token else None
+    except CtlError:
+        bound = None
+    if token and bound is not None and bound != origin(url):
+        return (
+            f" ({TOKEN_VARIABLE} was not sent: it belongs to {bound} ({BINDING_VARIABLE}),"
+            f" not {origin(url)})"
+        )
+    if "scheduler" in detail:
+        return (
+            f" (set {TOKEN_VARIABLE} to the scheduler's operator token and {BINDING_VARIABLE}"
+            " to its URL)"
+        )
+    return (
+        f" (pair with 'pdn ctl pair', or set {TOKEN_VARIABLE} to the display's token and"
+        f" {BINDING_VARIABLE} to its URL)"
+    )
 
 
 def call(
@@ -220,9 +304,7 @@ def check(response: requests.Response) -> Any:
         message = answer.get("message") if isinstance(answer, dict) else None
         detail = message or response.reason
         code = EXIT_REFUSED if response.status_code < 500 else EXIT_UNEXPECTED
-        if response.status_code == 401 and "scheduler" in detail:
-            detail += " (set PDN_API_TOKEN to the scheduler's operator token)"
-        elif response.status_code == 401:
-            detail += " (pair with 'pdn ctl pair', or set PDN_API_TOKEN to the display's token)"
+        if response.status_code == 401:
+            detail += _unauthorized_hint(response.url, detail)
         raise CtlError(code, f"{response.status_code}: {detail}")
     return json_answer(response)

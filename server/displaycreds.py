@@ -7,14 +7,15 @@ take changes only from paired controllers (issue 22). Each gets a display's toke
   keeps the token, and the fingerprint of the display's certificate when it serves HTTPS, in
   that user's ``~/.config/pdn/ctl.toml`` (``server.ctlhttp``);
 - **by configuration**: the same file written by hand, named by ``PDN_DISPLAYS_FILE`` (one
-  table per display origin, keys ``token`` and ``tls-fingerprint``), or ``PDN_DISPLAY_TOKEN``
-  for every display without a token of its own (then sent to any display the segment pushes
-  to: prefer per-display tokens where strangers choose the display, as on a content server).
+  table per display origin, keys ``token`` and ``tls-fingerprint``, both optional), or
+  ``PDN_DISPLAY_TOKEN`` for the *listed* displays without a token of their own.
 
-A display's token goes only to that display's origin (``scheme://host:port``); HTTPS to a
-display with a fingerprint is pinned to it (``server.pins``) and refused if the certificate
-changed. The file is read again when it changes (its modification time), so pairing while the
-segment runs needs no restart.
+A display's token goes only to that display's origin (``scheme://host:port``). The shared
+``PDN_DISPLAY_TOKEN`` goes only to a listed display: one with a table in the file, or one the
+segment was told of (a content server's ``--display``); never to another URL, whoever named it.
+HTTPS to a display with a fingerprint is pinned to it (``server.pins``) and refused if the
+certificate changed. The file is read again when it changes (its modification time), so pairing
+while the segment runs needs no restart.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import os
 import threading
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,15 +46,28 @@ def credentials_path() -> Path:
 
 
 class DisplayCredentials:
-    """Tokens and pinned fingerprints of displays, by origin, from a TOML file; thread-safe."""
+    """Tokens and pinned fingerprints of displays, by origin, from a TOML file; thread-safe.
 
-    def __init__(self, path: Path | None = None) -> None:
+    ``shared_token`` (``PDN_DISPLAY_TOKEN``) is sent to a listed display that has no token of
+    its own; ``listed``: display URLs the segment was told of besides the file's.
+    """
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        shared_token: str | None = None,
+        listed: Iterable[str] = (),
+    ) -> None:
         self.path = path or credentials_path()
+        self.shared_token = shared_token or None
+        self.extra = frozenset(origin_of(url) for url in listed)
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._entries: dict[str, dict[str, Any]] = {}
 
-    def _entry(self, url: str) -> dict[str, Any]:
+    def _table(self) -> dict[str, dict[str, Any]]:
+        """The file's tables by origin, read again when the file changed."""
         try:
             stat = self.path.stat()
             stamp: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
@@ -62,7 +77,26 @@ class DisplayCredentials:
             if stamp != self._stamp:
                 self._stamp = stamp
                 self._entries = self._read() if stamp is not None else {}
-            return self._entries.get(origin_of(url), {})
+            return self._entries
+
+    def _entry(self, url: str) -> dict[str, Any]:
+        return self._table().get(origin_of(url), {})
+
+    def origins(self) -> frozenset[str]:
+        """Every listed display origin: the file's tables and the ones given."""
+        return self.extra | frozenset(self._table())
+
+    def listed(self, url: str) -> bool:
+        """True when the display at ``url`` (its origin) is in the file or was given."""
+        return origin_of(url) in self.origins()
+
+    def bearer(self, url: str) -> str | None:
+        """What to send to ``url`` as a bearer token: its own, else the shared token when its
+        origin is listed; None for any other URL."""
+        own = self.token(url)
+        if own is not None:
+            return own
+        return self.shared_token if self.shared_token and self.listed(url) else None
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -74,7 +108,15 @@ class DisplayCredentials:
         displays = table.get("displays", {})
         if not isinstance(displays, dict):
             return {}
-        return {origin_of(str(k)): dict(v) for k, v in displays.items() if isinstance(v, dict)}
+        found: dict[str, dict[str, Any]] = {}
+        for key, value in displays.items():
+            if not isinstance(value, dict) or urlsplit(str(key)).scheme not in ("http", "https"):
+                continue
+            try:
+                found[origin_of(str(key))] = dict(value)
+            except ValueError:  # a port out of range
+                log.warning("%s: [displays.%r] is not a display's URL; ignored", self.path, key)
+        return found
 
     def token(self, url: str) -> str | None:
         """The token of the display at ``url`` (its origin), or None."""

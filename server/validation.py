@@ -119,6 +119,9 @@ HTTP_URI_PATTERN = (
     f"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9._~!$&'()*+,;=%:-]*@)?{_HOST}{_PORT}"
     f"(?:[/?#]{_URI_CHAR}*)?$"
 )
+#: A server's address alone (an origin): http(s)://host[:port], at most a "/" after it, and no
+#: user info, path, query or fragment (a content server's display-uri).
+HTTP_ORIGIN_PATTERN = f"^[Hh][Tt][Tt][Pp][Ss]?://{_HOST}{_PORT}/?$"
 #: An absolute URI of any scheme: a scheme, a colon, then no spaces or control characters.
 URI_PATTERN = f"^[A-Za-z][A-Za-z0-9+.-]*:{_URI_CHAR}*$"
 URI_MAX_LENGTH = 4096
@@ -190,6 +193,7 @@ PATTERNS = {
     "SigningSecret": SIGNING_SECRET_PATTERN,
     "Fingerprint": FINGERPRINT_PATTERN,
     "HttpUri": HTTP_URI_PATTERN,
+    "HttpOrigin": HTTP_ORIGIN_PATTERN,
     "Uri": URI_PATTERN,
     "Duration": DURATION_PATTERN,
     "Latitude": LATITUDE_PATTERN,

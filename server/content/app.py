@@ -9,10 +9,14 @@ built-in ``message`` application (``server/apps/message``) always exists.
     POST /schedule               the same for the default application, ``message``
     GET  /x/apps                 extension: the applications hosted here
 
-``POST /<app>/schedule`` builds the content-item URL ``<base>/<app>/?<application-params>`` and
-POSTs ``{"content-item", "preferred-duration"}`` to ``<display-uri>/schedule``, then answers
-what the display said: 202 forwarded / rejected / failed, or 504 when the display cannot be
-reached within 5 seconds.
+``POST /<app>/schedule`` is open to anyone and rate-limited per address. Its ``display-uri``
+must name a display this server knows (``server.content.displays``: configured, or registered
+with its scheduler; else 400 or 403). It builds the content-item URL
+``<base>/<app>/?<application-params>`` and POSTs ``{"content-item", "preferred-duration"}`` to
+that display's ``/schedule``, with that display's own token (``DisplayCredentials.bearer``),
+then answers in its own words: 202 forwarded / rejected / failed (with a short reason of its
+own), or 504 when the display cannot be reached within 5 seconds. What the display answered is
+never passed on: it is the content server's answer to whoever asked, not the display's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -33,11 +38,12 @@ import requests
 from flask import Flask, Response, redirect, request, send_from_directory
 
 from cds.durations import format_duration
+from server.content.displays import DisplayDirectory, Target
 from server.displaycreds import DisplayCredentials
 from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
 from server.http import require_token as install_token_check
 from server.lockout import RateLimit
-from server.net import local_address, shown_uri, url_host
+from server.net import local_address, url_host
 from server.pins import PinningAdapter
 from server.validation import HTTP, Duration, Field, Object, Schema, Uri
 
@@ -101,32 +107,29 @@ class DisplayForwarder:
         self,
         *,
         timeout: float = FORWARD_TIMEOUT,
-        token: str | None = None,
         credentials: DisplayCredentials | None = None,
     ) -> None:
-        """``token``: sent to every display (``PDN_DISPLAY_TOKEN``); ``credentials``: each
-        display's own token and pinned certificate, sent and checked for that display only."""
+        """``credentials``: each display's own token and pinned certificate, sent and checked
+        for that display only (and the shared token for the listed displays)."""
         self._timeout = timeout
-        self._token = token
         self._credentials = credentials
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="forward")
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def forward(self, display_uri: str, body: dict[str, Any]) -> ForwardResult:
-        target = display_uri.rstrip("/") + "/schedule"
-        future = self._pool.submit(self._post, target, body)
+    def forward(self, display: Target, body: dict[str, Any]) -> ForwardResult:
+        future = self._pool.submit(self._post, display, body)
         try:
             # requests' timeouts bound each socket wait, not the whole exchange: this does.
             return future.result(timeout=self._timeout + 0.3)
         except FutureTimeout:
-            return ForwardResult("unreachable", f"{target} did not answer within 5 seconds")
+            return ForwardResult("unreachable", f"{display.origin} did not answer within 5 seconds")
 
-    def _post(self, target: str, body: dict[str, Any]) -> ForwardResult:
+    def _post(self, display: Target, body: dict[str, Any]) -> ForwardResult:
+        target = display.schedule_url
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        own = self._credentials.token(target) if self._credentials is not None else None
-        token = own or self._token
+        token = self._credentials.bearer(display.origin) if self._credentials else None
         if token:
             headers["Authorization"] = f"Bearer {token}"
         try:
@@ -141,23 +144,34 @@ class DisplayForwarder:
                     allow_redirects=False,
                 )
         except requests.RequestException as error:
-            return ForwardResult("unreachable", f"cannot reach {target}: {_short(error)}")
+            return ForwardResult("unreachable", f"cannot reach {display.origin}: {_short(error)}")
         try:
             answer = response.json()
         except ValueError:
             answer = None
         status = answer.get("request-status") if isinstance(answer, dict) else None
-        reason = answer.get("reason") if isinstance(answer, dict) else None
         if response.status_code == 202 and status == "scheduling":
             return ForwardResult("forwarded")
         if response.status_code == 202 and status == "rejected":
-            return ForwardResult("rejected", reason if isinstance(reason, str) else None)
-        detail = ""
-        if isinstance(answer, dict) and isinstance(answer.get("message"), str):
-            detail = f": {answer['message']}"
-        return ForwardResult(
-            "failed", f"the display answered {response.status_code} {response.reason}{detail}"
+            return ForwardResult("rejected", "the display did not take the request")
+        return ForwardResult("failed", _outcome(response.status_code, sent_token=bool(token)))
+
+
+def _outcome(code: int, *, sent_token: bool) -> str:
+    """The content server's own words for a display's answer (never the display's)."""
+    try:
+        phrase = HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "an unknown status"
+    said = f"the display answered {code} {phrase}"
+    if code in (401, 403):
+        if sent_token:
+            return f"{said}: it does not take this content server's token for it"
+        return (
+            f"{said}: it takes requests only from paired controllers; pair this content"
+            " server with it (pdn ctl pair, as the user it runs as)"
         )
+    return said
 
 
 def _short(error: Exception) -> str:
@@ -210,8 +224,10 @@ def create_app(
     forwarder: DisplayForwarder,
     base_url_for: Callable[[str], str],
     *,
+    displays: DisplayDirectory,
     token: str | None = None,
 ) -> Flask:
+    """The content server's Flask app; ``displays``: where ``display-uri`` may go."""
     app = create_base_app("pdn.content", openapi="content")
     # POST /<app>/schedule stays open with a token set too (INTERFACE.md): rate-limited below.
     install_token_check(
@@ -265,7 +281,8 @@ def create_app(
             if key in requestor and not isinstance(requestor[key], str):
                 raise invalid_field(f"requestor.{key}", f"'requestor.{key}' must be a string.")
         params = fields["application-params"]
-        display_uri = fields["display-uri"]
+        display = displays.target(fields["display-uri"])
+        display_uri = display.origin
         query = urlencode([(str(key), query_value(value)) for key, value in params.items()])
         content_item = f"{base_url_for(display_uri)}/{name}/" + (f"?{query}" if query else "")
         if len(content_item) > MAX_URL_LENGTH:
@@ -280,11 +297,11 @@ def create_app(
             forwarded["preferred-duration"] = (
                 given if isinstance(given, str) else format_duration(fields["preferred-duration"])
             )
-        result = forwarder.forward(display_uri, forwarded)
+        result = forwarder.forward(display, forwarded)
         log.info(
             "%s for %s (requestor %s): %s%s",
             name,
-            shown_uri(display_uri),  # a display-uri may carry a credential: masked
+            display_uri,
             json.dumps(requestor)[:200],
             result.status,
             f" ({result.reason})" if result.reason else "",

@@ -25,9 +25,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "Run the Content Segment. Each folder DIR/<app>/ holding an index.html is an "
             "application served at /<app>/; the built-in application 'message' shows "
             "application-params.text on application-params.background. POST /<app>/schedule "
-            "asks an application to schedule itself onto a display (display-uri). Set "
-            "PDN_API_TOKEN to require a bearer token on POSTs, and PDN_DISPLAY_TOKEN to send "
-            "one to displays that need it."
+            "asks an application to schedule itself onto a display (display-uri): only onto "
+            "a display named by --display, in the displays file (PDN_DISPLAYS_FILE, default "
+            "the pairing store of 'pdn ctl pair', ~/.config/pdn/ctl.toml) or registered with "
+            "--scheduler; others get 403. Each display gets its own token (pair with it: pdn "
+            "ctl pair); PDN_DISPLAY_TOKEN goes to the listed displays (--display, the file) "
+            "without one. Set PDN_API_TOKEN to require a bearer token on other POSTs."
         ),
     )
     parser.add_argument(
@@ -47,11 +50,30 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "to each display)"
         ),
     )
+    parser.add_argument(
+        "--display",
+        dest="displays",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a display requests may be forwarded to, http(s)://host:port (repeat for more)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="URL",
+        help=(
+            "a scheduler whose registered displays requests may be forwarded to "
+            "(its GET /displays; PDN_SCHEDULER_TOKEN is sent to it when set)"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from server.content.app import BUILTIN_APPS
+    from server.content.displays import display_origin
     from server.content.service import ContentService
+    from server.validation import ValidationError
 
     directories: list[Path] = []
     if args.apps is not None:
@@ -65,12 +87,34 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             log.error("--public-url %s", problem)
             return EXIT_USAGE
+    for url in args.displays:
+        problem = check_uri(url, HTTP)
+        if problem is None:
+            try:
+                display_origin(url)
+            except ValidationError as error:
+                problem = error.message
+        if problem:
+            log.error("--display %s: %s", url, problem)
+            return EXIT_USAGE
+    if args.scheduler:
+        problem = check_uri(args.scheduler, HTTP)
+        if problem:
+            log.error("--scheduler %s", problem)
+            return EXIT_USAGE
     return run_service(
         args,
-        partial(ContentService, directories, public_url=args.public_url),
+        partial(
+            ContentService,
+            directories,
+            public_url=args.public_url,
+            displays=args.displays,
+            scheduler=args.scheduler,
+        ),
         logger=log,
         ready=lambda service: (
             f"content server ready at {service.url}: "
-            f"applications {', '.join(service.catalog.names())}"
+            f"applications {', '.join(service.catalog.names())}; "
+            f"forwarding to {service.displays.describe()}"
         ),
     )

@@ -3,13 +3,18 @@
 GET  /             the current reading: sensor-id, sensor-type, data (a string) or data-source
 POST /subscribe    push readings to subscriber-uri (durable; idempotent)
 POST /unsubscribe
+
+Closed beyond loopback, like the scheduler: with ``PDN_API_TOKEN`` set, subscribing and
+unsubscribing need ``Authorization: Bearer <token>`` (``server.http.require_token``). With no
+token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
+other address takes no subscription at all (401, saying to set the token).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from flask import Flask, Response
+from flask import Flask, Response, request
 
 from server.http import ApiError, create_base_app, json_response, read_json_object, require_token
 from server.sensor.source import SensorLoop
@@ -31,10 +36,28 @@ class Subscriptions(Protocol):
 
 
 def create_app(
-    loop: SensorLoop, subscriptions: Subscriptions, *, token: str | None = None
+    loop: SensorLoop,
+    subscriptions: Subscriptions,
+    *,
+    token: str | None = None,
+    beyond_loopback: bool = False,
 ) -> Flask:
+    """The sensor's Flask app; ``beyond_loopback``: it listens on an address others reach."""
     app = create_base_app("pdn.sensor", openapi="sensor")
     require_token(app, lambda: token, service="sensor")
+
+    @app.before_request
+    def _closed_without_token() -> None:
+        if token or not beyond_loopback or request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        raise ApiError(
+            401,
+            "unauthorized",
+            "This sensor listens beyond loopback and has no token, so it takes no"
+            " subscriptions: set PDN_API_TOKEN in its environment, then send"
+            " 'Authorization: Bearer <token>'.",
+            headers={"WWW-Authenticate": 'Bearer realm="pdn sensor"'},
+        )
 
     @app.get("/")
     def current() -> Response:

@@ -29,8 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "seconds and at once when the reading changes. Example, a Raspberry Pi's own "
             "temperature in degrees Celsius: pdn sensor --sensor-id pi-cpu --sensor-type "
             "'cpu temperature' --file /sys/class/thermal/thermal_zone0/temp --scale 0.001. "
-            "PDN_API_TOKEN requires a bearer token on POSTs; PDN_DISPLAY_TOKEN is sent with "
-            "the readings pushed to displays that need one."
+            "PDN_API_TOKEN requires a bearer token on POSTs; listening beyond loopback "
+            "without it, the sensor takes no subscription (401). Readings go to a display "
+            "with its own token (pair the sensor's user with it: pdn ctl pair), or "
+            "PDN_DISPLAY_TOKEN to the displays the displays file lists; to any other "
+            "subscriber with no token."
         ),
         data_dir="where subscriptions and undelivered updates live "
         "(default ~/.local/state/pdn/sensor-<id>)",

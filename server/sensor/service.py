@@ -1,15 +1,25 @@
-"""A sensor's parts wired together: source loop, outbox, API server."""
+"""A sensor's parts wired together: source loop, outbox, API server.
+
+Its readings go to subscribers with a bearer token only where that token was made for: a
+display's own token (pairing, the displays file) to that display's origin, and the shared
+``PDN_DISPLAY_TOKEN`` to the displays the file lists; any other subscriber gets none, and is
+signed (Standard Webhooks) when it subscribed with a signing secret.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from server.displaycreds import DisplayCredentials
+from server.net import is_loopback
 from server.sensor.app import TOPIC, create_app
 from server.sensor.source import SensorLoop, Source
-from server.standalone import SegmentService
+from server.standalone import SegmentService, display_token
+
+log = logging.getLogger("pdn.sensor")
 
 
 class SensorService(SegmentService):
@@ -29,15 +39,25 @@ class SensorService(SegmentService):
         token: str | None = None,
     ) -> None:
         super().__init__("sensor")
-        # The displays' tokens and certificates, by pairing or configuration (issue 22).
-        self.credentials = DisplayCredentials()
+        # The displays' tokens and certificates, by pairing or configuration.
+        self.credentials = DisplayCredentials(shared_token=display_token())
         self.outbox = self._outbox(
-            data_dir, pins=self.credentials.pin, tokens=self.credentials.token
+            data_dir,
+            pins=self.credentials.pin,
+            tokens=self.credentials.bearer,
+            bearer_token=None,  # no token for a subscriber that is not a listed display
         )
         self.loop = SensorLoop(
             source, sensor_id, sensor_type, self._publish, interval=interval, poll=poll
         )
-        self.app = create_app(self.loop, self.outbox, token=token)
+        beyond_loopback = not is_loopback(host)
+        if beyond_loopback and token is None:
+            log.warning(
+                "listening on %s with no token: subscriptions are refused (401) until"
+                " PDN_API_TOKEN is set",
+                host,
+            )
+        self.app = create_app(self.loop, self.outbox, token=token, beyond_loopback=beyond_loopback)
         self._listen(self.app, host, port, self.outbox, self.loop)
 
     def _publish(self, body: dict[str, Any]) -> None:

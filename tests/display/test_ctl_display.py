@@ -71,7 +71,7 @@ def test_watch_follows_the_event_stream_without_a_reverse_connection(display: Di
         [PDN, "ctl", "watch", display.url, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PDN_API_TOKEN": "t0ken"},
+        env={**os.environ, "PDN_API_TOKEN": "t0ken", "PDN_API_URL": display.url},
     )
     try:
         assert process.stdout is not None

@@ -170,7 +170,8 @@ def test_a_sensor_and_a_content_server_carry_the_token_paired_for_them(
         interval=0.5,
         poll=0.05,
     )
-    content = ContentService([BUILTIN_APPS], host="127.0.0.1", port=0)
+    # The paired display is in the pairing store; the stranger is listed with no token.
+    content = ContentService([BUILTIN_APPS], host="127.0.0.1", port=0, displays=[stranger.url])
     try:
         sensor.start()
         sensor.server.start()
@@ -202,6 +203,11 @@ def test_a_sensor_and_a_content_server_carry_the_token_paired_for_them(
             )
             assert failed.json()["request-status"] == "failed"
             assert "401" in failed.json()["reason"] and "paired" in failed.json()["reason"]
+            unknown = phone.post(
+                f"{content.url}/message/schedule",
+                json={**request, "display-uri": "http://127.0.0.9:9"},
+            )
+            assert unknown.status_code == 403 and unknown.json()["error"] == "unknown-display"
             # The paired display's certificate is swapped: the content server refuses it.
             swap_certificate(paired, tmp_path)
             swapped = phone.post(
@@ -219,7 +225,7 @@ def test_pdn_ctl_add_display_pairs_the_scheduler_with_a_display(
 ) -> None:
     screen = make_screen()
     base = f"http://127.0.0.1:{scheduler.server.port}"
-    env = {**os.environ, "PDN_API_TOKEN": OPERATOR}
+    env = {**os.environ, "PDN_API_TOKEN": OPERATOR, "PDN_API_URL": base}
     result = subprocess.run(
         [PDN, "ctl", "add-display", base, screen.url, screen.code()],
         capture_output=True,

@@ -145,7 +145,7 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         gauge = root / "apps" / "gauge"
         gauge.mkdir(parents=True)
         (gauge / "index.html").write_text(GAUGE_PAGE)
-        net.start("content", "--apps", str(root / "apps"))
+        net.start("content", "--apps", str(root / "apps"), "--display", net.url("display"))
         net.start(
             "sensor",
             "--sensor-id",

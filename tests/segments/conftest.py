@@ -32,12 +32,13 @@ class Route:
 
 
 class HttpPeer:
-    """A small HTTP server on 127.0.0.1 that records every request and answers per path.
+    """A small HTTP server on 127.0.0.1 (or ``host``, another loopback address: another
+    machine) that records every request and answers per path.
 
     It stands in for webhook subscribers and for displays (``GET /``, ``POST /schedule``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.requests: list[Received] = []
         self.routes: dict[tuple[str, str], Route] = {}
         self._lock = threading.Lock()
@@ -65,14 +66,14 @@ class HttpPeer:
                 except OSError:
                     pass
 
-            do_GET = do_POST = _handle  # noqa: N815
+            do_GET = do_POST = do_DELETE = do_PUT = _handle  # noqa: N815
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{host}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 

@@ -1,4 +1,8 @@
-"""The Content Segment through its real waitress server on loopback, with a fake display."""
+"""The Content Segment through its real waitress server on loopback, with a fake display.
+
+The fake display is listed in the content server's displays file (it forwards to no other);
+what it refuses, and the tokens it sends, are in test_content_targets.py.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import pytest
 import requests
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, create_app
+from server.content.displays import DisplayDirectory
+from server.displaycreds import DisplayCredentials
 from server.lockout import RateLimit
 from server.wsgi import WsgiServer
 from tests.segments.conftest import HttpPeer
@@ -41,12 +47,32 @@ def apps_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def content(apps_dir: Path) -> Iterator[str]:
-    forwarder = DisplayForwarder()
+def displays_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("content-displays") / "displays.toml"
+
+
+def listing(displays_file: Path, *urls: str) -> DisplayCredentials:
+    """The content server's displays file, listing ``urls`` (no token of their own)."""
+    displays_file.write_text("".join(f'[displays."{url}"]\n' for url in urls))
+    return DisplayCredentials(displays_file)
+
+
+@pytest.fixture
+def peer(peer: HttpPeer, displays_file: Path) -> HttpPeer:
+    """The fake display, listed in the content server's displays file."""
+    listing(displays_file, peer.url)
+    return peer
+
+
+@pytest.fixture(scope="module")
+def content(apps_dir: Path, displays_file: Path) -> Iterator[str]:
+    credentials = listing(displays_file)
+    forwarder = DisplayForwarder(credentials=credentials)
     app = create_app(
         AppCatalog([apps_dir, BUILTIN_APPS]),
         forwarder,
         lambda display_uri: "http://content.example:8091",
+        displays=DisplayDirectory(credentials),
     )
     server = WsgiServer(app, "127.0.0.1", 0, name="content").start()
     yield server.url
@@ -105,19 +131,26 @@ def test_display_rejects(content: str, peer: HttpPeer) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "rejected", "reason": "queue full"})
     answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
     assert answer.status_code == 202
-    assert answer.json() == {"request-status": "rejected", "reason": "queue full"}
+    # In the content server's own words: what the display said is not passed on.
+    assert answer.json() == {
+        "request-status": "rejected",
+        "reason": "the display did not take the request",
+    }
 
 
 def test_display_answers_something_else(content: str, peer: HttpPeer) -> None:
     peer.route("POST", "/schedule", 415, {"error": "unsupported-media-type", "message": "no"})
     answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
     assert answer.status_code == 202
-    assert answer.json()["request-status"] == "failed"
-    assert "415" in answer.json()["reason"]
+    assert answer.json() == {
+        "request-status": "failed",
+        "reason": "the display answered 415 Unsupported Media Type",
+    }
 
 
-def test_unreachable_display_is_504(content: str) -> None:
+def test_unreachable_display_is_504(content: str, displays_file: Path) -> None:
     with socket_closed_port() as port:
+        listing(displays_file, f"http://127.0.0.1:{port}")
         started = time.monotonic()
         answer = requests.post(
             f"{content}/message/schedule",
@@ -205,13 +238,20 @@ class socket_closed_port:  # noqa: N801 (used as a context manager)
         pass
 
 
-def test_schedule_requests_are_rate_limited_per_address(peer: HttpPeer) -> None:
+def test_schedule_requests_are_rate_limited_per_address(
+    peer: HttpPeer, displays_file: Path
+) -> None:
     """POST /<app>/schedule stays open (a visitor's phone), also with the content server's own
-    token set, and is limited per address (issue 22)."""
+    token set, and is limited per address."""
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
-    forwarder = DisplayForwarder()
+    credentials = listing(displays_file, peer.url)
+    forwarder = DisplayForwarder(credentials=credentials)
     app = create_app(
-        AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example", token="content-token"
+        AppCatalog([BUILTIN_APPS]),
+        forwarder,
+        lambda _: "http://c.example",
+        displays=DisplayDirectory(credentials),
+        token="content-token",
     )
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=3, window=60)
     server = WsgiServer(app, "0.0.0.0", 0, name="content").start()

@@ -15,7 +15,9 @@ import requests
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
+from server.content.displays import DisplayDirectory
 from server.display import create_app as create_display_app
+from server.displaycreds import DisplayCredentials
 from server.http import DOCS_POLICY
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
@@ -38,7 +40,12 @@ def serve_segment(name: str, tmp_path: Path) -> Iterator[str]:
         elif name == "content":
             forwarder = DisplayForwarder(timeout=1.0)
             stack.callback(forwarder.close)
-            app = create_content_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c")
+            app = create_content_app(
+                AppCatalog([BUILTIN_APPS]),
+                forwarder,
+                lambda _: "http://c",
+                displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
+            )
             server = WsgiServer(app, "127.0.0.1", 0).start()
             stack.callback(server.stop)
             yield server.url

@@ -253,7 +253,7 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
 ) -> None:
     scheduler = make_scheduler()
     scheduler.client("127.0.0.3").post("/displays", json={"url": peer.url, "location": LOCATION})
-    env = {**os.environ, "PDN_API_TOKEN": OPERATOR}
+    env = {**os.environ, "PDN_API_TOKEN": OPERATOR, "PDN_API_URL": scheduler.url}
 
     def ctl(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

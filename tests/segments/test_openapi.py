@@ -19,6 +19,8 @@ from referencing.jsonschema import DRAFT202012
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
+from server.content.displays import DisplayDirectory
+from server.displaycreds import DisplayCredentials
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
@@ -177,8 +179,14 @@ def test_scheduler_document(scheduler: SchedulerService, peer: HttpPeer) -> None
 
 def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
     document = Document("content")
-    forwarder = DisplayForwarder(timeout=1.0)
-    app = create_content_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example")
+    credentials = DisplayCredentials(tmp_path / "none.toml", listed=[peer.url])
+    forwarder = DisplayForwarder(timeout=1.0, credentials=credentials)
+    app = create_content_app(
+        AppCatalog([BUILTIN_APPS]),
+        forwarder,
+        lambda _: "http://c.example",
+        displays=DisplayDirectory(credentials),
+    )
     assert app_operations(app) == document.operations()
     server = WsgiServer(app, "127.0.0.1", 0).start()
     try:
@@ -199,6 +207,12 @@ def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
         peer.route("POST", "/schedule", 202, {}, delay=3)
         check(requests.post(f"{base}/message/schedule", json=body, timeout=5), "/{name}/schedule")
         check(requests.post(f"{base}/message/schedule", json={}, timeout=5), "/{name}/schedule")
+        for stranger in ("http://127.0.0.9:9", f"{peer.url}/x/pair?"):
+            unknown = {**body, "display-uri": stranger}
+            check(
+                requests.post(f"{base}/message/schedule", json=unknown, timeout=5),
+                "/{name}/schedule",
+            )
         check(requests.post(f"{base}/nothing/schedule", json=body, timeout=5), "/{name}/schedule")
         check(
             requests.post(

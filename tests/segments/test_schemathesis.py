@@ -11,6 +11,8 @@ import pytest
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
 from server.content.app import create_app as create_content_app
+from server.content.displays import DisplayDirectory, Target, display_origin
+from server.displaycreds import DisplayCredentials
 from server.lockout import RateLimit
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
@@ -78,15 +80,27 @@ class AcceptingForwarder(DisplayForwarder):
         super().__init__(timeout=1.0)
         self.forwarded: list[tuple[str, dict[str, Any]]] = []
 
-    def forward(self, display_uri: str, body: dict[str, Any]) -> ForwardResult:
-        self.forwarded.append((display_uri, body))
+    def forward(self, display: Target, body: dict[str, Any]) -> ForwardResult:
+        self.forwarded.append((display.origin, body))
         return ForwardResult("forwarded")
 
 
+class EveryDisplay(DisplayDirectory):
+    """Every well-formed display-uri names a known display (the generated ones are random)."""
+
+    def target(self, display_uri: str) -> Target:
+        return Target(display_origin(display_uri))
+
+
 @pytest.fixture
-def content() -> Iterator[tuple[str, AcceptingForwarder]]:
+def content(tmp_path: Path) -> Iterator[tuple[str, AcceptingForwarder]]:
     forwarder = AcceptingForwarder()
-    app = create_content_app(AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example")
+    app = create_content_app(
+        AppCatalog([BUILTIN_APPS]),
+        forwarder,
+        lambda _: "http://c.example",
+        displays=EveryDisplay(DisplayCredentials(tmp_path / "none.toml")),
+    )
     # The fuzzer asks far more often than a visitor may (the per-address rate limit, issue 22).
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=1_000_000, window=60)
     server = WsgiServer(app, "127.0.0.1", 0).start()

@@ -12,6 +12,8 @@ from flask import Flask
 from server.cli import build_parser, main
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
+from server.content.displays import DisplayDirectory
+from server.displaycreds import DisplayCredentials
 from server.exitcodes import EPILOG, EXIT_START_FAILED
 from server.net import local_address, url_host
 from server.sensor.source import FileSource
@@ -31,7 +33,11 @@ def scheduler_app(tmp_path: Path) -> Iterator[Flask]:
 def content_app(tmp_path: Path) -> Iterator[Flask]:
     forwarder = DisplayForwarder(timeout=1.0)
     yield create_content_app(
-        AppCatalog([BUILTIN_APPS]), forwarder, lambda _: "http://c.example", token="s3cret"
+        AppCatalog([BUILTIN_APPS]),
+        forwarder,
+        lambda _: "http://c.example",
+        displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
+        token="s3cret",
     )
     forwarder.close()
 
