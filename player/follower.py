@@ -8,9 +8,9 @@
 - subscribes the display's own ``/schedule`` for updates, and registers the display (url,
   location, name, groups; signed with its signing secret, Standard Webhooks, which proves a
   changed registration is its own) with the scheduler, which then pushes every schedule
-  assigned to the display (or to its groups) to that same ``/schedule``: a display configured with only its
-  scheduler (``scheduler = URL``) plays what it is assigned; the display keeps what it was
-  pushed in its own store, for a start without network;
+  assigned to the display (or to its groups) to that same ``/schedule``: a display
+  configured with only its scheduler (``scheduler = URL``) plays what it is assigned; the
+  display keeps what it was pushed in its own store, for a start without network;
 - then checks again every ``poll_interval`` (and re-subscribes, which is idempotent), so a
   scheduler that was down, or lost its state, is caught up with as soon as it is back. The
   checks are conditional: ``If-None-Match`` with the ETag of the document it has (the one the
