@@ -38,7 +38,7 @@ from typing import Any
 
 from flask import Response, request
 
-from server.http import ApiError, json_response, read_json_object
+from server.http import ApiError, json_response, read_json_object, read_raw_body, webhook_headers
 from server.lockout import RateLimit
 from server.scheduler.enrol import SchedulerAccess
 from server.scheduler.fleetapi import group_list
@@ -148,8 +148,8 @@ class Registrar:
                     " display registering with the enrolment token is not limited so).",
                     headers={"Retry-After": str(wait)},
                 )
-        body = request.get_data(cache=True)
         fields = REGISTER.validate(read_json_object())
+        body = read_raw_body()
         url = fields["url"]
         known = self._storage.display(url)
         if known is None:
@@ -178,9 +178,7 @@ class Registrar:
         if "webhook-signature" not in request.headers:
             return False
         try:
-            return self._verifier.verify(
-                [parse_secret(secret)], {k.lower(): v for k, v in request.headers.items()}, body
-            )
+            return self._verifier.verify([parse_secret(secret)], webhook_headers(), body)
         except (SignatureError, ValueError) as error:
             log.info("registration of %s from %s: %s", url, request.remote_addr, error)
             return False
