@@ -211,7 +211,7 @@ class Registrar:
         changed = self._difference(fields, known)
         if changed is None:
             return self._answer(known.pending)
-        log.warning(
+        log.info(
             "registration of %s from %s refused: it changes %s without proof",
             known.url,
             request.remote_addr,
