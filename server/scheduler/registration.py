@@ -22,9 +22,9 @@
 - **Pending records are capped** (``PDN_MAX_PENDING``, default 1000): one more drops the oldest,
   logged. On PostgreSQL the trimming runs under an advisory lock, so the cap holds for every
   scheduler process on the database.
-- **Registrations without a token are rate-limited per client address**
-  (``PDN_REGISTRATION_RATE``, ``COUNT/SECONDS``, default 30 per 600 s, per process): beyond,
-  429 ``too-many-registrations`` with ``Retry-After``.
+- **Registrations without a token are rate-limited per client address** on a closed scheduler
+  (``PDN_REGISTRATION_RATE``, ``COUNT/SECONDS``, default 30 per 600 s, counted by each
+  process): beyond, 429 ``too-many-registrations`` with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class Registrar:
     def register(self) -> Response:
         who = self._access.bearer()  # 401 for a wrong token, 429 when locked out
         trusted = who is not None or not self._access.closed
-        if who is None:
+        if not trusted:  # an open scheduler (loopback only) takes every registration
             wait = self._rate.take(request.remote_addr or "")
             if wait is not None:
                 raise ApiError(
