@@ -259,3 +259,38 @@ def test_registration_is_rate_limited_per_address(
         "/displays", json={**body, "url": "http://192.0.2.98:8080"}, headers=bearer(ENROLMENT)
     )
     assert token.status_code == 201 and token.json() == {}
+
+
+def test_the_operator_adds_a_squatted_display_by_its_code(
+    make_scheduler: Callable[..., Scheduler], tmp_path: Path
+) -> None:
+    """Without the enrolment token, the operator takes the display by the code on its screen:
+    what the stranger gave with the pending record (secret, certificate, groups, location) is
+    dropped, and pushes reach the display with the token the pairing gave."""
+    scheduler = make_scheduler()
+    storage = scheduler.service.storage
+    put_lobby(scheduler, "http://127.0.0.1:9/one")
+    assert (
+        scheduler.operator(
+            "POST", "/x/assignments", json={"schedule": "lobby", "group": "casino"}
+        ).status_code
+        == 201
+    )
+    with closed_display(tmp_path / "display") as (display, security, url):
+        squat = {
+            "url": url,
+            "location": ELSEWHERE,
+            "groups": ["casino"],
+            "signing-secret": new_secret(),
+        }
+        assert scheduler.client("127.0.0.9").post("/displays", json=squat).status_code == 201
+        assert security.pairing is not None
+        code, _expires = security.pairing.current_code()
+        added = scheduler.operator("POST", "/x/displays/pair", json={"url": url, "code": code})
+        assert added.status_code == 201, added.text
+        record = storage.display(url)
+        assert record is not None and not record.pending and record.location != ELSEWHERE
+        assert storage.push_secret(url) is None and storage.display_groups(url) == []
+        assign = {"schedule": "lobby", "display": url}
+        assert scheduler.operator("POST", "/x/assignments", json=assign).status_code == 201
+        wait_until(lambda: display.service.document_names() == ["lobby"])
