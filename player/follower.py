@@ -6,10 +6,11 @@
 - fetches the schedule (``GET /schedule/<id>/``) and hands it to the same code path as a
   ``POST /schedule`` with ``text/xml``; keeps it on disk (atomic rename);
 - subscribes the display's own ``/schedule`` for updates, and registers the display (url,
-  location, name, groups) with the scheduler, which then pushes every schedule assigned to the
-  display (or to its groups) to that same ``/schedule``: a display configured with only its
-  scheduler (``scheduler = URL``) plays what it is assigned; the display keeps what it was
-  pushed in its own store, for a start without network;
+  location, name, groups; signed with its signing secret, Standard Webhooks, which proves a
+  changed registration is its own) with the scheduler, which then pushes every schedule
+  assigned to the display (or to its groups) to that same ``/schedule``: a display
+  configured with only its scheduler (``scheduler = URL``) plays what it is assigned; the
+  display keeps what it was pushed in its own store, for a start without network;
 - then checks again every ``poll_interval`` (and re-subscribes, which is idempotent), so a
   scheduler that was down, or lost its state, is caught up with as soon as it is back. The
   checks are conditional: ``If-None-Match`` with the ETag of the document it has (the one the
@@ -21,7 +22,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +35,7 @@ import requests
 
 from cds.errors import CdsError
 from server.atomicfile import write_atomically
+from server.signing import signed_headers
 
 log = logging.getLogger("pdn.follower")
 
@@ -255,8 +259,13 @@ class ScheduleFollower:
         if self._tls_fingerprint:
             body["tls-fingerprint"] = self._tls_fingerprint
         url = f"{self.register_url}/displays"
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self._signing_secret:  # proof that a change of the registration is this display's
+            event = f"reg_{secrets.token_hex(12)}"
+            headers.update(signed_headers(self._signing_secret, event, data))
         try:
-            response = self._session.post(url, json=body, timeout=TIMEOUT)
+            response = self._session.post(url, data=data, headers=headers, timeout=TIMEOUT)
         except requests.RequestException as error:
             self._registered_at = None
             self._problem("register", "cannot register at %s: %s", url, error)

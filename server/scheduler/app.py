@@ -1,7 +1,7 @@
 """The Scheduling and Management Segment's HTTP API (spec 4.3, INTERFACE.md).
 
 GET  /displays                       registry (url-only: JSON body field or query parameter)
-POST /displays                       register or update a display (upsert by url)
+POST /displays                       register a display (a change needs proof: registration)
 GET  /schedule/<id>/                 the schedule, a CDS, as text/xml
 POST /schedule/<id>/subscribe/       push updates of this schedule to subscriber-uri
 POST /schedule/<id>/unsubscribe/
@@ -12,7 +12,6 @@ and the fleet's extensions (assignment, groups, API-written schedules): server.s
 from __future__ import annotations
 
 import hashlib
-import hmac
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -22,35 +21,23 @@ from flask import Flask, Response, request
 from server.http import ApiError, create_base_app, json_response, read_json_object
 from server.scheduler.enrol import SchedulerAccess, add_enrolment_routes
 from server.scheduler.fleet import Fleet
-from server.scheduler.fleetapi import add_fleet_routes, group_list
+from server.scheduler.fleetapi import add_fleet_routes
+from server.scheduler.registration import Registrar, RegistrationPolicy
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.storage import SchedulerStorage
 from server.validation import (
     HTTP,
     Boolean,
     Field,
-    Fingerprint,
-    Location,
     QueryBoolean,
     Schema,
     SigningSecret,
-    String,
     Uri,
 )
 
 SUBSCRIBE = Schema(
     Field("subscriber-uri", Uri(schemes=HTTP), required=True),
     Field("signing-secret", SigningSecret()),  # signed updates (Standard Webhooks)
-)
-REGISTER = Schema(
-    Field("url", Uri(schemes=HTTP), required=True),
-    Field("location", Location(), required=True),
-    Field("name", String(max_length=200)),
-    Field("groups", group_list),  # extension: the groups the display declares itself in
-    # Extension: what the scheduler signs its pushes to this display with (Standard Webhooks).
-    Field("signing-secret", SigningSecret()),
-    # Extension: the display's TLS certificate, pinned on first registration.
-    Field("tls-fingerprint", Fingerprint()),
 )
 LIST_DISPLAYS = Schema(Field("url-only", Boolean()))
 LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
@@ -62,48 +49,6 @@ class Subscriptions(Protocol):
     def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 
     def unsubscribe(self, topic: str, uri: str) -> bool: ...
-
-
-def check_repin(storage: SchedulerStorage, url: str, pin: str, signing_secret: str | None) -> None:
-    """A display may give another certificate only with the signing secret it registered with
-    (it is the same display, whose certificate was replaced); else 409, nothing changed: the
-    first certificate stays pinned (trust on first use)."""
-    known = storage.tls_pin(url)
-    if known is None or known == pin:
-        return
-    secret = storage.push_secret(url)
-    if secret and signing_secret and hmac.compare_digest(secret.encode(), signing_secret.encode()):
-        return
-    raise ApiError(
-        409,
-        "certificate-changed",
-        f"{url} registered before with another TLS certificate ({known}); this one is not"
-        " taken without the display's signing secret. If the display was reinstalled, add it"
-        " again by the code on its screen (the console's 'Add a display').",
-        field="tls-fingerprint",
-    )
-
-
-def check_secret_change(storage: SchedulerStorage, url: str, secret: str | None) -> None:
-    """Without a token, a registration may not replace the signing secret an approved display
-    gave before (409): pushes would be signed with a stranger's secret. A display that was
-    reinstalled registers with the enrolment token, or an operator adds it again by its
-    pairing code (``POST /x/displays/pair``), which clears the old secret."""
-    if secret is None:
-        return
-    known = storage.push_secret(url)
-    display = storage.display(url)
-    if known is None or display is None or display.pending:
-        return
-    if not hmac.compare_digest(known.encode(), secret.encode()):
-        raise ApiError(
-            409,
-            "secret-changed",
-            f"{url} registered before with another signing secret; a new one is taken only"
-            " with the scheduler's enrolment token ('Authorization: Bearer <token>'). If the"
-            " display was reinstalled, add it again by the code on its screen.",
-            field="signing-secret",
-        )
 
 
 def document_etag(xml: bytes) -> str:
@@ -126,13 +71,18 @@ def create_app(
     token: str | None = None,
     access: SchedulerAccess | None = None,
     fleet: Fleet | None = None,
+    registration: RegistrationPolicy | None = None,
 ) -> Flask:
     """``on_register(url, groups)`` after each registration of an approved display, and at its
     approval (groups None: none declared); ``on_paired(url, token, pin)`` when the scheduler
     paired with a display. ``access``: who may change what (default: ``token`` as the operator
-    token, on loopback)."""
+    token, on loopback); ``registration``: the pending cap and the rate of registrations
+    (``server.scheduler.registration``)."""
     app = create_base_app("pdn.scheduler", openapi="scheduler")
     access = access or SchedulerAccess(operator_token=token)
+    registrar = Registrar(
+        storage, access, on_register=on_register, on_pin=on_pin, policy=registration
+    )
     app.extensions["pdn.access"] = access
     app.extensions["pdn.token-guard"] = access.guard
     app.before_request(access.check)
@@ -180,33 +130,7 @@ def create_app(
 
     @app.post("/displays")
     def register_display() -> Response:
-        enrolled = access.enrolled()  # 401 for a wrong token; no token: pending
-        fields = REGISTER.validate(read_json_object())
-        url, pin = fields["url"], fields.get("tls-fingerprint")
-        if not enrolled:
-            check_secret_change(storage, url, fields.get("signing-secret"))
-        if pin is not None:
-            check_repin(storage, url, pin, fields.get("signing-secret"))
-        storage.upsert_display(url, fields["location"], fields.get("name"), pending=not enrolled)
-        if pin is not None:
-            storage.set_tls_pin(url, pin)
-            on_pin(url, pin)
-        if "signing-secret" in fields:  # kept until the display gives another
-            storage.set_push_secret(url, fields["signing-secret"])
-        display = storage.display(url)
-        if display is not None and display.pending:
-            if fields.get("groups") is not None:
-                storage.set_declared_groups(url, fields["groups"])
-            return json_response(
-                {
-                    "state": "pending",
-                    "message": "Registered; an operator approves this display before anything"
-                    " is pushed to it (or register with the scheduler's enrolment token).",
-                },
-                201,
-            )
-        on_register(url, fields.get("groups"))
-        return json_response({}, 201)
+        return registrar.register()
 
     @app.get("/schedule/<id>/")
     def get_schedule(id: str) -> Response:  # the spec's name for it

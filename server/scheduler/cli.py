@@ -114,6 +114,15 @@ def run(args: argparse.Namespace) -> int:
     if args.database and not is_postgres_url(args.database):
         log.error("--database must be a postgresql:// URL")
         return EXIT_USAGE
+    from server.scheduler.registration import RegistrationPolicy
+    from server.scheduler.sessions import idle_from_env
+
+    try:  # the environment's settings, checked before anything starts
+        RegistrationPolicy.from_env()
+        idle_from_env()
+    except ValueError as error:
+        log.error("%s", error)
+        return EXIT_USAGE
     data_dir: Path = args.data_dir or default_data_dir("scheduler")
     return run_service(
         args,

@@ -7,8 +7,10 @@ Content-Security-Policy allows nothing from elsewhere.
 
 When the scheduler has an operator token, every page asks for it once (``/console/signin``;
 10 wrong tokens a minute lock the address out, as the API does) and then carries a cookie
-(HttpOnly, SameSite=Strict: no other site can send it, so no other site can post a form here):
-an HMAC of the token, so changing the token signs everyone out. The API itself keeps
+(HttpOnly, SameSite=Strict: no other site can send it, so no other site can post a form here;
+Secure over HTTPS) holding a random session id, kept server-side
+(``server.scheduler.sessions``): signing out ends that session, "Sign out everywhere" ends them
+all, 12 hours unused end one, and changing the token ends them all. The API itself keeps
 ``Authorization: Bearer``. A scheduler listening beyond loopback with no operator token
 serves no console page (401, saying to set one).
 
@@ -25,7 +27,6 @@ per-screen confirmations, and plays per item per day.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import threading
 import time
@@ -47,6 +48,7 @@ from server.scheduler.fleet import Fleet
 from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
 from server.scheduler.fleetstatus import FleetStatus, thumbnail_response
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
+from server.scheduler.sessions import ConsoleSessions
 from server.scheduler.storage import Assignment, SchedulerStorage
 from server.validation import ValidationError
 
@@ -67,10 +69,6 @@ CSP = (
 )
 
 Redirect = BaseResponse
-
-
-def cookie_value(token: str) -> str:
-    return hmac.new(token.encode(), b"pdn-console-v1", hashlib.sha256).hexdigest()
 
 
 def clock_text(clock: Any) -> str:
@@ -112,9 +110,11 @@ def create_console_app(
     closed: bool = False,
     approve: Callable[[str], str] | None = None,
     add_display: Callable[[str, str], str | None] | None = None,
+    sessions: ConsoleSessions | None = None,
 ) -> Flask:
     """``closed`` with no ``token``: every page is refused. ``approve(url)`` and
-    ``add_display(url, code)`` (ApiError when refused) back the displays page's buttons."""
+    ``add_display(url, code)`` (ApiError when refused) back the displays page's buttons.
+    ``sessions``: where sign-ins are kept (needed with a ``token``)."""
     app = Flask(
         __name__,
         template_folder="templates",
@@ -126,7 +126,9 @@ def create_console_app(
     app.jinja_env.filters["host"] = _host
     app.jinja_env.filters["q"] = lambda text: quote(str(text), safe="")
     streams = threading.BoundedSemaphore(MAX_STREAMS)
-    expected = cookie_value(token) if token else None
+    if token and sessions is None:
+        raise ValueError("a console with an operator token needs its sessions")
+    signins = sessions if token else None
     guesses = Lockout(limit=TOKEN_GUESSES[0], window=TOKEN_GUESSES[1])
 
     @app.after_request
@@ -140,17 +142,16 @@ def create_console_app(
 
     @app.before_request
     def _signed_in() -> Redirect | None:
-        if expected is None and closed and request.endpoint != "static":
+        if signins is None and closed and request.endpoint != "static":
             return Response(
                 "This scheduler listens beyond loopback and has no operator token: set"
                 " PDN_API_TOKEN in its environment (install.sh makes one) and restart it.\n",
                 status=401,
                 mimetype="text/plain",
             )
-        if expected is None or request.endpoint in ("signin", "static"):
+        if signins is None or request.endpoint in ("signin", "static"):
             return None
-        given = request.cookies.get(COOKIE, "")
-        if hmac.compare_digest(given.encode(), expected.encode()):
+        if signins.valid(request.cookies.get(COOKIE, "")):
             return None
         if request.method == "GET" and request.endpoint not in ("events", "fleet_json"):
             here = request.script_root + request.full_path.rstrip("?")
@@ -159,7 +160,7 @@ def create_console_app(
 
     @app.context_processor
     def _common() -> dict[str, Any]:
-        return {"signed_in": expected is not None, "section": request.endpoint}
+        return {"signed_in": signins is not None, "section": request.endpoint}
 
     # -- signing in ---------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ def create_console_app(
         target = request.values.get("next") or url_for("displays")
         if not target.startswith("/") or target.startswith("//"):
             target = url_for("displays")
-        if expected is None:
+        if signins is None:
             return redirect(target)
         error = None
         wait = guesses.retry_after(request.remote_addr or "")
@@ -177,15 +178,16 @@ def create_console_app(
         elif request.method == "POST":
             given = request.form.get("token", "")
             if token is not None and hmac.compare_digest(given.encode(), token.encode()):
+                guesses.succeeded(request.remote_addr or "")
                 response = redirect(target)
+                # A browser-session cookie: the session itself ends server-side.
                 response.set_cookie(
                     COOKIE,
-                    expected,
+                    signins.open(),
                     httponly=True,
                     samesite="Strict",
                     secure=request.is_secure,
                     path=request.script_root or "/",
-                    max_age=30 * 24 * 3600,
                 )
                 return response
             guesses.failed(request.remote_addr or "")
@@ -195,6 +197,16 @@ def create_console_app(
 
     @app.post("/signout")
     def signout() -> Redirect:
+        if signins is not None:
+            signins.close(request.cookies.get(COOKIE, ""))
+        response = redirect(url_for("signin"))
+        response.delete_cookie(COOKIE, path=request.script_root or "/")
+        return response
+
+    @app.post("/signout-everywhere")
+    def signout_everywhere() -> Redirect:
+        if signins is not None:
+            signins.close_all()
         response = redirect(url_for("signin"))
         response.delete_cookie(COOKIE, path=request.script_root or "/")
         return response

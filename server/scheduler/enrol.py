@@ -4,11 +4,13 @@
   assignments, groups, broadcasts, approvals, adding displays and the console. A scheduler
   with no operator token that listens beyond loopback takes none of these (401, saying to set
   one); on loopback only with no token it is open, as the spec shows it (a developer's machine).
-- **Registration** (``POST /displays``) stays open, as in the spec. With the *enrolment token*
+- **Registration** (``POST /displays``, ``server.scheduler.registration``) stays open, as in
+  the spec, to register a URL not registered yet. With the *enrolment token*
   (``PDN_ENROLMENT_TOKEN``, or the operator token) as bearer, the display is approved at once;
   without one it is *pending* until an operator approves it (``POST /x/displays/approve``, the
   console, ``pdn ctl approve``), and nothing is pushed to it before; a wrong token is refused
-  (401) and counted as a guess. An open scheduler approves every registration.
+  (401) and counted as a guess. An open scheduler approves every registration. A change to a
+  registered display needs proof (a token, or the display's signature).
 - **Schedule subscriptions** (``POST /schedule/<id>/subscribe/``, ``/unsubscribe/``): the
   operator or the enrolment token (a display following a schedule sends its
   ``scheduler_token``).
@@ -259,15 +261,17 @@ def add_display(
     certificate pinned (``POST /x/displays/pair``, the console's "Add a display"); returns the
     pin (None over plain HTTP). Its location and name default to what its ``GET /`` says."""
     token, pin, info = pair_with_display(url, code, name=scheduler_name(), pin=pin)
+    known = storage.display(url)
     if location is None:  # what the display says, else what it registered with
         given = info.get("location")
-        known = storage.display(url)
         if isinstance(given, dict) and given:
             location = given
         else:
-            location = known.location if known is not None else {}
+            location = known.location if known is not None and not known.pending else {}
     if name is None and isinstance(info.get("name"), str):
         name = info["name"]
+    if known is not None and known.pending:  # what a stranger may have declared for it
+        storage.set_declared_groups(url, [])
     storage.upsert_display(url, location, name)
     storage.set_push_token(url, token)
     # Pushes go with this token now, unsigned: a signing secret the display gave before may be

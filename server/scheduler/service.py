@@ -31,8 +31,10 @@ from server.scheduler.plays import (
     ingest_signing_secret,
 )
 from server.scheduler.probes import MemoryProbeQueue, ProbeQueue
+from server.scheduler.registration import RegistrationPolicy
 from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
+from server.scheduler.sessions import ConsoleSessions, idle_from_env
 from server.scheduler.storage import PlayRecord, SchedulerStorage
 from server.sql import SqliteDatabase
 from server.standalone import SegmentService, display_token, enrolment_token
@@ -156,6 +158,7 @@ class SchedulerService(SegmentService):
             on_paired=self._paired,
             access=self.access,
             fleet=self.fleet,
+            registration=RegistrationPolicy.from_env(),
         )
         add_plays_routes(self.app, self.storage)
         add_broadcast_routes(self.app, self.broadcasts)
@@ -175,6 +178,11 @@ class SchedulerService(SegmentService):
             closed=self.access.closed,
             approve=lambda url: approve(self.storage, url, self._approved),
             add_display=self._add_display,
+            sessions=(
+                ConsoleSessions(self.storage.database, token, idle=idle_from_env())
+                if token
+                else None
+            ),
         )
         self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}

@@ -224,6 +224,16 @@ MIGRATIONS: Schema = (
     # A new display's info read waits for its health read (server.scheduler.probes.FOLLOWER):
     # registering no longer sets it, PgProbeQueue.due_now does, just after (issue 24).
     only("postgresql", "ALTER TABLE displays ALTER COLUMN info_due SET DEFAULT 'Infinity'"),
+    # Console sessions (server.scheduler.sessions): the SHA-256 of each random session id,
+    # a mark of the operator token it was opened with, when it opened and was last used.
+    (
+        """CREATE TABLE console_sessions (
+            id_hash TEXT PRIMARY KEY,
+            token_mark TEXT NOT NULL,
+            created {real} NOT NULL,
+            seen {real} NOT NULL
+        )""",
+    ),
 )
 
 #: NOTIFY channel of schedule changes (PostgreSQL); the payload is the schedule id.
