@@ -955,7 +955,8 @@ summary() {
     if [ -n "$OPERATOR_TOKEN_MADE" ]; then
         say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
         say "  $OPERATOR_TOKEN_MADE"
-        say "  (the console's sign-in, and PDN_API_TOKEN for pdn ctl assign/approve/add-display)"
+        say "  (the console's sign-in; for pdn ctl assign/approve/add-display, export it as"
+        say "  PDN_API_TOKEN with PDN_API_URL set to the scheduler's URL: it is sent there alone)"
         say "its enrolment token, for displays' scheduler_token (others wait for approval):"
         say "  $ENROLMENT_TOKEN_MADE"
     fi
