@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED
 
@@ -119,20 +119,19 @@ class SegmentService:
         pins: Pins | None = None,
         tokens: Pins | None = None,
         *,
-        bearer_token: str | Literal["env"] | None = "env",
+        bearer_token: str | None = None,
     ) -> Outbox:
         """The segment's durable outbox, in ``data_dir`` (created if need be); ``pins``: the
         certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens``: each
         display's own token, by its URL; ``bearer_token``: the token for every other
-        subscriber ("env": ``PDN_DISPLAY_TOKEN``)."""
+        subscriber (none by default: a token goes only where it was made for)."""
         from server.outbox import Outbox
 
         data_dir.mkdir(parents=True, exist_ok=True)
         return Outbox(
             data_dir / "outbox.sqlite3",
             name=self.name,
-            # Displays with an API token refuse unauthenticated updates.
-            bearer_token=display_token() if bearer_token == "env" else bearer_token,
+            bearer_token=bearer_token,
             pins=pins,
             tokens=tokens,
         )

@@ -97,7 +97,6 @@ class SchedulerService(SegmentService):
             self.outbox = PgOutbox(
                 self._pool,
                 name="scheduler",
-                bearer_token=display_token(),
                 pins=self.pins.pin,
                 tokens=self.tokens.get,
             )
@@ -218,7 +217,16 @@ class SchedulerService(SegmentService):
         return self.storage.tls_pins()
 
     def _push_tokens(self) -> dict[str, str]:
-        return self.storage.push_tokens()
+        """The token each display gets with what is pushed to it: the one got by pairing with
+        it, else ``PDN_DISPLAY_TOKEN`` for an approved registered display. No other subscriber
+        of a schedule gets a token: it is a display's credential, not the subscriber's."""
+        tokens = self.storage.push_tokens()
+        shared = display_token()
+        if shared:
+            for record in self.storage.displays():
+                if not record.pending:
+                    tokens.setdefault(record.url, shared)
+        return tokens
 
     def _paired(self, url: str, token: str, pin: str | None) -> None:
         self.tokens.set(url, token)

@@ -44,8 +44,8 @@ class SensorService(SegmentService):
         self.outbox = self._outbox(
             data_dir,
             pins=self.credentials.pin,
+            # A listed display's token to it alone; no token for any other subscriber.
             tokens=self.credentials.bearer,
-            bearer_token=None,  # no token for a subscriber that is not a listed display
         )
         self.loop = SensorLoop(
             source, sensor_id, sensor_type, self._publish, interval=interval, poll=poll

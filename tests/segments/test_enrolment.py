@@ -275,3 +275,39 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
     env["PDN_API_TOKEN"] = "wrong"
     refused = ctl("approve", scheduler.url, peer.url)
     assert refused.returncode != 0 and "operator token" in refused.stderr
+
+
+def test_the_shared_display_token_goes_to_approved_displays_alone(
+    make_scheduler: Callable[..., Scheduler], peer: HttpPeer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PDN_DISPLAY_TOKEN`` is a credential of the displays: a schedule's other subscriber (one
+    that subscribed with the enrolment token) gets the same push with no token."""
+    monkeypatch.setenv("PDN_DISPLAY_TOKEN", "shared-display-token")
+    scheduler = make_scheduler()
+    stranger = HttpPeer("127.0.0.9")
+    try:
+        xml = {"Content-Type": "text/xml"}
+        assert scheduler.operator("PUT", "/x/schedules/lobby", content=LOBBY, headers=xml)
+        registration = {"url": peer.url, "location": LOCATION, "groups": ["hall"]}
+        enrolled = scheduler.client("127.0.0.3").post(
+            "/displays", json=registration, headers=bearer(ENROLMENT)
+        )
+        assert enrolled.status_code == 201, enrolled.text
+        subscribed = scheduler.client("127.0.0.5").post(
+            "/schedule/lobby/subscribe/",
+            json={"subscriber-uri": f"{stranger.url}/schedule"},
+            headers=bearer(ENROLMENT),
+        )
+        assert subscribed.status_code == 201, subscribed.text
+        assign = {"schedule": "lobby", "group": "hall"}
+        assert scheduler.operator("POST", "/x/assignments", json=assign).status_code == 201
+        (to_display,) = peer.wait_for(1, "/schedule", timeout=10)
+        assert to_display.headers.get("Authorization") == "Bearer shared-display-token"
+        # A subscriber hears of the schedule's next version.
+        changed = LOBBY.replace(b"example.org/a", b"example.org/b")
+        assert scheduler.operator("PUT", "/x/schedules/lobby", content=changed, headers=xml)
+        (to_stranger,) = stranger.wait_for(1, "/schedule", timeout=10)
+        assert b"example.org/b" in to_stranger.body
+        assert "Authorization" not in to_stranger.headers
+    finally:
+        stranger.close()
