@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -23,7 +24,8 @@ from server.http import (
     read_xml_body,
     too_many_attempts,
 )
-from server.pairing import NAME_PATTERN, Pairing
+from server.lockout import client_key
+from server.pairing import NAME_PATTERN, ROLES, Pairing
 from server.validation import (
     HTTP,
     Anything,
@@ -38,9 +40,12 @@ from server.validation import (
 log = logging.getLogger("pdn.display.api")
 
 # Each open event stream holds one of waitress's worker threads (8 in server.wsgi) for as long
-# as it is open; at most this many are served at once, so requests always find a thread.
+# as it is open; at most this many are served at once, so requests always find a thread. One
+# client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
+# then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
 MAX_EVENT_STREAMS = 3
 HEARTBEAT = 15.0  # seconds between comments on a quiet stream (app.config["PDN_SSE_HEARTBEAT"])
+STREAM_LIFE = 600.0  # seconds a stream lasts at most (app.config["PDN_SSE_LIFE"])
 _streams_lock = threading.Lock()
 
 api = Blueprint("display", __name__)
@@ -65,6 +70,7 @@ SUBSCRIBE = Schema(
 PAIR = Schema(
     Field("code", String(max_length=64), required=True),
     Field("name", String(max_length=100), required=True),
+    Field("role", String(max_length=20)),
 )
 
 
@@ -95,11 +101,12 @@ def schedule() -> Response:
     if kind == "xml":
         return _schedule_cds()
     if kind == "other":
+        given = request.mimetype or "a body with no Content-Type"
         raise ApiError(
             415,
             "unsupported-media-type",
-            "POST /schedule takes JSON (a content-item) or a CDS as text/xml,"
-            f" not {request.mimetype}; send Content-Type: application/json or text/xml.",
+            f"POST /schedule takes JSON (a content-item) or a CDS as XML, not {given}; send"
+            " 'Content-Type: application/json' or 'Content-Type: text/xml'.",
         )
     fields = SCHEDULE_ITEM.validate(read_json_object())
     rejected = display().request_item(fields["content-item"], fields.get("preferred-duration"))
@@ -227,7 +234,12 @@ def pair() -> Response:
             "'name' must be 1 to 100 letters, digits, spaces or '._@-', starting with a letter"
             " or digit.",
         )
-    token = _pairing().pair(fields["code"], name)
+    role = fields.get("role", "control")
+    if role not in ROLES:
+        raise invalid_field(
+            "role", f"'role' is one of {', '.join(ROLES)}, not {role!r} (default: control)."
+        )
+    token = _pairing().pair(fields["code"], name, role)
     if token is None:
         security.codes.failed(address)
         raise ApiError(
@@ -237,7 +249,7 @@ def pair() -> Response:
             " minutes); read the code on its screen and try again.",
         )
     security.codes.succeeded(address)
-    body = {"token": token}
+    body = {"token": token, "role": role}
     if security.tls_fingerprint:
         body["tls-fingerprint"] = security.tls_fingerprint
     return json_response(body, 201)
@@ -283,19 +295,26 @@ def playback_events() -> Response:
 
     A client that reconnects with ``Last-Event-ID`` gets the records it missed (the last few
     dozen are kept), else the current one; a comment every ``HEARTBEAT`` seconds keeps proxies
-    from closing a quiet stream and tells the server that a client has gone."""
+    from closing a quiet stream and tells the server that a client has gone. A stream ends
+    after ``STREAM_LIFE`` seconds (the client reconnects), and a client holds one at a time."""
     after = _last_event_id()
     slots = _stream_slots()
-    if not slots.acquire(blocking=False):
+    client = client_key(request.remote_addr or "")
+    refused = slots.take(client)
+    if refused is not None:
         raise ApiError(
-            503,
+            429 if refused == "client" else 503,
             "too-many-streams",
-            f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
+            "This client already has this display's event stream open: one stream per client;"
+            " close it first, or poll GET /playback/."
+            if refused == "client"
+            else f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
             " try again later, or poll GET /playback/.",
-            extra={},
+            headers={"Retry-After": str(int(HEARTBEAT))},
         )
     heartbeat = float(current_app.config.get("PDN_SSE_HEARTBEAT", HEARTBEAT))
-    body = EventStream(display(), after, heartbeat, slots.release)
+    life = float(current_app.config.get("PDN_SSE_LIFE", STREAM_LIFE))
+    body = EventStream(display(), after, heartbeat, lambda: slots.give(client), life=life)
     response = Response(body, mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -318,10 +337,34 @@ def _last_event_id() -> int | None:
     return value if value >= 0 else None
 
 
-def _stream_slots() -> threading.BoundedSemaphore:
+class StreamSlots:
+    """The event streams open now, per client: at most ``most`` in all, one per client."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._lock = threading.Lock()
+        self._clients: dict[str, int] = {}
+
+    def take(self, client: str) -> str | None:
+        """None when ``client`` may open a stream (its slot is taken); else why not:
+        ``"client"`` (it has one open) or ``"full"``."""
+        with self._lock:
+            if client in self._clients:
+                return "client"
+            if sum(self._clients.values()) >= self.most:
+                return "full"
+            self._clients[client] = 1
+        return None
+
+    def give(self, client: str) -> None:
+        with self._lock:
+            self._clients.pop(client, None)
+
+
+def _stream_slots() -> StreamSlots:
     with _streams_lock:
-        slots: threading.BoundedSemaphore = current_app.extensions.setdefault(
-            "pdn.event-streams", threading.BoundedSemaphore(MAX_EVENT_STREAMS)
+        slots: StreamSlots = current_app.extensions.setdefault(
+            "pdn.event-streams", StreamSlots(MAX_EVENT_STREAMS)
         )
         return slots
 
@@ -331,11 +374,18 @@ class EventStream:
     server, even when the client left before the first byte) gives its slot back."""
 
     def __init__(
-        self, port: DisplayPort, after: int | None, heartbeat: float, release: Any
+        self,
+        port: DisplayPort,
+        after: int | None,
+        heartbeat: float,
+        release: Any,
+        *,
+        life: float = STREAM_LIFE,
     ) -> None:
         self._port = port
         self._after = after
         self._heartbeat = heartbeat
+        self._ends = time.monotonic() + life
         self._release = release
         self._closed = False
         self._events = self._generate()
@@ -350,7 +400,11 @@ class EventStream:
         yield f"retry: 3000\n: playback events; heartbeat every {self._heartbeat:g} s\n\n".encode()
         after = self._after
         while not self._closed:
-            updates = self._port.playback_updates(after, self._heartbeat)
+            left = self._ends - time.monotonic()
+            if left <= 0:
+                yield b": this stream's time is up; reconnect (Last-Event-ID resumes it)\n\n"
+                return
+            updates = self._port.playback_updates(after, min(self._heartbeat, left))
             if not updates:
                 yield b": heartbeat\n\n"
                 continue
