@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -46,6 +46,8 @@ log = logging.getLogger("pdn.display.api")
 MAX_EVENT_STREAMS = 3
 HEARTBEAT = 15.0  # seconds between comments on a quiet stream (app.config["PDN_SSE_HEARTBEAT"])
 STREAM_LIFE = 600.0  # seconds a stream lasts at most (app.config["PDN_SSE_LIFE"])
+# Seconds between an open stream's looks at whether it should end (a newer stream of its client).
+STREAM_POLL = 1.0
 _streams_lock = threading.Lock()
 
 api = Blueprint("display", __name__)
@@ -296,25 +298,23 @@ def playback_events() -> Response:
     A client that reconnects with ``Last-Event-ID`` gets the records it missed (the last few
     dozen are kept), else the current one; a comment every ``HEARTBEAT`` seconds keeps proxies
     from closing a quiet stream and tells the server that a client has gone. A stream ends
-    after ``STREAM_LIFE`` seconds (the client reconnects), and a client holds one at a time."""
+    after ``STREAM_LIFE`` seconds (the client reconnects), and a client holds one at a time:
+    its newer stream ends its older one (a client that lost its connection comes back at once)."""
     after = _last_event_id()
-    slots = _stream_slots()
-    client = client_key(request.remote_addr or "")
-    refused = slots.take(client)
-    if refused is not None:
-        raise ApiError(
-            429 if refused == "client" else 503,
-            "too-many-streams",
-            "This client already has this display's event stream open: one stream per client;"
-            " close it first, or poll GET /playback/."
-            if refused == "client"
-            else f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
-            " try again later, or poll GET /playback/.",
-            headers={"Retry-After": str(int(HEARTBEAT))},
-        )
     heartbeat = float(current_app.config.get("PDN_SSE_HEARTBEAT", HEARTBEAT))
     life = float(current_app.config.get("PDN_SSE_LIFE", STREAM_LIFE))
-    body = EventStream(display(), after, heartbeat, lambda: slots.give(client), life=life)
+    slots = _stream_slots()
+    client = client_key(request.remote_addr or "")
+    body = EventStream(display(), after, heartbeat, life=life)
+    body.on_close(lambda: slots.give(client, body))
+    if not slots.take(client, body):
+        raise ApiError(
+            503,
+            "too-many-streams",
+            f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
+            " try again later, or poll GET /playback/.",
+            headers={"Retry-After": str(max(1, round(heartbeat)))},
+        )
     response = Response(body, mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -343,22 +343,25 @@ class StreamSlots:
     def __init__(self, most: int) -> None:
         self.most = most
         self._lock = threading.Lock()
-        self._clients: dict[str, int] = {}
+        self._streams: dict[str, EventStream] = {}
 
-    def take(self, client: str) -> str | None:
-        """None when ``client`` may open a stream (its slot is taken); else why not:
-        ``"client"`` (it has one open) or ``"full"``."""
+    def take(self, client: str, stream: EventStream) -> bool:
+        """Give ``client``'s slot to ``stream`` (ending the client's older stream, if any);
+        False when every slot is held by other clients."""
         with self._lock:
-            if client in self._clients:
-                return "client"
-            if sum(self._clients.values()) >= self.most:
-                return "full"
-            self._clients[client] = 1
-        return None
+            older = self._streams.get(client)
+            if older is None and len(self._streams) >= self.most:
+                return False
+            self._streams[client] = stream
+        if older is not None:
+            older.supersede()
+        return True
 
-    def give(self, client: str) -> None:
+    def give(self, client: str, stream: EventStream) -> None:
+        """``stream`` ended: its slot is free, unless a newer stream of the client has it."""
         with self._lock:
-            self._clients.pop(client, None)
+            if self._streams.get(client) is stream:
+                del self._streams[client]
 
 
 def _stream_slots() -> StreamSlots:
@@ -378,7 +381,6 @@ class EventStream:
         port: DisplayPort,
         after: int | None,
         heartbeat: float,
-        release: Any,
         *,
         life: float = STREAM_LIFE,
     ) -> None:
@@ -386,7 +388,8 @@ class EventStream:
         self._after = after
         self._heartbeat = heartbeat
         self._ends = time.monotonic() + life
-        self._release = release
+        self._superseded = False
+        self._release: Callable[[], None] = lambda: None
         self._closed = False
         self._events = self._generate()
 
@@ -396,22 +399,39 @@ class EventStream:
     def __next__(self) -> bytes:
         return next(self._events)
 
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Call ``release`` when the stream is closed (its slot is given back)."""
+        self._release = release
+
+    def supersede(self) -> None:
+        """Another stream of the same client took this one's slot: end within STREAM_POLL."""
+        self._superseded = True
+
     def _generate(self) -> Generator[bytes]:
         yield f"retry: 3000\n: playback events; heartbeat every {self._heartbeat:g} s\n\n".encode()
         after = self._after
+        beat = time.monotonic() + self._heartbeat
         while not self._closed:
-            left = self._ends - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if self._superseded:
+                yield b": a newer stream of this client took over\n\n"
+                return
+            if now >= self._ends:
                 yield b": this stream's time is up; reconnect (Last-Event-ID resumes it)\n\n"
                 return
-            updates = self._port.playback_updates(after, min(self._heartbeat, left))
-            if not updates:
+            if now >= beat:
                 yield b": heartbeat\n\n"
+                beat = now + self._heartbeat
+                continue
+            wait = min(beat, self._ends, now + STREAM_POLL) - now
+            updates = self._port.playback_updates(after, wait)
+            if not updates:
                 continue
             chunk = b""
             for sequence, record in updates:
                 chunk += b"id: %d\nevent: playback\ndata: %s\n\n" % (sequence, record.strip())
                 after = sequence
+            beat = time.monotonic() + self._heartbeat
             yield chunk
 
     def close(self) -> None:
