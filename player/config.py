@@ -265,7 +265,7 @@ def _hosts(key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(entry, str) or not _HOST_NAME.match(entry) or len(entry) > 260:
             raise ConfigError(
                 f"'{key}': {entry!r} is not a host name, IP address or [IPv6 address], with an"
-                " optional ':port' (e.g. \"signage-3.lan\" or \"signage-3.lan:8443\")"
+                ' optional \':port\' (e.g. "signage-3.lan" or "signage-3.lan:8443")'
             )
     return tuple(value)
 

@@ -89,15 +89,16 @@ def test_json_is_read_only_when_labelled_so(base_url: str) -> None:
             "preferred-duration": 60.0,
         }
     # What a web page may send anywhere without asking first, and no label at all: never read.
-    for content_type in (
+    refused_types: tuple[str | None, ...] = (
         None,
         "text/plain",
         "application/x-www-form-urlencoded",
         "multipart/form-data; boundary=x",
         "application/vnd.pdn+json",
-    ):
-        refused = post(base_url + "/echo", body, content_type)
-        assert refused.status_code == 415, (content_type, refused.text)
+    )
+    for refused_type in refused_types:
+        refused = post(base_url + "/echo", body, refused_type)
+        assert refused.status_code == 415, (refused_type, refused.text)
         assert refused.json()["error"] == "unsupported-media-type"
         assert "Content-Type: application/json" in refused.json()["message"]
 
