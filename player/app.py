@@ -69,12 +69,13 @@ from player.sdnotify import SdNotifier
 from player.store import DisplayStore, StoreError
 from player.writer import DeferredQueueStore, OrderedWriter
 from server.display import DisplaySecurity, create_app
+from server.display.access import allowed_hosts
 from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
 from server.limits import limits
 from server.net import is_loopback, local_address, url_host
 from server.outbox import Outbox
 from server.pairing import Pairing
-from server.signing import load_or_make_secret
+from server.signing import SeenIds, Verifier, load_or_make_secret
 from server.tls import ensure_certificate, fingerprint, server_context
 from server.wsgi import WsgiServer, bind
 
@@ -138,8 +139,11 @@ def run(
         try:
             pairing = Pairing(data_dir)
             stopping.callback(pairing.close)
-            # What the publishers this display subscribes to sign their updates with.
+            # What the publishers this display subscribes to sign their updates with, and the
+            # ids of the signed updates taken (a replay after a restart is dropped too).
             webhook_secret = load_or_make_secret(data_dir / "webhook-secret")
+            seen_ids = SeenIds(store.path)
+            stopping.callback(seen_ids.close)
         except (OSError, ValueError, RuntimeError, sqlite3.Error) as error:
             log.error("cannot keep pairings and secrets in %s: %s", data_dir, error)
             return EXIT_START_FAILED
@@ -171,7 +175,17 @@ def run(
             beyond_loopback=not is_loopback(host),
             webhook_secret=webhook_secret,
             tls_fingerprint=tls[1] if tls else None,
+            verifier=Verifier(store=seen_ids),
         )
+        # The names it answers to (a web page cannot reach it by another): where it is open,
+        # and wherever the operator named them.
+        if not security.beyond_loopback or config.listen_hosts:
+            security.hosts = allowed_hosts(
+                host,
+                port,
+                names=config.listen_hosts,
+                public_url=config.public_url,
+            )
         if tls:
             log.info("serving HTTPS; certificate fingerprint %s", tls[1])
         if security.beyond_loopback or config.api_token:

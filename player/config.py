@@ -30,6 +30,7 @@ then command-line flags. Example (every key is optional)::
     tls = true                          # HTTPS; a self-signed certificate in data_dir
     tls-cert = "/etc/pdn/cert.pem"      # or the operator's own (with tls-key)
     tls-key = "/etc/pdn/key.pem"
+    hosts = ["signage-3.lan"]           # names it is reached by (Host), beyond its address
 
     [screen]                            # read by the renderer
     index = 0                           # which screen, when several are attached
@@ -123,6 +124,9 @@ class DisplayConfig:
     tls: bool = False  # [listen] tls: serve HTTPS (server.tls)
     tls_cert: Path | None = None  # [listen] tls-cert / tls-key: the operator's own files
     tls_key: Path | None = None
+    #: [listen] hosts: the names (``name`` or ``name:port``) the display answers to besides
+    #: its address, localhost and public_url's (server.display.access).
+    listen_hosts: tuple[str, ...] = ()
     data_dir: Path = DEFAULT_DATA_DIR
     screen: ScreenConfig = field(default_factory=ScreenConfig)
     schedule_url: str | None = None  # follow this schedule of a scheduler (schedule = URL)
@@ -243,6 +247,27 @@ def _groups(key: str, value: Any) -> tuple[str, ...]:
                 "or '-', not starting with '.' or '-')"
             )
     return tuple(sorted(set(value)))
+
+
+_HOST_NAME = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
+)
+
+
+def _hosts(key: str, value: Any) -> tuple[str, ...]:
+    """``[listen] hosts``: names (or ``[IPv6]``), each with an optional ``:port``."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or len(value) > 32:
+        raise ConfigError(f"'{key}' must be a list of at most 32 host names")
+    for entry in value:
+        if not isinstance(entry, str) or not _HOST_NAME.match(entry) or len(entry) > 260:
+            raise ConfigError(
+                f"'{key}': {entry!r} is not a host name, IP address or [IPv6 address], with an"
+                ' optional \':port\' (e.g. "signage-3.lan" or "signage-3.lan:8443")'
+            )
+    return tuple(value)
 
 
 def _play_log_rows(key: str, value: Any) -> int:
@@ -445,7 +470,7 @@ _SCREEN_KEYS = {
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
     "screen": _SCREEN_KEYS,
-    "listen": {"host", "port", "tls", "tls_cert", "tls_key"},
+    "listen": {"host", "port", "tls", "tls_cert", "tls_key", "hosts"},
     "location": {"latitude", "longitude"},
     "power": {"on", "off", "days", "methods", "cec_device"},
     "clock": {"require_ntp"},
@@ -591,6 +616,9 @@ def _build(table: dict[str, Any]) -> tuple[DisplayConfig, list[str]]:
                         setattr(config, name, Path(path))
             if (config.tls_cert is None) != (config.tls_key is None):
                 problems.append("'listen.tls-cert' and 'listen.tls-key' go together: give both")
+            if "hosts" in listen:
+                names = _check(problems, _hosts, "listen.hosts", listen["hosts"])
+                config.listen_hosts = names if names is not None else ()
             if "host" in listen:
                 host = _check(problems, _string, "listen.host", listen["host"])
                 config.host = host if host is not None else config.host

@@ -1,7 +1,8 @@
 """``pdn ctl pair``: pair with a display, keep its token, and use it from then on.
 
-    pdn ctl pair DISPLAY_URL CODE [--name NAME]     pair with the code shown on the screen
-    pdn ctl pairings DISPLAY_URL                    the controllers paired with a display
+    pdn ctl pair DISPLAY_URL CODE [--name NAME] [--role ROLE]
+                                                    pair with the code shown on the screen
+    pdn ctl pairings DISPLAY_URL                    the controllers paired, with their roles
     pdn ctl unpair DISPLAY_URL NAME                 revoke one (its token stops working)
 
 What pairing gives is kept in the user's config, ``$XDG_CONFIG_HOME/pdn/ctl.toml`` (default
@@ -9,6 +10,7 @@ What pairing gives is kept in the user's config, ``$XDG_CONFIG_HOME/pdn/ctl.toml
 
     [displays."http://192.0.2.10:8080"]
     name = "ana@laptop"
+    role = "control"
     token = "pdn_..."
     paired = "2026-11-26T01:00:00+00:00"
 
@@ -48,7 +50,7 @@ from server.ctlhttp import (
     origin,
     save,
 )
-from server.pairing import NAME_PATTERN
+from server.pairing import NAME_PATTERN, ROLES
 from server.pins import presented_fingerprint as fetch_fingerprint
 
 __all__ = ["add_pair_commands"]
@@ -87,6 +89,13 @@ def add_pair_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     pair.add_argument("code", metavar="CODE", help="the pairing code, e.g. ABCD-EFGH")
     pair.add_argument("--name", help="this controller's name on the display (user@host)")
     pair.add_argument(
+        "--role",
+        choices=ROLES,
+        default="control",
+        help="what the token may do: control (everything, the default), sensor (POST /sensing),"
+        " content (request content: POST /schedule) or read (reads and playback subscriptions)",
+    )
+    pair.add_argument(
         "--pin",
         metavar="sha256:HEX",
         help="the display's certificate fingerprint (on its idle page and in its --check-config);"
@@ -123,7 +132,7 @@ def cmd_pair(args: argparse.Namespace) -> int:
                 f"{display} presents the certificate {pin}, not {args.pin}: refusing to pair"
                 " (someone may be in between)",
             )
-    body = json.dumps({"code": args.code, "name": name}).encode()
+    body = json.dumps({"code": args.code, "name": name, "role": args.role}).encode()
     answer = check(
         call("POST", f"{display}/x/pair", body=body, content_type="application/json", pin=pin)
     )
@@ -136,12 +145,13 @@ def cmd_pair(args: argparse.Namespace) -> int:
             f"{display} says its certificate is {answer.get('tls-fingerprint')}, but it presented"
             f" {pin}: not kept (someone may be in between)",
         )
-    entry = {"name": name, "token": token, "paired": datetime.now(UTC).isoformat()}
+    role = answer.get("role", args.role)
+    entry = {"name": name, "role": role, "token": token, "paired": datetime.now(UTC).isoformat()}
     if pin is not None:
         entry["tls-fingerprint"] = pin
     displays[origin(display)] = entry
     path = save(displays)
-    print(f"paired with {display} as {name!r}; its token is kept in {path}")
+    print(f"paired with {display} as {name!r}, role {role}; its token is kept in {path}")
     return EXIT_OK
 
 
@@ -155,7 +165,8 @@ def cmd_pairings(args: argparse.Namespace) -> int:
     elif not answer:
         print("no controller is paired", file=sys.stderr)
     for entry in answer if not args.json else []:
-        print(f"{entry.get('name')}  (paired {entry.get('paired')})")
+        role = entry.get("role", "control")
+        print(f"{entry.get('name')}  role {role}  (paired {entry.get('paired')})")
     return EXIT_OK
 
 

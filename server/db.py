@@ -13,6 +13,10 @@ Settings, and why:
 - Autocommit (``isolation_level=None``): a lone statement commits by itself; several go in
   :func:`transaction` (``BEGIN IMMEDIATE``, so a writer takes the lock before it reads).
 - ``check_same_thread=False``: the stores guard their connection with their own lock.
+- Mode 0600, whatever the umask: databases hold secrets (token hashes, subscribers' signing
+  secrets). A new file is made 0600 before SQLite opens it (its ``-wal`` and ``-shm`` files
+  take the database's mode), and an existing one, or its ``-wal``/``-shm``, readable by others
+  is tightened at open (``server.atomicfile.tighten``).
 
 Migrations: a schema is an ordered list of steps, each a list of SQL statements; step *n*
 takes the schema from version *n* to *n + 1*. :func:`migrate` applies the steps a file lacks
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -41,6 +46,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+
+from server.atomicfile import SECRET_MODE, tighten
 
 __all__ = [
     "Migrations",
@@ -116,6 +123,7 @@ def connect(
     # PRAGMA does not take parameters; the values are checked here.
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ValueError(f"unknown synchronous level {synchronous!r}")
+    _private(path)
     connection = sqlite3.connect(
         path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )
@@ -127,6 +135,21 @@ def connect(
         connection.close()
         raise
     return connection
+
+
+def _private(path: Path | str) -> None:
+    """Make the database file 0600 before SQLite opens it (see the module's docstring)."""
+    name = str(path)
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    try:
+        # O_CREAT's mode is narrowed by the umask, never widened: 0600 at most.
+        handle = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, SECRET_MODE)
+    except FileNotFoundError:
+        return  # no such directory: SQLite says so, as it would
+    os.close(handle)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        tighten(Path(name + suffix))
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 
 INTERFACE.md fixes these for all four segments:
 - every 4xx/5xx is ``{"error": "<kebab-code>", "message": "...", ["field": ...]}``, never HTML;
-- a body is JSON when ``Content-Type`` says ``application/json`` or ``+json``, or when no
-  ``Content-Type`` is sent and the body parses as JSON; ``text/xml``/``application/xml`` is XML;
+- a body is JSON when ``Content-Type`` says ``application/json``, XML when it says
+  ``text/xml`` or ``application/xml``; any other body (a form, text/plain, or one with no
+  ``Content-Type``) is 415, so a web page cannot send one without the browser asking first;
 - JSON bodies over 1 MiB and XML bodies over 8 MiB get 413;
 - JSON nested deeper than ``JSON_MAX_DEPTH`` arrays/objects gets 400 ``too-deep``, judged
   before parsing (Python's parser would fail with RecursionError, a 500);
@@ -56,6 +57,7 @@ __all__ = [
     "read_xml_body",
     "require_token",
     "too_many_attempts",
+    "unsupported_media_type",
     "webhook_headers",
 ]
 
@@ -206,42 +208,34 @@ def install_error_handlers(app: Flask) -> None:
         )
 
 
-# `curl -d` labels every body as a form unless told otherwise; a person who typed JSON or a
-# CDS there meant JSON or XML, so such a body is judged by its content, as if unlabelled.
-_UNLABELLED = ("", "application/x-www-form-urlencoded")
+#: The only media types a body is read as. Every other one (a form, text/plain, none) is 415:
+#: those are what a web page can send to any address without the browser asking first (a
+#: CORS "simple request"), so reading them would let any page drive a segment on loopback.
+JSON_TYPES = frozenset(("application/json",))
+XML_TYPES = frozenset(("text/xml", "application/xml"))
 
 
 def body_kind() -> BodyKind:
-    """Classify the request body by its Content-Type; unlabelled, by its content."""
+    """Classify the request body by its Content-Type alone: ``none`` when there is no body."""
     mimetype = (request.mimetype or "").lower()
-    if mimetype in _UNLABELLED:
-        data = _raw_body(XML_LIMIT).lstrip(b"\xef\xbb\xbf \t\r\n")
-        if not data:
-            return "none"
-        if data.startswith(b"<"):
-            return "xml"
-        if mimetype and not _parses_as_json(data):
-            return "other"
-        if len(data) > JSON_LIMIT:
-            raise ApiError(
-                413, "payload-too-large", f"The request body is over {JSON_LIMIT} bytes."
-            )
+    if mimetype in JSON_TYPES:
         return "json"
-    if mimetype == "application/json" or mimetype.endswith("+json"):
-        return "json"
-    if mimetype in ("text/xml", "application/xml") or mimetype.endswith("+xml"):
+    if mimetype in XML_TYPES:
         return "xml"
+    if not mimetype and not _raw_body(XML_LIMIT).strip():
+        return "none"
     return "other"
 
 
-def _parses_as_json(data: bytes) -> bool:
-    if json_too_deep(data):
-        return True  # JSON-like enough; read_json_body refuses it with a clear 400
-    try:
-        json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return True
+def unsupported_media_type(accepts: str = "JSON") -> ApiError:
+    """415 for a body of a type not read (see :data:`JSON_TYPES`), saying what to send."""
+    given = request.mimetype or "a body with no Content-Type"
+    send = "application/json" if accepts == "JSON" else "text/xml"
+    return ApiError(
+        415,
+        "unsupported-media-type",
+        f"This endpoint accepts {accepts}, not {given}; send 'Content-Type: {send}'.",
+    )
 
 
 def json_too_deep(data: bytes, limit: int = JSON_MAX_DEPTH) -> bool:
@@ -306,11 +300,7 @@ def read_json_body(*, required: bool = True) -> Any:
             raise ApiError(400, "missing-body", "The request needs a JSON body.")
         return {}
     if kind != "json":
-        raise ApiError(
-            415,
-            "unsupported-media-type",
-            f"This endpoint accepts JSON, not {request.mimetype}.",
-        )
+        raise unsupported_media_type()
     data = _raw_body(JSON_LIMIT)
     if not data.strip():
         if required:

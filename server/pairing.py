@@ -2,9 +2,15 @@
 
 The display makes a *pairing code*: 8 characters from an alphabet with no look-alikes (no 0/O,
 1/I/L), shown as ``ABCD-EFGH``. It is valid for 15 minutes and for one pairing; after use or
-expiry a new one is made. It is written to ``<data_dir>/pairing-code`` (mode 0600, for an
-operator on the box) and shown on the idle page. ``POST /x/pair`` with the code and a
-controller's name gives that controller a token of its own.
+expiry a new one is made, and after ``CODE_TRIES`` wrong tries in all, from any number of
+addresses (the per-address lock-out does not bound a guesser with many addresses). It is
+written to ``<data_dir>/pairing-code`` (mode 0600, for an operator on the box) and shown on the
+idle page. ``POST /x/pair`` with the code, a controller's name and a role gives that
+controller a token of its own.
+
+Each token carries a role (:data:`ROLES`): ``control`` may do everything, ``sensor`` post
+readings, ``content`` request content, ``read`` read. Pairings stored before roles existed
+read as ``control``, which is what they could do.
 
 Tokens are 256-bit random secrets. Only their SHA-256 is stored (a stolen database gives no
 token; a fast hash is enough for secrets this long), in SQLite with ``synchronous=FULL``, so a
@@ -25,6 +31,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +44,10 @@ __all__ = [
     "ALPHABET",
     "CODE_FILE",
     "CODE_LIFE",
+    "CODE_TRIES",
     "NAME_PATTERN",
+    "ROLES",
+    "Controller",
     "Pairing",
     "format_code",
     "read_code_file",
@@ -50,6 +60,10 @@ ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
 CODE_LIFE = 15 * 60.0
 CODE_FILE = "pairing-code"
+#: Wrong codes, from all addresses together, after which the code is renewed.
+CODE_TRIES = 20
+#: What a token may do: ``control`` everything; the others one kind of request each.
+ROLES = ("control", "sensor", "content", "read")
 DATABASE = "pairings.db"
 #: A controller's name: what ``GET /x/pairings`` lists and ``DELETE /x/pairings/<name>`` takes.
 NAME_PATTERN = re.compile(CONTROLLER_NAME_PATTERN)
@@ -62,7 +76,16 @@ MIGRATIONS = (
         paired REAL NOT NULL                 -- Unix time
     )""",
     ),
+    ("ALTER TABLE controllers ADD COLUMN role TEXT NOT NULL DEFAULT 'control'",),
 )
+
+
+@dataclass(frozen=True)
+class Controller:
+    """Whose token was given: the controller's name and its role."""
+
+    name: str
+    role: str
 
 
 def format_code(code: str) -> str:
@@ -96,17 +119,20 @@ class Pairing:
         *,
         clock: Callable[[], float] = time.time,
         code_life: float = CODE_LIFE,
+        code_tries: int = CODE_TRIES,
     ) -> None:
         self.data_dir = data_dir
         self._clock = clock
         self._code_life = code_life
+        self._code_tries = code_tries
+        self._wrong = 0  # wrong tries of the current code, from every address
         self._lock = threading.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
         self._connection = connect(data_dir / DATABASE)
         migrate(self._connection, MIGRATIONS, legacy=1)  # the steps pdn 0.1.0 knew (server.db)
         self._code = ""
         self._expires = 0.0
-        self._hashes: dict[str, str] = {}  # token SHA-256 -> controller name
+        self._hashes: dict[str, Controller] = {}  # token SHA-256 -> its controller
         self._load()
 
     def close(self) -> None:
@@ -114,8 +140,12 @@ class Pairing:
             self._connection.close()
 
     def _load(self) -> None:
-        rows = self._connection.execute("SELECT token_sha256, name FROM controllers").fetchall()
-        self._hashes = {str(digest): str(name) for digest, name in rows}
+        rows = self._connection.execute(
+            "SELECT token_sha256, name, role FROM controllers"
+        ).fetchall()
+        self._hashes = {
+            str(digest): Controller(str(name), str(role)) for digest, name, role in rows
+        }
 
     # -- the code ----------------------------------------------------------------------------
 
@@ -129,6 +159,7 @@ class Pairing:
 
     def _renew(self) -> None:
         """A new code, written to the code file (lock held)."""
+        self._wrong = 0
         self._code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
         self._expires = self._clock() + self._code_life
         expires = datetime.fromtimestamp(self._expires, UTC).isoformat(timespec="seconds")
@@ -139,17 +170,29 @@ class Pairing:
             log.error("cannot write %s: %s", self.data_dir / CODE_FILE, error)
         log.info("a new pairing code is shown, valid until %s", expires)  # never the code
 
-    def pair(self, code: str, name: str) -> str | None:
-        """The new token of controller ``name`` when ``code`` is the current code, else None.
+    def pair(self, code: str, name: str, role: str = "control") -> str | None:
+        """The new token of controller ``name`` with ``role`` when ``code`` is the current
+        code, else None.
 
-        The code is then used up (a new one is made). ``name`` must match NAME_PATTERN."""
+        The code is then used up (a new one is made); a wrong one counts towards
+        ``code_tries``, after which the code is renewed. ``name`` must match NAME_PATTERN and
+        ``role`` be one of ROLES."""
         if not NAME_PATTERN.match(name):
             raise ValueError(f"not a controller name: {name!r}")
+        if role not in ROLES:
+            raise ValueError(f"not a role: {role!r}")
         with self._lock:
             if self._clock() >= self._expires:
                 self._renew()
             # Compared in constant time; a wrong length is wrong all the same.
             if not hmac.compare_digest(_normalise(code).encode(), self._code.encode()):
+                self._wrong += 1
+                if self._wrong >= self._code_tries:
+                    log.warning(
+                        "the pairing code was tried wrongly %d times: a new one is shown",
+                        self._wrong,
+                    )
+                    self._renew()
                 return None
             token = "pdn_" + secrets.token_urlsafe(32)
             digest = _digest(token)
@@ -158,25 +201,26 @@ class Pairing:
                     "DELETE FROM controllers WHERE name = ?", (name,)
                 ).rowcount
                 connection.execute(
-                    "INSERT INTO controllers (name, token_sha256, paired) VALUES (?, ?, ?)",
-                    (name, digest, self._clock()),
+                    "INSERT INTO controllers (name, token_sha256, paired, role)"
+                    " VALUES (?, ?, ?, ?)",
+                    (name, digest, self._clock(), role),
                 )
             self._load()
             self._renew()  # single use
-        log.info("controller %r %s", name, "paired again" if replaced else "paired")
+        log.info("controller %r %s, role %s", name, "paired again" if replaced else "paired", role)
         return token
 
     # -- the controllers ---------------------------------------------------------------------
 
     def controllers(self) -> list[dict[str, Any]]:
-        """``GET /x/pairings``: every paired controller's name and when it was paired."""
+        """``GET /x/pairings``: every paired controller's name, role and when it was paired."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT name, paired FROM controllers ORDER BY paired, name"
+                "SELECT name, role, paired FROM controllers ORDER BY paired, name"
             ).fetchall()
         return [
-            {"name": name, "paired": datetime.fromtimestamp(paired, UTC).isoformat()}
-            for name, paired in rows
+            {"name": name, "role": role, "paired": datetime.fromtimestamp(paired, UTC).isoformat()}
+            for name, role, paired in rows
         ]
 
     def revoke(self, name: str) -> bool:
@@ -192,13 +236,13 @@ class Pairing:
         with self._lock:
             return len(self._hashes)
 
-    def authorise(self, token: str) -> str | None:
-        """The name of the controller whose token this is, or None."""
+    def authorise(self, token: str) -> Controller | None:
+        """The controller whose token this is, or None."""
         digest = _digest(token)
         with self._lock:
             stored = list(self._hashes.items())
         found = None
-        for known, name in stored:  # no early exit: the time does not depend on the match
+        for known, controller in stored:  # no early exit: the time does not depend on it
             if hmac.compare_digest(known, digest):
-                found = name
+                found = controller
         return found

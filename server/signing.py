@@ -10,7 +10,9 @@ subscribes gets every update with three headers:
 A receiver (:class:`Verifier`) refuses a missing or wrong signature and a timestamp more than
 5 minutes from its own clock, and drops an id it has already taken (a replay, or a retry of an
 update whose answer was lost: either way it was taken once). Receivers use any library of the
-standard; the tests check these signatures with the ``standardwebhooks`` package.
+standard; the tests check these signatures with the ``standardwebhooks`` package. The ids a
+receiver took are kept in its SQLite (:class:`SeenIds`) when it gives one, so a replay inside
+the window is dropped after a restart too.
 
 No Flask: the outboxes (``server.delivery``) sign, the segments' HTTP
 faces verify.
@@ -30,11 +32,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from server.atomicfile import write_atomically
+from server.atomicfile import tighten, write_atomically
+from server.db import connect, migrate, transaction
 
 __all__ = [
     "HEADERS",
     "TOLERANCE",
+    "SeenIds",
     "SignatureError",
     "Verifier",
     "new_secret",
@@ -89,6 +93,7 @@ def load_or_make_secret(path: Path) -> str:
     the file holds something else, OSError when it cannot be read or written."""
     try:
         text = path.read_text(encoding="ascii").strip()
+        tighten(path)
     except FileNotFoundError:
         text = new_secret()
         write_atomically(path, (text + "\n").encode())
@@ -129,11 +134,59 @@ def signed_headers(
     }
 
 
+class SeenIds:
+    """The webhook ids a receiver took, in a table of its SQLite file (which it shares with
+    the receiver's own tables): a restart does not forget them. Ids older than the horizon
+    :meth:`Verifier.verify` gives are pruned at each new one, and at most ``remember`` are
+    kept, so the table stays small."""
+
+    MIGRATIONS = (
+        (
+            "CREATE TABLE webhook_ids (id TEXT PRIMARY KEY, seen REAL NOT NULL)",
+            "CREATE INDEX webhook_ids_by_time ON webhook_ids (seen)",
+        ),
+    )
+
+    def __init__(self, path: Path, *, remember: int = 100_000) -> None:
+        self.path = path
+        self.remember = remember
+        self._lock = threading.Lock()
+        self._connection = connect(path)  # FULL: an id is on disk before its update is taken
+        try:
+            migrate(self._connection, self.MIGRATIONS, version_table="pdn_webhook_ids_version")
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def add(self, event_id: str, now: float, horizon: float) -> bool:
+        """Record ``event_id`` as taken at ``now``; False when it was taken already. Ids taken
+        before ``horizon`` are forgotten first."""
+        with self._lock, transaction(self._connection) as connection:
+            connection.execute("DELETE FROM webhook_ids WHERE seen < ?", (horizon,))
+            added = connection.execute(
+                "INSERT OR IGNORE INTO webhook_ids (id, seen) VALUES (?, ?)", (event_id, now)
+            ).rowcount
+            connection.execute(
+                "DELETE FROM webhook_ids WHERE rowid <= (SELECT MAX(rowid) FROM webhook_ids) - ?",
+                (self.remember,),
+            )
+        return bool(added)
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._connection.execute("SELECT COUNT(*) FROM webhook_ids").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+
 class Verifier:
     """Checks signed updates for one receiver, and remembers the ids it took.
 
     The ids are kept for twice the tolerance (an older replay fails on its timestamp anyway),
-    at most ``remember`` of them, so memory is bounded. Thread-safe.
+    at most ``remember`` of them, so memory is bounded; in ``store`` (SQLite, surviving a
+    restart) when one is given, else in memory. Thread-safe.
     """
 
     def __init__(
@@ -142,9 +195,11 @@ class Verifier:
         tolerance: float = TOLERANCE,
         remember: int = 100_000,
         clock: Callable[[], float] = time.time,
+        store: SeenIds | None = None,
     ) -> None:
         self.tolerance = tolerance
         self.remember = remember
+        self.store = store
         self._clock = clock
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, float] = OrderedDict()
@@ -178,6 +233,8 @@ class Verifier:
                 matched |= hmac.compare_digest(candidate.encode(), expected.encode())
         if not matched:
             raise SignatureError("webhook-signature does not match the update.")
+        if self.store is not None:  # a failing store raises: answered 5xx, the sender retries
+            return self.store.add(event_id, now, now - 2 * self.tolerance)
         with self._lock:
             self._forget(now)
             if event_id in self._seen:

@@ -26,6 +26,8 @@ from typing import Any
 
 from waitress.channel import HTTPChannel
 
+from server.atomicfile import tighten
+
 __all__ = ["TlsChannelMixin", "ensure_certificate", "fingerprint", "server_context"]
 
 log = logging.getLogger("pdn.tls")
@@ -39,6 +41,7 @@ def ensure_certificate(data_dir: Path, host: str | None = None) -> tuple[Path, P
     RuntimeError when they cannot be)."""
     cert, key = data_dir / CERT_FILE, data_dir / KEY_FILE
     if cert.exists() and key.exists():
+        tighten(key)  # a key an older release or a hand left readable by others
         return cert, key
     data_dir.mkdir(parents=True, exist_ok=True)
     name = host or socket.gethostname() or "pdn"

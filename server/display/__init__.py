@@ -3,18 +3,26 @@
 It knows a display only through :class:`server.display.port.DisplayPort`, and who may change it
 through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
 
+- every request's ``Host`` names the display, where it answers without a token (loopback) or
+  names are configured, and a state-changing request's browser ``Origin`` is the display's own
+  (``server.display.access``): a web page cannot drive a display on loopback;
 - listening on loopback only with no ``api_token``: open, as the spec shows it;
 - otherwise every state-changing request needs ``Authorization: Bearer`` with the configured
   ``api_token`` or a paired controller's token (``server.pairing``); without one it is refused
   with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
-  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings`` and ``GET
-  /x/screenshot`` (it may show the pairing code) are never free reads;
+  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings``, ``GET
+  /x/screenshot`` (it may show the pairing code) and the event stream (it holds a thread) are
+  never free reads;
+- each token has a role (``server.pairing.ROLES``): the ``api_token`` and the scheduler's
+  token are ``control``, a paired controller's is the one it paired with; a token used beyond
+  its role is refused with 403 ``forbidden``, naming the role it has and the roles needed;
 - ``POST /x/pair`` is open: the pairing code is the credential;
 - a signed update (Standard Webhooks headers) to ``POST /schedule`` or ``POST /sensing`` is
   checked against the display's own signing secret, which it gives to the publishers it
   subscribes to (its scheduler): rightly signed, it needs no token; wrongly signed, stale or
   unsigned-but-claiming it is refused with 401 ``invalid-signature``; an id already taken is
-  answered 200 and dropped; the bearer token that goes with that secret
+  answered 200 and dropped (the ids taken are kept in SQLite, so a restart does not forget
+  them: ``server.signing.SeenIds``); the bearer token that goes with that secret
   (``server.signing.bearer_from_secret``) is the scheduler's token, as a paired one;
 - wrong tokens and wrong codes lock the client's address out (``server.lockout``).
 """
@@ -29,6 +37,13 @@ from typing import Any
 
 from flask import Flask, Response, current_app, request
 
+from server.display.access import (
+    check_host,
+    check_origin,
+    forbidden_role,
+    parse_host,
+    roles_for,
+)
 from server.display.api import api
 from server.display.port import DisplayPort
 from server.http import (
@@ -50,7 +65,7 @@ __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 #: Endpoints that are never free reads on a closed display: the list of controllers is for
 #: controllers, and a screenshot of the idle page shows the pairing code, meant to be read off
 #: the screen by someone in front of it, not over the network.
-_GUARDED_READS = frozenset(("display.pairings", "display.screenshot"))
+_GUARDED_READS = frozenset(("display.pairings", "display.screenshot", "display.playback_events"))
 #: Endpoints publishers POST signed updates to (a schedule, a sensor's readings).
 _SIGNED_UPDATES = frozenset(("display.schedule", "display.post_sensing"))
 log = logging.getLogger("pdn.display.access")
@@ -74,10 +89,21 @@ class DisplaySecurity:
     #: The secret publishers sign their updates to this display with (``whsec_...``).
     webhook_secret: str | None = None
     verifier: Verifier = field(default_factory=Verifier)
+    #: The ``Host`` values (name, port) the display answers to; None: any (beyond loopback,
+    #: where a change needs a token anyway, with no names configured).
+    hosts: frozenset[tuple[str, int]] | None = None
 
     def closed(self, display: DisplayPort) -> bool:
         """True when changes need a token."""
         return self.beyond_loopback or bool(display.api_token)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_fingerprint else "http"
+
+    @property
+    def default_port(self) -> int:
+        return 443 if self.tls_fingerprint else 80
 
 
 def create_app(display: DisplayPort, security: DisplaySecurity | None = None) -> Flask:
@@ -94,11 +120,12 @@ def create_app(display: DisplayPort, security: DisplaySecurity | None = None) ->
 
 def _check_access() -> Response | None:
     """Refuse the request unless this client may make it (see the module's docstring)."""
-    if request.method == "OPTIONS" or request.endpoint == "display.pair":
-        return None
     extensions = current_app.extensions
     display: DisplayPort = extensions["pdn.display"]
     security: DisplaySecurity = extensions["pdn.security"]
+    _check_browser(security)
+    if request.method == "OPTIONS" or request.endpoint == "display.pair":
+        return None
     if request.endpoint in _SIGNED_UPDATES and any(h in request.headers for h in HEADERS):
         return _check_signature(security)
     if not security.closed(display):
@@ -114,15 +141,36 @@ def _check_access() -> Response | None:
     scheme, _, given = header.partition(" ")
     given = given.strip()
     if scheme.lower() == "bearer" and given:
-        if _known_token(given, display, security):
+        role = _token_role(given, display, security)
+        if role is not None:
+            needs = roles_for(request.endpoint, request.method)
+            if role != "control" and needs is not None and role not in needs:
+                raise forbidden_role(role, needs, request.method, request.path)
             return None
         security.tokens.failed(address)
     raise _refusal(display, reading, wrong=bool(header))
 
 
-def _known_token(given: str, display: DisplayPort, security: DisplaySecurity) -> bool:
-    """The configured api_token, a paired controller's token, or the scheduler's (the one that
-    goes with the signing secret the display gave it); compared in constant time."""
+def _check_browser(security: DisplaySecurity) -> None:
+    """403 for a ``Host`` the display does not answer to, or a foreign browser ``Origin`` on
+    a change (``server.display.access``)."""
+    given = request.headers.get("Host", "")
+    host: tuple[str, int] | None
+    if security.hosts is not None:
+        host = check_host(given, security.hosts, security.default_port)
+    else:
+        host = parse_host(given, security.default_port)
+    origin = request.headers.get("Origin")
+    if origin is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+        if host is None:
+            raise ApiError(403, "forbidden-origin", "A browser request needs a Host header.")
+        check_origin(origin, security.scheme, host)
+
+
+def _token_role(given: str, display: DisplayPort, security: DisplaySecurity) -> str | None:
+    """The role of the token given: ``control`` for the configured api_token and for the
+    scheduler's (the one that goes with the signing secret the display gave it), a paired
+    controller's own role; None for a token not known. Compared in constant time."""
     candidates = [display.api_token]
     if security.webhook_secret is not None:
         candidates.append(bearer_from_secret(security.webhook_secret))
@@ -130,7 +178,10 @@ def _known_token(given: str, display: DisplayPort, security: DisplaySecurity) ->
     for token in candidates:
         if token:
             known |= hmac.compare_digest(given.encode(), token.encode())
-    return known or (security.pairing is not None and security.pairing.authorise(given) is not None)
+    controller = security.pairing.authorise(given) if security.pairing is not None else None
+    if known:
+        return "control"
+    return controller.role if controller is not None else None
 
 
 def _check_signature(security: DisplaySecurity) -> Response | None:
@@ -187,7 +238,8 @@ class PlaybackFastPath:
     Controllers poll this endpoint far more than any other; on a Pi-class CPU Flask's
     per-request machinery costs several times what waitress itself does, so the answer (the
     same bytes and headers as the Flask route) is served here, unless reads need a token
-    (``protect_reads`` on a closed display): then Flask answers, with its token check.
+    (``protect_reads`` on a closed display), or the ``Host`` is not one the display answers
+    to: then Flask answers, with its checks.
     """
 
     PATHS = frozenset(("/playback/", "/playback"))
@@ -205,6 +257,10 @@ class PlaybackFastPath:
             environ.get("REQUEST_METHOD") == "GET"
             and environ.get("PATH_INFO") in self.PATHS
             and not (getattr(display, "protect_reads", False) and security.closed(display))
+            and (
+                security.hosts is None
+                or parse_host(environ.get("HTTP_HOST", ""), security.default_port) in security.hosts
+            )
         ):
             body: bytes = display.playback_json()
             start_response(

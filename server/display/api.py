@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Generator, Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -23,7 +24,8 @@ from server.http import (
     read_xml_body,
     too_many_attempts,
 )
-from server.pairing import NAME_PATTERN, Pairing
+from server.lockout import client_key
+from server.pairing import NAME_PATTERN, ROLES, Pairing
 from server.validation import (
     HTTP,
     Anything,
@@ -38,9 +40,14 @@ from server.validation import (
 log = logging.getLogger("pdn.display.api")
 
 # Each open event stream holds one of waitress's worker threads (8 in server.wsgi) for as long
-# as it is open; at most this many are served at once, so requests always find a thread.
+# as it is open; at most this many are served at once, so requests always find a thread. One
+# client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
+# then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
 MAX_EVENT_STREAMS = 3
 HEARTBEAT = 15.0  # seconds between comments on a quiet stream (app.config["PDN_SSE_HEARTBEAT"])
+STREAM_LIFE = 600.0  # seconds a stream lasts at most (app.config["PDN_SSE_LIFE"])
+# Seconds between an open stream's looks at whether it should end (a newer stream of its client).
+STREAM_POLL = 1.0
 _streams_lock = threading.Lock()
 
 api = Blueprint("display", __name__)
@@ -65,6 +72,7 @@ SUBSCRIBE = Schema(
 PAIR = Schema(
     Field("code", String(max_length=64), required=True),
     Field("name", String(max_length=100), required=True),
+    Field("role", String(max_length=20)),
 )
 
 
@@ -95,11 +103,12 @@ def schedule() -> Response:
     if kind == "xml":
         return _schedule_cds()
     if kind == "other":
+        given = request.mimetype or "a body with no Content-Type"
         raise ApiError(
             415,
             "unsupported-media-type",
-            "POST /schedule takes JSON (a content-item) or a CDS as text/xml,"
-            f" not {request.mimetype}; send Content-Type: application/json or text/xml.",
+            f"POST /schedule takes JSON (a content-item) or a CDS as XML, not {given}; send"
+            " 'Content-Type: application/json' or 'Content-Type: text/xml'.",
         )
     fields = SCHEDULE_ITEM.validate(read_json_object())
     rejected = display().request_item(fields["content-item"], fields.get("preferred-duration"))
@@ -227,7 +236,12 @@ def pair() -> Response:
             "'name' must be 1 to 100 letters, digits, spaces or '._@-', starting with a letter"
             " or digit.",
         )
-    token = _pairing().pair(fields["code"], name)
+    role = fields.get("role", "control")
+    if role not in ROLES:
+        raise invalid_field(
+            "role", f"'role' is one of {', '.join(ROLES)}, not {role!r} (default: control)."
+        )
+    token = _pairing().pair(fields["code"], name, role)
     if token is None:
         security.codes.failed(address)
         raise ApiError(
@@ -237,7 +251,7 @@ def pair() -> Response:
             " minutes); read the code on its screen and try again.",
         )
     security.codes.succeeded(address)
-    body = {"token": token}
+    body = {"token": token, "role": role}
     if security.tls_fingerprint:
         body["tls-fingerprint"] = security.tls_fingerprint
     return json_response(body, 201)
@@ -283,19 +297,24 @@ def playback_events() -> Response:
 
     A client that reconnects with ``Last-Event-ID`` gets the records it missed (the last few
     dozen are kept), else the current one; a comment every ``HEARTBEAT`` seconds keeps proxies
-    from closing a quiet stream and tells the server that a client has gone."""
+    from closing a quiet stream and tells the server that a client has gone. A stream ends
+    after ``STREAM_LIFE`` seconds (the client reconnects), and a client holds one at a time:
+    its newer stream ends its older one (a client that lost its connection comes back at once)."""
     after = _last_event_id()
+    heartbeat = float(current_app.config.get("PDN_SSE_HEARTBEAT", HEARTBEAT))
+    life = float(current_app.config.get("PDN_SSE_LIFE", STREAM_LIFE))
     slots = _stream_slots()
-    if not slots.acquire(blocking=False):
+    client = client_key(request.remote_addr or "")
+    body = EventStream(display(), after, heartbeat, life=life)
+    body.on_close(lambda: slots.give(client, body))
+    if not slots.take(client, body):
         raise ApiError(
             503,
             "too-many-streams",
             f"This display serves at most {MAX_EVENT_STREAMS} event streams at once;"
             " try again later, or poll GET /playback/.",
-            extra={},
+            headers={"Retry-After": str(max(1, round(heartbeat)))},
         )
-    heartbeat = float(current_app.config.get("PDN_SSE_HEARTBEAT", HEARTBEAT))
-    body = EventStream(display(), after, heartbeat, slots.release)
     response = Response(body, mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -318,10 +337,37 @@ def _last_event_id() -> int | None:
     return value if value >= 0 else None
 
 
-def _stream_slots() -> threading.BoundedSemaphore:
+class StreamSlots:
+    """The event streams open now, per client: at most ``most`` in all, one per client."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._lock = threading.Lock()
+        self._streams: dict[str, EventStream] = {}
+
+    def take(self, client: str, stream: EventStream) -> bool:
+        """Give ``client``'s slot to ``stream`` (ending the client's older stream, if any);
+        False when every slot is held by other clients."""
+        with self._lock:
+            older = self._streams.get(client)
+            if older is None and len(self._streams) >= self.most:
+                return False
+            self._streams[client] = stream
+        if older is not None:
+            older.supersede()
+        return True
+
+    def give(self, client: str, stream: EventStream) -> None:
+        """``stream`` ended: its slot is free, unless a newer stream of the client has it."""
+        with self._lock:
+            if self._streams.get(client) is stream:
+                del self._streams[client]
+
+
+def _stream_slots() -> StreamSlots:
     with _streams_lock:
-        slots: threading.BoundedSemaphore = current_app.extensions.setdefault(
-            "pdn.event-streams", threading.BoundedSemaphore(MAX_EVENT_STREAMS)
+        slots: StreamSlots = current_app.extensions.setdefault(
+            "pdn.event-streams", StreamSlots(MAX_EVENT_STREAMS)
         )
         return slots
 
@@ -331,12 +377,19 @@ class EventStream:
     server, even when the client left before the first byte) gives its slot back."""
 
     def __init__(
-        self, port: DisplayPort, after: int | None, heartbeat: float, release: Any
+        self,
+        port: DisplayPort,
+        after: int | None,
+        heartbeat: float,
+        *,
+        life: float = STREAM_LIFE,
     ) -> None:
         self._port = port
         self._after = after
         self._heartbeat = heartbeat
-        self._release = release
+        self._ends = time.monotonic() + life
+        self._superseded = False
+        self._release: Callable[[], None] = lambda: None
         self._closed = False
         self._events = self._generate()
 
@@ -346,18 +399,39 @@ class EventStream:
     def __next__(self) -> bytes:
         return next(self._events)
 
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Call ``release`` when the stream is closed (its slot is given back)."""
+        self._release = release
+
+    def supersede(self) -> None:
+        """Another stream of the same client took this one's slot: end within STREAM_POLL."""
+        self._superseded = True
+
     def _generate(self) -> Generator[bytes]:
         yield f"retry: 3000\n: playback events; heartbeat every {self._heartbeat:g} s\n\n".encode()
         after = self._after
+        beat = time.monotonic() + self._heartbeat
         while not self._closed:
-            updates = self._port.playback_updates(after, self._heartbeat)
-            if not updates:
+            now = time.monotonic()
+            if self._superseded:
+                yield b": a newer stream of this client took over\n\n"
+                return
+            if now >= self._ends:
+                yield b": this stream's time is up; reconnect (Last-Event-ID resumes it)\n\n"
+                return
+            if now >= beat:
                 yield b": heartbeat\n\n"
+                beat = now + self._heartbeat
+                continue
+            wait = min(beat, self._ends, now + STREAM_POLL) - now
+            updates = self._port.playback_updates(after, wait)
+            if not updates:
                 continue
             chunk = b""
             for sequence, record in updates:
                 chunk += b"id: %d\nevent: playback\ndata: %s\n\n" % (sequence, record.strip())
                 after = sequence
+            beat = time.monotonic() + self._heartbeat
             yield chunk
 
     def close(self) -> None:

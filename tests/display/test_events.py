@@ -29,14 +29,32 @@ def quick_heartbeat(display_server: tuple[Flask, WsgiServer]) -> Iterator[None]:
     app.config.pop("PDN_SSE_HEARTBEAT", None)
 
 
-class Stream:
-    """One open event stream, read on a thread of its own into a queue."""
+class _FromSource(requests.adapters.HTTPAdapter):
+    """Connections from one loopback source address: to the server, another client."""
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
-        self.response = requests.get(
+    def __init__(self, source: str) -> None:
+        self._source = source
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["source_address"] = (self._source, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+class Stream:
+    """One open event stream from the client at ``source`` (a loopback address), read on a
+    thread of its own into a queue; ``ended`` is set when the server ends it."""
+
+    def __init__(
+        self, url: str, headers: dict[str, str] | None = None, source: str = "127.0.0.1"
+    ) -> None:
+        self._session = requests.Session()
+        self._session.mount("http://", _FromSource(source))
+        self.response = self._session.get(
             url + "/x/playback/events", headers=headers or {}, stream=True, timeout=(5, 10)
         )
         self.items: queue.Queue[ServerEvent | None] = queue.Queue()
+        self.ended = threading.Event()
         if self.response.status_code == 200:
             threading.Thread(target=self._read, daemon=True).start()
 
@@ -44,6 +62,7 @@ class Stream:
         try:
             for event in read_events(self.response.iter_content(chunk_size=None)):
                 self.items.put(event)
+            self.ended.set()
         except (requests.RequestException, AttributeError, ValueError):
             pass  # closed by the test
 
@@ -64,14 +83,15 @@ class Stream:
 
     def close(self) -> None:
         self.response.close()
+        self._session.close()
 
 
-def open_stream(url: str) -> Stream:
+def open_stream(url: str, source: str = "127.0.0.1") -> Stream:
     """A stream, once the slots of earlier tests' closed streams are free (a server notices a
     client has gone when a heartbeat cannot be sent)."""
     deadline = time.monotonic() + 10
     while True:
-        stream = Stream(url)
+        stream = Stream(url, source=source)
         if stream.response.status_code == 200:
             return stream
         stream.close()
@@ -148,13 +168,15 @@ def test_streams_are_bounded_below_the_thread_pool(
     display: Display, display_server: tuple[Flask, WsgiServer]
 ) -> None:
     assert MAX_EVENT_STREAMS <= 8 // 2  # waitress serves with 8 threads (server.wsgi)
-    streams = [open_stream(display.url) for _ in range(MAX_EVENT_STREAMS)]
+    sources = [f"127.0.0.{10 + n}" for n in range(MAX_EVENT_STREAMS)]
+    streams = [open_stream(display.url, source) for source in sources]
     try:
         for stream in streams:
             stream.next_record()
-        refused = requests.get(display.url + "/x/playback/events", timeout=5)
-        assert refused.status_code == 503
-        assert refused.json()["error"] == "too-many-streams"
+        refused = Stream(display.url, source="127.0.0.40")
+        assert refused.response.status_code == 503
+        assert refused.response.json()["error"] == "too-many-streams"
+        refused.close()
         # Every other request is still served while the streams are open.
         for _ in range(20):
             assert display.get("/x/health").status_code in (200, 503)
@@ -163,15 +185,7 @@ def test_streams_are_bounded_below_the_thread_pool(
             assert stream.next_record()[1]["content-item"] == "http://example.org/busy"
         # A client that leaves gives its slot back (seen at the next heartbeat at the latest).
         streams.pop().close()
-        deadline = time.monotonic() + 10
-        while True:
-            again = requests.get(display.url + "/x/playback/events", stream=True, timeout=5)
-            if again.status_code == 200:
-                again.close()
-                break
-            again.close()
-            assert time.monotonic() < deadline, "the slot never came back"
-            time.sleep(0.1)
+        open_stream(display.url, "127.0.0.40").close()
     finally:
         for stream in streams:
             stream.close()
@@ -187,3 +201,53 @@ def test_event_parser_follows_the_standard() -> None:
         ServerEvent("4", "playback", "{}"),
         ServerEvent("4", "message", "a\nb"),
     ]
+
+
+def test_one_client_holds_one_slot_and_its_newer_stream_takes_it(display: Display) -> None:
+    """A client holding streams open does not lock others out: its newer stream ends its
+    older one, so it never holds more than one slot, and the others find theirs."""
+    hog = [open_stream(display.url, "127.0.0.50")]
+    try:
+        hog[0].next_record()
+        for _ in range(MAX_EVENT_STREAMS + 2):
+            hog.append(Stream(display.url, source="127.0.0.50"))
+            assert hog[-1].response.status_code == 200
+            assert hog[-2].ended.wait(5), "the older stream of the client was not ended"
+        hog[-1].next_record()
+        others = [open_stream(display.url, f"127.0.0.{51 + n}") for n in range(2)]
+        try:
+            request(display, "seen", "60 s")
+            for stream in [hog[-1], *others]:
+                got = stream.next_record()[1]
+                while got["content-item"] != "http://example.org/seen":
+                    got = stream.next_record()[1]
+        finally:
+            for stream in others:
+                stream.close()
+    finally:
+        for stream in hog:
+            stream.close()
+
+
+def test_a_stream_ends_after_its_life_and_resumes_where_it_stopped(
+    display: Display, display_server: tuple[Flask, WsgiServer]
+) -> None:
+    app, _server = display_server
+    app.config["PDN_SSE_LIFE"] = 1.0
+    try:
+        stream = open_stream(display.url, "127.0.0.60")
+        sequence, _ = stream.next_record()
+        assert stream.ended.wait(5), "the stream outlived its life"
+        stream.close()
+        request(display, "missed", "60 s")
+        display.wait_playback(lambda r: r["content-item"] == "http://example.org/missed")
+        resumed = open_stream(display.url, "127.0.0.60")
+        try:
+            resumed_headers = {"Last-Event-ID": str(sequence)}
+            resumed.close()
+            resumed = Stream(display.url, resumed_headers, source="127.0.0.60")
+            assert resumed.next_record()[1]["content-item"] == "http://example.org/missed"
+        finally:
+            resumed.close()
+    finally:
+        app.config.pop("PDN_SSE_LIFE", None)

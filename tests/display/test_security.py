@@ -7,6 +7,7 @@ A real display (engine, store, outbox) on a real waitress server listening on 0.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -102,7 +103,8 @@ def test_pairing_lockout_the_right_code_elsewhere_and_no_reuse(
     paired = screen.client("127.0.0.3").post("/x/pair", json={"code": loose, "name": "ana"})
     assert paired.status_code == 201, paired.text
     token = paired.json()["token"]
-    assert set(paired.json()) == {"token"}  # no tls-fingerprint without TLS
+    assert set(paired.json()) == {"token", "role"}  # no tls-fingerprint without TLS
+    assert paired.json()["role"] == "control"
     # The token works from any address.
     answer = screen.client("127.0.0.4").post("/schedule", json=ITEM, headers=bearer(token))
     assert answer.status_code == 202 and answer.json() == {"request-status": "scheduling"}
@@ -162,7 +164,8 @@ def test_several_controllers_and_revocation(make_screen: Callable[..., Screen]) 
     client = screen.client()
     listed = client.get("/x/pairings", headers=bearer(bob))
     assert [entry["name"] for entry in listed.json()] == ["ana", "bob laptop"]
-    assert all(set(entry) == {"name", "paired"} for entry in listed.json())
+    assert all(set(entry) == {"name", "role", "paired"} for entry in listed.json())
+    assert {entry["role"] for entry in listed.json()} == {"control"}
     assert client.delete("/x/pairings/ana", headers=bearer(bob)).json() == {}
     assert_error(client.post("/schedule", json=ITEM, headers=bearer(ana)), 401, "not-paired")
     assert client.post("/schedule", json=ITEM, headers=bearer(bob)).status_code == 202
@@ -185,7 +188,15 @@ def test_bad_pairing_requests_change_nothing(make_screen: Callable[..., Screen])
     )
     assert body["field"] == "name"
     assert_error(client.post("/x/pair", json={"code": 12345678, "name": "a"}), 400, "invalid-field")
-    assert_error(client.post("/x/pair", content=b"[1"), 400, "invalid-json")
+    json_type = {"Content-Type": "application/json"}
+    assert_error(client.post("/x/pair", content=b"[1", headers=json_type), 400, "invalid-json")
+    unlabelled = json.dumps({"code": code, "name": "ana"}).encode()
+    assert_error(client.post("/x/pair", content=unlabelled), 415, "unsupported-media-type")
+    assert_error(
+        client.post("/x/pair", json={"code": code, "name": "ana", "role": "root"}),
+        400,
+        "invalid-field",
+    )
     # None of these was a guess, and none used the code up.
     assert screen.code() == code
     assert screen.security.codes.retry_after("127.0.0.2") is None
@@ -222,7 +233,8 @@ def test_tokens_are_stored_hashed_and_survive_a_restart(tmp_path: Path) -> None:
     for name in os.listdir(tmp_path):
         assert token.encode() not in (tmp_path / name).read_bytes(), name
     reopened = Pairing(tmp_path)
-    assert reopened.authorise(token) == "ana"
+    found = reopened.authorise(token)
+    assert found is not None and (found.name, found.role) == ("ana", "control")
     assert reopened.authorise(token + "x") is None
     reopened.close()
 

@@ -4,8 +4,11 @@ pdn 0.1.0 wrote (before the helper) opening with their data."""
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
+import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.store import DisplayStore, SensorReading
+from server.atomicfile import tighten, write_atomically
 from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
 from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
 from server.outbox import Outbox
@@ -366,3 +370,57 @@ def test_an_old_cache_index_keeps_serving_its_files(tmp_path: Path) -> None:
             cache.close()
     # Migrated to the current schema (2: the validators of files without hashes).
     assert read(tmp_path / "cache" / "index.sqlite3", "PRAGMA user_version") == [(2,)]
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """umask 000: whatever a file gets, it gets from pdn, not from the umask."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_every_database_and_its_wal_and_shm_are_0600_whatever_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.db"
+    connection = connect(path)
+    connection.execute("CREATE TABLE t (secret TEXT)")
+    connection.execute("INSERT INTO t VALUES ('whsec_x')")
+    for name in ("secrets.db", "secrets.db-wal", "secrets.db-shm"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    connection.close()
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_database_left_readable_is_tightened_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    first = connect(path)
+    first.execute("CREATE TABLE t (x)")
+    for name in ("old.db", "old.db-wal", "old.db-shm"):
+        os.chmod(tmp_path / name, 0o644)
+    again = connect(path)
+    for name in ("old.db", "old.db-wal", "old.db-shm"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    again.close()
+    first.close()
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_secret_files_are_written_and_kept_0600(tmp_path: Path) -> None:
+    secret = tmp_path / "webhook-secret"
+    write_atomically(secret, b"whsec_x\n")
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    os.chmod(secret, 0o664)
+    assert tighten(secret)
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert not tighten(secret)  # already private: left alone
+    link = tmp_path / "link"
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"not ours")
+    os.chmod(target, 0o644)
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        tighten(link)  # never through a symlink
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
