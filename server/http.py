@@ -208,23 +208,37 @@ def install_error_handlers(app: Flask) -> None:
         )
 
 
-#: The only media types a body is read as. Every other one (a form, text/plain, none) is 415:
-#: those are what a web page can send to any address without the browser asking first (a
-#: CORS "simple request"), so reading them would let any page drive a segment on loopback.
+#: The media types a labelled body is read as. Every other label (a form, text/plain,
+#: multipart) is 415: those are what a web page can send to any address without the browser
+#: asking first (a CORS "simple request"), so reading them would let any page drive a segment on
+#: loopback.
 JSON_TYPES = frozenset(("application/json",))
 XML_TYPES = frozenset(("text/xml", "application/xml"))
 
 
 def body_kind() -> BodyKind:
-    """Classify the request body by its Content-Type alone: ``none`` when there is no body."""
+    """Classify the request body: ``none`` when there is none, else by its Content-Type.
+
+    A body with no Content-Type is judged by its content (the spec requires no header), but
+    only from a client that is not a browser: a browser sends ``Origin`` with every POST, and a
+    page can send an unlabelled body anywhere, so an unlabelled body with an ``Origin`` is 415."""
     mimetype = (request.mimetype or "").lower()
     if mimetype in JSON_TYPES:
         return "json"
     if mimetype in XML_TYPES:
         return "xml"
-    if not mimetype and not _raw_body(XML_LIMIT).strip():
+    if mimetype:
+        return "other"
+    data = _raw_body(XML_LIMIT).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not data:
         return "none"
-    return "other"
+    if request.headers.get("Origin") is not None:
+        return "other"
+    if data.startswith(b"<"):
+        return "xml"
+    if len(data) > JSON_LIMIT:
+        raise ApiError(413, "payload-too-large", f"The request body is over {JSON_LIMIT} bytes.")
+    return "json"
 
 
 def unsupported_media_type(accepts: str = "JSON") -> ApiError:

@@ -74,39 +74,51 @@ def locked_url() -> Iterator[str]:
     server.stop()
 
 
-def post(url: str, body: bytes | str, content_type: str | None = None) -> requests.Response:
+def post(
+    url: str, body: bytes | str, content_type: str | None = None, origin: str | None = None
+) -> requests.Response:
     headers = {"Content-Type": content_type} if content_type else {}
+    if origin is not None:
+        headers["Origin"] = origin
     return requests.post(url, data=body, headers=headers, timeout=5)
 
 
-def test_json_is_read_only_when_labelled_so(base_url: str) -> None:
+def test_json_is_read_when_labelled_so_or_unlabelled_from_a_client_that_is_no_browser(
+    base_url: str,
+) -> None:
     body = '{"subscriber-uri": "http://127.0.0.1:9/hook", "preferred-duration": "PT1M"}'
-    for content_type in ("application/json", "Application/JSON; charset=utf-8"):
+    # No header is required (the spec's rule 3): an unlabelled body is judged by its content.
+    for content_type in ("application/json", "Application/JSON; charset=utf-8", None):
         response = post(base_url + "/echo", body, content_type)
         assert response.status_code == 201, response.text
         assert response.json() == {
             "subscriber-uri": "http://127.0.0.1:9/hook",
             "preferred-duration": 60.0,
         }
-    # What a web page may send anywhere without asking first, and no label at all: never read.
-    refused_types: tuple[str | None, ...] = (
-        None,
-        "text/plain",
-        "application/x-www-form-urlencoded",
-        "multipart/form-data; boundary=x",
-        "application/vnd.pdn+json",
-    )
-    for refused_type in refused_types:
-        refused = post(base_url + "/echo", body, refused_type)
-        assert refused.status_code == 415, (refused_type, refused.text)
-        assert refused.json()["error"] == "unsupported-media-type"
-        assert "Content-Type: application/json" in refused.json()["message"]
+    # What a web page may send anywhere without asking first: never read. A page's unlabelled
+    # body comes with the Origin every browser sends with a POST.
+    refused: list[tuple[str | None, str | None]] = [
+        ("text/plain", None),
+        ("application/x-www-form-urlencoded", None),
+        ("multipart/form-data; boundary=x", None),
+        ("application/vnd.pdn+json", None),
+        (None, "http://evil.example"),
+        (None, "null"),
+    ]
+    for refused_type, origin in refused:
+        answer = post(base_url + "/echo", body, refused_type, origin)
+        assert answer.status_code == 415, (refused_type, answer.text)
+        assert answer.json()["error"] == "unsupported-media-type"
+        assert "Content-Type: application/json" in answer.json()["message"]
 
 
-def test_xml_is_read_only_when_labelled_so(base_url: str) -> None:
+def test_xml_is_read_when_labelled_so_or_unlabelled_from_a_client_that_is_no_browser(
+    base_url: str,
+) -> None:
     assert post(base_url + "/echo", "<a/>", "text/xml").json() == {"xml-bytes": 4}
     assert post(base_url + "/echo", "<a/>", "application/xml").json() == {"xml-bytes": 4}
-    assert post(base_url + "/echo", "  <a/>").status_code == 415
+    assert post(base_url + "/echo", "  <a/>").json() == {"xml-bytes": 6}
+    assert post(base_url + "/echo", "<a/>", origin="http://evil.example").status_code == 415
 
 
 @pytest.mark.parametrize(
