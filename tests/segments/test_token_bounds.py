@@ -386,7 +386,8 @@ def test_pdn_ctl_sends_each_token_only_to_the_origin_that_issued_it(tmp_path: Pa
             done = ctl(env, "pair", peer.url, "ABCD-EFGH", "--name", "ana")
             assert done.returncode == 0, done.stderr
             assert authorizations(peer) == [None]
-        assert paired.received("/x/pair")[0].json() == {"code": "ABCD-EFGH", "name": "ana"}
+        sent = paired.received("/x/pair")[0].json()
+        assert sent == {"code": "ABCD-EFGH", "name": "ana", "role": "control"}
         # The store as it was: one display paired, the other never.
         displays_file(config / "pdn" / "ctl.toml", {paired.url: {"token": "paired-tok"}})
         commands = [
