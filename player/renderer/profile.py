@@ -1,4 +1,6 @@
-"""The kiosk's Chromium profile: where pages keep their storage and a bounded HTTP cache.
+"""The kiosk's Chromium profile: where pages keep their storage and a bounded HTTP cache, and
+the guard every request of its pages passes (``guard.py``: the display's own schemes, and what
+no page may reach).
 
 The settings every page gets and the script that hands web content its context (sensor
 readings) are set on each view (``qml/WebView.qml``), which is fresh for every navigation.
@@ -13,6 +15,14 @@ from PySide6.QtCore import Q_RETURN_ARG, QMetaObject, QObject, QUrl, qVersion
 from PySide6.QtQml import QQmlEngine
 from PySide6.QtWebEngineQuick import QQuickWebEngineProfile
 
+from player.renderer.guard import (
+    DISPLAY_SCHEME,
+    ITEM_FILES,
+    ITEM_SCHEME,
+    ItemSchemeHandler,
+    RequestGuard,
+)
+from player.renderer.idle import assets_dir
 from player.renderer.options import RendererOptions
 
 STORAGE_NAME = "pdn-kiosk"
@@ -58,6 +68,13 @@ def make_profile(
         profile.setHttpCacheType(settings["httpCacheType"])
     # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
     profile.setHttpCacheMaximumSize(cache_bytes)
+    # Both have the kiosk as their Qt parent: they outlive the profile and every view.
+    handler = ItemSchemeHandler(ITEM_FILES, assets_dir(), parent)
+    for scheme in (ITEM_SCHEME, DISPLAY_SCHEME):
+        profile.installUrlSchemeHandler(scheme.encode(), handler)
+    profile.setUrlRequestInterceptor(
+        RequestGuard(ITEM_FILES, options.api_host, options.api_port, parent)
+    )
     return profile, owner
 
 

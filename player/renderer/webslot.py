@@ -25,6 +25,8 @@ import signal
 import time
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QColor, QImage
@@ -32,7 +34,8 @@ from PySide6.QtQuick import QQuickItem
 from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
 from player.playitem import PlayItem
-from player.renderer.content import Kind, image_page
+from player.renderer.content import Kind, image_page, local_path
+from player.renderer.guard import ITEM_FILES
 from player.renderer.stage import Stage
 
 log = logging.getLogger("pdn.renderer")
@@ -54,6 +57,20 @@ _SUCCEEDED, _FAILED = _LOAD.LoadSucceededStatus.value, _LOAD.LoadFailedStatus.va
 _HTTP_STATUS = QWebEngineLoadingInfo.ErrorDomain.HttpStatusCodeDomain.value
 _NORMAL_END = QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus.value
 _END_NAMES = {status.value: status.name for status in QWebEnginePage.RenderProcessTerminationStatus}
+
+
+def web_address(item: PlayItem, kind: Kind) -> str | None:
+    """What the web engine loads for ``item``: its http(s) URL, a data: image as it is, or a
+    verified copy of the content cache (a ``file:`` URL) through the display's own scheme, at
+    an origin of its own (guard.py). Anything else (another file, javascript:, qrc:): None."""
+    scheme = urlsplit(item.url).scheme.lower()
+    if scheme in ("http", "https"):
+        return item.url
+    if scheme == "data" and kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
+        return item.url
+    if scheme == "file":
+        return ITEM_FILES.publish(Path(local_path(item.url)), item.source_url, item.content_type)
+    return None
 
 
 def sample_points(width: int, height: int) -> list[tuple[int, int]]:
@@ -247,9 +264,20 @@ class WebSlot(QObject):
 
     def load(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool = False) -> None:
         view = self._begin(item, kind, keep_old_for_a_frame)
-        url = QUrl(item.url)
+        address = web_address(item, kind)
+        if address is None:
+            generation = self.generation
+            reason = f"{item.url[:60]!r} is not an address web content is loaded from"
+
+            def refuse() -> None:
+                if self.generation == generation:
+                    self._fail(reason)
+
+            QTimer.singleShot(0, refuse)
+            return
+        url = QUrl(address)
         if kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            Stage.call(view, "showHtml", image_page(item.url), url)
+            Stage.call(view, "showHtml", image_page(address), url)
         else:
             view.setProperty("url", url)
 

@@ -29,7 +29,8 @@ WebEngineView {
     settings.errorPageEnabled: false
     settings.javascriptCanOpenWindows: false
     settings.focusOnNavigationEnabled: false
-    settings.localContentCanAccessFileUrls: true
+    settings.localContentCanAccessFileUrls: false
+    settings.localContentCanAccessRemoteUrls: false
     settings.fullScreenSupportEnabled: false
 
     Component.onCompleted: {
