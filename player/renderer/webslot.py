@@ -41,6 +41,7 @@ from player.renderer.stage import Stage
 log = logging.getLogger("pdn.renderer")
 
 ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
+ERR_BLOCKED_BY_CLIENT = -20  # a navigation the request guard refused (guard.py)
 # What a view shows before its page's first frame reaches Qt: near black, but not a colour a
 # page is likely to paint everywhere, so a screen still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
@@ -146,6 +147,7 @@ class WebSlot(QObject):
         self.state = SlotState.BLANK
         self.item: PlayItem | None = None
         self.kind = Kind.PAGE
+        self.address = ""  # what the view of the item was sent to (web_address)
         # One per navigation (and per clear): what the page's reports must carry.
         self.generation = 0
         self.loads = 0  # navigations over the slot's life, each in a view of its own
@@ -276,6 +278,7 @@ class WebSlot(QObject):
             QTimer.singleShot(0, refuse)
             return
         url = QUrl(address)
+        self.address = url.toString()
         if kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
             Stage.call(view, "showHtml", image_page(address), url)
         else:
@@ -286,6 +289,7 @@ class WebSlot(QObject):
     ) -> None:
         """A page of our own (the idle page): this panel's own, also on a video wall."""
         view = self._begin(item, Kind.PAGE, keep_old_for_a_frame, own=True)
+        self.address = base.toString()
         Stage.call(view, "showHtml", html, base)
 
     def holds(self, item: PlayItem) -> bool:
@@ -361,6 +365,10 @@ class WebSlot(QObject):
             return
         if status == _FAILED:
             if code == ERR_ABORTED:
+                return
+            if code == ERR_BLOCKED_BY_CLIENT and url != self.address:
+                # The page tried to leave for somewhere it may not go: it stays as it is.
+                log.info("slot %s: refused the page's navigation to %.200s", self.name, url)
                 return
             reason = f"{text or 'load failed'} (code {code})"
             if domain == _HTTP_STATUS:
