@@ -260,7 +260,6 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         self._overrides = _overrides()
         self._own: frozenset[str] = frozenset()
         self._own_checked = 0.0
-        self._logged: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.refused = 0  # requests refused over the guard's life
 
     def interceptRequest(self, info: QWebEngineUrlRequestInfo) -> None:  # noqa: N802 (Qt's name)
@@ -271,7 +270,10 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         if reason is not None:
             info.block(True)
             self.refused += 1
-            self._log(origin or "the display", url, reason)
+            # The display's log lets a burst of each message through (server.logrepeat).
+            log.warning(
+                "refused a request of %.120s for %.200s: %s", origin or "the display", url, reason
+            )
 
     def reason(self, url: str, origin: str) -> str | None:
         """Why a request for ``url`` from a page of ``origin`` ("": the display itself) is
@@ -339,12 +341,3 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
             self._own = frozenset(text.lower() for text in addresses())
             self._own_checked = now
         return self._own
-
-    def _log(self, origin: str, url: str, reason: str) -> None:
-        key = (origin, url)
-        if key in self._logged:
-            return
-        self._logged[key] = None
-        while len(self._logged) > 256:
-            self._logged.popitem(last=False)
-        log.warning("refused a request of %.120s for %.200s: %s", origin, url, reason)

@@ -38,9 +38,10 @@ def _has_prototype() -> bool:
 
 def make_profile(
     options: RendererOptions, engine: QQmlEngine, parent: QObject
-) -> tuple[QQuickWebEngineProfile, QObject]:
-    """The profile, and the object to delete to free it (the profile, or on Qt 6.9 and later
-    the QML prototype that made and owns it) after every view that uses it is gone."""
+) -> tuple[QQuickWebEngineProfile, QObject, tuple[QObject, ...]]:
+    """The profile, the object to delete to free it (the profile, or on Qt 6.9 and later
+    the QML prototype that made and owns it) after every view that uses it is gone, and its
+    scheme handler and request guard, which the caller keeps (Qt does not own them)."""
     cache_bytes = options.http_cache_mb * 1024 * 1024
     cache = QQuickWebEngineProfile.HttpCacheType
     settings: dict[str, Any] = {"httpCacheMaximumSize": cache_bytes}
@@ -68,14 +69,13 @@ def make_profile(
         profile.setHttpCacheType(settings["httpCacheType"])
     # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
     profile.setHttpCacheMaximumSize(cache_bytes)
-    # Both have the kiosk as their Qt parent: they outlive the profile and every view.
+    # With the kiosk as their Qt parent, and kept by it: they outlive the profile's views.
     handler = ItemSchemeHandler(ITEM_FILES, assets_dir(), parent)
     for scheme in (ITEM_SCHEME, DISPLAY_SCHEME):
         profile.installUrlSchemeHandler(scheme.encode(), handler)
-    profile.setUrlRequestInterceptor(
-        RequestGuard(ITEM_FILES, options.api_host, options.api_port, parent)
-    )
-    return profile, owner
+    guard = RequestGuard(ITEM_FILES, options.api_host, options.api_port, parent)
+    profile.setUrlRequestInterceptor(guard)
+    return profile, owner, (handler, guard)
 
 
 def _from_prototype(

@@ -41,7 +41,8 @@ from player.renderer.stage import Stage
 log = logging.getLogger("pdn.renderer")
 
 ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
-ERR_BLOCKED_BY_CLIENT = -20  # a navigation the request guard refused (guard.py)
+# A navigation refused by the request guard (guard.py) or by Chromium's Private Network Access.
+REFUSED = (-20, -10)  # net::ERR_BLOCKED_BY_CLIENT, net::ERR_ACCESS_DENIED
 # What a view shows before its page's first frame reaches Qt: near black, but not a colour a
 # page is likely to paint everywhere, so a screen still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
@@ -366,9 +367,12 @@ class WebSlot(QObject):
         if status == _FAILED:
             if code == ERR_ABORTED:
                 return
-            if code == ERR_BLOCKED_BY_CLIENT and url != self.address:
-                # The page tried to leave for somewhere it may not go: it stays as it is.
+            if code in REFUSED and domain != _HTTP_STATUS and url != self.address:
+                # The page tried to leave for somewhere it may not go: it stays as it is (and,
+                # its own load cut short by the attempt, is shown as far as it got).
                 log.info("slot %s: refused the page's navigation to %.200s", self.name, url)
+                if self.state is SlotState.LOADING and self._confirming < 0:
+                    self._probe_painted()
                 return
             reason = f"{text or 'load failed'} (code {code})"
             if domain == _HTTP_STATUS:
