@@ -93,7 +93,7 @@ function frame(url) {
 }
 function form(url, field, value, target) {
   const f = document.createElement('form');
-  f.method = 'POST'; f.action = url; f.enctype = 'text/plain';
+  f.method = 'POST'; f.action = url; f.enctype = 'text/plain'; f.style.display = 'none';
   if (target) f.target = target;
   const input = document.createElement('input');
   input.name = field; input.value = value; f.appendChild(input);
