@@ -15,9 +15,12 @@ Scheduled content never runs with the display's privileges:
   frame, navigation, form): ``file:`` and ``qrc:`` URLs; the display's own API (its listen
   port on loopback, ``localhost``, its listen address or any address of this machine); one
   cached item's files from any other page; and, from a public page, loopback, link-local or
-  private addresses named by IP literal or as ``localhost``. A name that resolves to such an
-  address is Chromium's to refuse (Private Network Access, enabled by the kiosk's flags:
-  ``options.py``), since only Chromium knows what a name resolves to.
+  private addresses named by IP literal or as ``localhost``. Every navigation (a frame's too)
+  is also put to :meth:`RequestGuard.allows` by its view before it leaves and before each of
+  its redirects: the interceptor's refusal of a redirected request comes after Qt WebEngine
+  has sent it. A name that resolves to a private address, and a subresource redirected there,
+  are Chromium's to refuse (Private Network Access, enabled by the kiosk's flags:
+  ``options.py``), since only Chromium knows where a name leads.
 
 A page's address space follows Chromium's: loopback is local, RFC 1918, unique-local and
 link-local addresses are private, every other address and every DNS name is public. A cached
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from PySide6.QtCore import QByteArray, QFile, QIODevice, QObject, QUrl
+from PySide6.QtCore import QByteArray, QFile, QIODevice, QObject, QUrl, Slot
 from PySide6.QtWebEngineCore import (
     QWebEngineUrlRequestInfo,
     QWebEngineUrlRequestInterceptor,
@@ -56,6 +59,7 @@ log = logging.getLogger("pdn.renderer")
 ITEM_SCHEME = "pdn-item"
 DISPLAY_SCHEME = "pdn-display"
 IDLE_BASE = f"{DISPLAY_SCHEME}://idle/"
+GUARD_PROPERTY = "pdnGuard"  # the profile's property that holds its guard, for its views
 # Schemes a page may load at all; everything else (file:, qrc:, filesystem:, ...) is refused.
 _LOADABLE = frozenset(
     {"http", "https", "ws", "wss", "data", "blob", "about", ITEM_SCHEME, DISPLAY_SCHEME}
@@ -186,7 +190,7 @@ class ItemSchemeHandler(QWebEngineUrlSchemeHandler):
 # -- address spaces ----------------------------------------------------------------------------
 
 
-def _overrides() -> dict[tuple[str, int], str]:
+def overrides() -> dict[tuple[str, int], str]:
     """Chromium's ``--ip-address-space-overrides=IP:PORT=space,...``, as it was given."""
     found: dict[tuple[str, int], str] = {}
     for flag in os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", "").split():
@@ -229,6 +233,19 @@ def space_of_host(host: str) -> str | None:
     return "public"
 
 
+def space_of(host: str, port: int, given: dict[tuple[str, int], str]) -> str | None:
+    """``space_of_host``, unless the overrides ``given`` say otherwise for ``host:port``."""
+    return given.get((host.strip("[]"), port)) or space_of_host(host)
+
+
+def source_space(url: str, given: dict[tuple[str, int], str]) -> str:
+    """The address space of the server at ``url`` (a DNS name: public, as far as we know)."""
+    found = _target(url)
+    if found is None or found.scheme not in _NETWORK:
+        return "public"
+    return space_of(found.host, found.port, given) or "public"
+
+
 @dataclass(frozen=True)
 class Target:
     scheme: str
@@ -257,7 +274,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         self._items = items
         self._api_host = api_host.strip("[]").lower()
         self._api_port = api_port
-        self._overrides = _overrides()
+        self._overrides = overrides()
         self._own: frozenset[str] = frozenset()
         self._own_checked = 0.0
         self.refused = 0  # requests refused over the guard's life
@@ -274,6 +291,21 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
             log.warning(
                 "refused a request of %.120s for %.200s: %s", origin or "the display", url, reason
             )
+
+    @Slot(str, str, result=bool)
+    def allows(self, url: str, page: str) -> bool:
+        """Whether the view showing ``page`` ("" or about:blank: none yet) may navigate to
+        ``url`` (asked by the view before a navigation, and before each of its redirects)."""
+        parts = urlsplit(page)
+        origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+        if parts.scheme and not parts.netloc and parts.scheme not in ("about", "data"):
+            origin = "null"  # an opaque origin: trusted with nothing
+        reason = self.reason(url, origin)
+        if reason is None:
+            return True
+        self.refused += 1
+        log.warning("refused a navigation of %.120s to %.200s: %s", page or "a view", url, reason)
+        return False
 
     def reason(self, url: str, origin: str) -> str | None:
         """Why a request for ``url`` from a page of ``origin`` ("": the display itself) is
@@ -304,8 +336,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         return None
 
     def _space(self, host: str, port: int) -> str | None:
-        override = self._overrides.get((host.strip("[]"), port))
-        return override or space_of_host(host)
+        return space_of(host, port, self._overrides)
 
     def _origin_space(self, origin: str) -> str:
         found = _target(origin)
@@ -313,14 +344,10 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
             return "public"
         if found.scheme == DISPLAY_SCHEME:
             return "local"
-        if found.scheme == ITEM_SCHEME:
-            source = self._items.source_of(found.host)
-            found = _target(source) if source else None
-            if found is None or found.scheme not in _NETWORK:
-                return "public"
-        if found.scheme not in _NETWORK:
-            return "public"  # an opaque or unknown origin is trusted with nothing
-        return self._space(found.host, found.port) or "public"
+        if found.scheme == ITEM_SCHEME:  # a cached copy: where it came from
+            return source_space(self._items.source_of(found.host) or "", self._overrides)
+        # An opaque or unknown origin is trusted with nothing; a DNS name counts as public.
+        return source_space(origin, self._overrides)
 
     def _is_api(self, target: Target) -> bool:
         if self._api_port <= 0 or target.port != self._api_port:

@@ -17,6 +17,7 @@ from PySide6.QtWebEngineQuick import QQuickWebEngineProfile
 
 from player.renderer.guard import (
     DISPLAY_SCHEME,
+    GUARD_PROPERTY,
     ITEM_FILES,
     ITEM_SCHEME,
     ItemSchemeHandler,
@@ -75,6 +76,7 @@ def make_profile(
         profile.installUrlSchemeHandler(scheme.encode(), handler)
     guard = RequestGuard(ITEM_FILES, options.api_host, options.api_port, parent)
     profile.setUrlRequestInterceptor(guard)
+    profile.setProperty(GUARD_PROPERTY, guard)  # each view asks it about its navigations
     return profile, owner, (handler, guard)
 
 

@@ -35,7 +35,7 @@ from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
 from player.playitem import PlayItem
 from player.renderer.content import Kind, image_page, local_path
-from player.renderer.guard import ITEM_FILES
+from player.renderer.guard import GUARD_PROPERTY, ITEM_FILES
 from player.renderer.stage import Stage
 
 log = logging.getLogger("pdn.renderer")
@@ -182,6 +182,7 @@ class WebSlot(QObject):
                 "channel": self._channel,
                 "contextScript": self.context_script,
                 "profile": self._profile,
+                "guard": self._profile.property(GUARD_PROPERTY),
             },
             own=own,
         )

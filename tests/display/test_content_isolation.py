@@ -130,6 +130,16 @@ for (const base of C.listener) {
   attempt('listener socket ' + base, socketTo(base.replace('http', 'ws') + '/socket'));
   form(base + '/form', 'secret', 'x', 'sink');
 }
+// 4. Ways Chromium opens a connection before the display can look at the request: a redirect
+// from the page's own server, and a preconnect hint. A bare connection, never a byte.
+for (const base of C.bare) {
+  const via = path => '/redirect?to=' + base + path;
+  attempt('redirected fetch ' + base, reach(via('/fetch'), {mode: 'no-cors'}));
+  attempt('redirected img ' + base, image(via('/img')));
+  frame(via('/frame'));
+  const hint = document.createElement('link');
+  hint.rel = 'preconnect'; hint.href = base; document.head.appendChild(hint);
+}
 Promise.all(tries).then(async () => {
   // Last, the page tries to leave: by a form and by navigation. It must stay where it is.
   form(C.listener[0] + '/leave', 'secret', 'x');
@@ -137,6 +147,8 @@ Promise.all(tries).then(async () => {
   location.href = C.api[0] + '/x/pairings';
   await settle(300);
   location.href = C.listener[0] + '/navigate';
+  await settle(300);
+  if (C.bare.length) location.href = '/redirect?to=' + C.bare[0] + '/navigate';
   await settle(1000);
   const styled = getComputedStyle(document.getElementById('probe')).width === '7px';
   const colour = leaks.length ? 'rgb(255,0,0)' : styled ? C.colour : 'rgb(255,255,0)';
@@ -163,6 +175,12 @@ class Pages:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 asked.append(self.path)
+                if self.path.startswith("/redirect?to="):  # to anywhere the page names
+                    self.send_response(302)
+                    self.send_header("Location", self.path.split("=", 1)[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body, kind = pages.get(self.path.split("?")[0], (b"", "text/plain"))
                 self.send_response(200 if body else 404)
                 self.send_header("Content-Type", kind)
@@ -185,7 +203,8 @@ class Pages:
 
 
 class Listener:
-    """A loopback TCP port that counts every connection made to it, and answers nothing."""
+    """A loopback TCP port that counts every connection made to it and every byte sent on one,
+    and answers nothing."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -193,6 +212,7 @@ class Listener:
         self.sock.listen(64)
         self.port = int(self.sock.getsockname()[1])
         self.connections = 0
+        self.received = b""
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -203,7 +223,13 @@ class Listener:
             except OSError:
                 return
             self.connections += 1
-            connection.close()
+            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+
+    def _read(self, connection: socket.socket) -> None:
+        with connection:
+            connection.settimeout(2)
+            with contextlib.suppress(OSError):
+                self.received += connection.recv(4096)
 
     def close(self) -> None:
         self._closed = True
@@ -260,11 +286,16 @@ def log_tail(running: Running) -> str:
     return "\n".join(running.log.read_text(errors="replace").splitlines()[-40:])
 
 
+Servers = tuple[Pages, Pages, Listener, Listener]
+
+
 @pytest.fixture
-def servers() -> Iterator[tuple[Pages, Pages, Listener]]:
-    hostile, local, listener = Pages("127.0.0.2"), Pages("127.0.0.3"), Listener()
-    yield hostile, local, listener
-    for closing in (hostile, local, listener):
+def servers() -> Iterator[Servers]:
+    """The hostile page's server (public), a local one, and two loopback listeners: one that
+    no page may connect to, one that redirects and preconnects may connect to, silently."""
+    made = (Pages("127.0.0.2"), Pages("127.0.0.3"), Listener(), Listener())
+    yield made
+    for closing in made:
         closing.close()
 
 
@@ -317,8 +348,15 @@ def running(tmp_path: Path, servers: tuple[Pages, Pages, Listener]) -> Iterator[
 
 
 def page_config(
-    running: Running, hostile: Pages, listener: Listener, colour: tuple[int, int, int]
+    running: Running,
+    hostile: Pages,
+    listeners: tuple[Listener, Listener],
+    colour: tuple[int, int, int],
+    redirects: bool = True,
 ) -> dict[str, Any]:
+    """What the hostile page is told to try. ``redirects``: also the ways that get a bare
+    connection to a listener of their own (never a cached page: see test_content_guard)."""
+    listener, bare = listeners
     port = running.url.rsplit(":", 1)[1]
     victim = hashlib.sha256(VICTIM).hexdigest()
     key = f"sha256-{victim}"
@@ -332,6 +370,7 @@ def page_config(
         f"<sources><uri>{hostile.base}/evil.html</uri></sources></requires-file>"
         "</content-item></content-set>",
         "listener": [f"http://127.0.0.1:{listener.port}", f"http://localhost:{listener.port}"],
+        "bare": [f"http://127.0.0.1:{bare.port}"] if redirects else [],
         "colour": "rgb({},{},{})".format(*colour),
     }
 
@@ -381,9 +420,9 @@ def unchanged(running: Running, evil: str, pairings: str, queued: int = 0) -> No
 
 
 def test_a_hostile_page_reaches_nothing_cached_or_live(
-    running: Running, servers: tuple[Pages, Pages, Listener], tmp_path: Path
+    running: Running, servers: Servers, tmp_path: Path
 ) -> None:
-    hostile, local, listener = servers
+    hostile, local, listener, bare = servers
     for path in ("/cached/own.css", "/live/own.css"):
         hostile.pages[path] = (OWN_CSS, "text/css")
     hostile.pages["/cached/victim.html"] = (VICTIM, "text/html")
@@ -392,7 +431,9 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
     pairings = requests.get(running.url + "/x/pairings", timeout=10).text
 
     # 1. Cached: a CDS with a hash; the display plays its verified copy.
-    cached = hostile_page(page_config(running, hostile, listener, CACHED_COLOUR))
+    cached = hostile_page(
+        page_config(running, hostile, (listener, bare), CACHED_COLOUR, redirects=False)
+    )
     hostile.pages["/cached/hostile.html"] = (cached, "text/html")
     schedule_cds(running, hostile, cached)
     wait_for_colour(running, CACHED_COLOUR, tmp_path / "cached.png", timeout=90)
@@ -401,11 +442,12 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
     # Its relative link went on to its own server, from the cached copy.
     assert "/cached/own.css" in hostile.asked
     assert listener.connections == 0
+    assert bare.received == b""  # connected to, perhaps, but never sent a request
     unchanged(running, evil, pairings)
     assert "/evil.html" not in hostile.asked
 
     # 2. Live: a JSON request for the same page, from its (public) server.
-    live = hostile_page(page_config(running, hostile, listener, LIVE_COLOUR))
+    live = hostile_page(page_config(running, hostile, (listener, bare), LIVE_COLOUR))
     hostile.pages["/live/hostile.html"] = (live, "text/html")
     # Short: the next request (the local page) waits for it to end.
     item = {"content-item": hostile.base + "/live/hostile.html", "preferred-duration": "PT20S"}
@@ -413,6 +455,7 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
     assert answer.json() == {"request-status": "scheduling"}, answer.text
     wait_for_colour(running, LIVE_COLOUR, tmp_path / "live.png", timeout=60)
     assert listener.connections == 0
+    assert bare.received == b""
     unchanged(running, evil, pairings, queued=1)  # the test's own request, on screen
     assert "/evil.html" not in hostile.asked
     log = running.log.read_text(errors="replace")
@@ -426,4 +469,4 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
     assert answer.json() == {"request-status": "scheduling"}, answer.text
     wait_for_colour(running, LOCAL_COLOUR, tmp_path / "local.png", timeout=60)
     assert "/board/local.css" in local.asked
-    assert listener.connections == 0
+    assert listener.connections == 0 and bare.received == b""
