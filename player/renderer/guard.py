@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QByteArray, QFile, QIODevice, QObject, QUrl, Slot
+from PySide6.QtNetwork import QNetworkInterface
 from PySide6.QtWebEngineCore import (
     QWebEngineUrlRequestInfo,
     QWebEngineUrlRequestInterceptor,
@@ -275,6 +276,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         self._api_host = api_host.strip("[]").lower()
         self._api_port = api_port
         self._overrides = overrides()
+        self._hostname = socket.gethostname().lower()
         self._own: frozenset[str] = frozenset()
         self._own_checked = 0.0
         self.refused = 0  # requests refused over the guard's life
@@ -353,7 +355,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         if self._api_port <= 0 or target.port != self._api_port:
             return False
         host = target.host.strip("[]")
-        if host in (self._api_host, socket.gethostname().lower()) or _is_localhost(host):
+        if host in (self._api_host, self._hostname) or _is_localhost(host):
             return True
         address = _literal(host)
         if address is not None and (address.is_loopback or address.is_unspecified):
@@ -363,8 +365,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
     def _own_addresses(self) -> frozenset[str]:
         now = time.monotonic()
         if now - self._own_checked > _ADDRESSES_EVERY:
-            from player.renderer.idle import addresses
-
-            self._own = frozenset(text.lower() for text in addresses())
+            found = QNetworkInterface.allAddresses()
+            self._own = frozenset(a.toString().split("%")[0].lower() for a in found)
             self._own_checked = now
         return self._own

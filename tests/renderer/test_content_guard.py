@@ -110,9 +110,9 @@ def test_a_data_image_shows_and_other_schemes_are_not_loaded(
 @pytest.mark.xfail(
     strict=False,  # a race: now and then the refusal is in time
     reason="Qt WebEngine sends a redirected subresource request before its interceptor's "
-    "refusal takes effect (most of the time), and Chromium's Private Network Access does not apply to a page of "
-    "the display's own scheme: a cached page can have a server of its choice redirect an image "
-    "or a fetch to a loopback address, the display's API included",
+    "refusal takes effect (most of the time), and Chromium's Private Network Access does not "
+    "apply to a page of the display's own scheme: a cached page can have a server of its "
+    "choice redirect an image or a fetch to a loopback address, the display's API included",
 )
 def test_a_cached_page_cannot_reach_the_api_through_a_redirect(
     make_renderer: MakeRenderer, tmp_path: Path
