@@ -136,7 +136,7 @@ def set_server() -> Iterator[tuple[str, dict[str, bytes]]]:
     server.server_close()
 
 
-@pytest.mark.parametrize("uri", [REFUSED[0], REFUSED[2], "https://example.org/a.html"])
+@pytest.mark.parametrize("uri", [*REFUSED, "https://example.org/a.html"])
 def test_a_remote_set_holding_a_refused_item_is_refused_and_logged_with_its_line(
     guarded: Display,
     set_server: tuple[str, dict[str, bytes]],
