@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
 from urllib.parse import urlsplit
 
 from lxml import etree
@@ -45,19 +45,31 @@ __all__ = ["parse"]
 
 log = logging.getLogger("pdn.cds")
 
+# Where a remote set's CDS may come from; a content item is http or https only, or a data:
+# image where the item says it is an image: nothing a display shows comes from its own disk
+# (file:), runs as an address (javascript:) or is built into it (qrc:).
 URI_SCHEMES = ("http", "https", "file")
+ITEM_SCHEMES = ("http", "https")
+# Whether the display takes a content item's address, and if not why (its allowed origins).
+UriCheck = Callable[[str], str | None]
 _SIZE = re.compile(r"^(\d+)\s*(?:bytes?)?$", re.IGNORECASE)
 _HEX = re.compile(r"^[0-9a-f]+$")
 
 
-def parse(data: bytes | str | os.PathLike[str], *, filename: str | None = None) -> Document:
+def parse(
+    data: bytes | str | os.PathLike[str],
+    *,
+    filename: str | None = None,
+    check_item: UriCheck | None = None,
+) -> Document:
     """Parse a CDS from bytes, text, or a file path; raise CdsError saying what is wrong.
 
     ``filename`` names the document in the log. Messages never repeat it: callers put it
-    in front (``FILE:LINE: message``).
+    in front (``FILE:LINE: message``). ``check_item`` is asked about every content item's
+    address; what it says is refused, at the line of that ``<uri>``.
     """
     try:
-        return _Builder().document(load(data))
+        return _Builder(check_item).document(load(data))
     except CdsError:
         raise
     except RecursionError:
@@ -76,8 +88,9 @@ def _in_line_order(problems: list[Problem]) -> list[Problem]:
 class _Builder(ConstraintsReader):
     """The walk over a whole document: the root, its sets and items, and their files."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_item: UriCheck | None = None) -> None:
         super().__init__()
+        self.check_item = check_item
         # Each set built so far and its element, for problems found once its children are.
         self.sets: dict[int, etree._Element] = {}
 
@@ -275,7 +288,7 @@ class _Builder(ConstraintsReader):
                     self.error(child, "a <content-item> has at most one <constraints>")
                 constraints = self.constraints(child, on_item=True)
             elif name == "requires-file":
-                files.append(self.required_file(child))
+                files.append(self.required_file(child, element.get("content-type") or ""))
             else:
                 self.unknown_element(element, child, extras, "")
         if not files:
@@ -307,7 +320,9 @@ class _Builder(ConstraintsReader):
 
     # -- files
 
-    def required_file(self, element: etree._Element) -> RequiredFile:
+    def required_file(self, element: etree._Element, item_type: str | None = None) -> RequiredFile:
+        """A ``<requires-file>``: of a content item whose content-type is ``item_type``, or
+        (None) of a remote set."""
         extras = Extras()
         self.unknown_attributes(element, (), extras, "requires-file")
         self.check_text(element)
@@ -323,7 +338,7 @@ class _Builder(ConstraintsReader):
             if name == "hashes":
                 self.hashes(child, hashes, extras)
             elif name == "sources":
-                self.sources(child, sources, extras)
+                self.sources(child, sources, extras, item_type)
             else:
                 self.unknown_element(element, child, extras, "requires-file")
         if "sources" not in seen:
@@ -369,10 +384,20 @@ class _Builder(ConstraintsReader):
             self.unknown_attributes(child, ("type",), extras, path)
             into.append(Hash(kind, digest))
 
-    def sources(self, element: etree._Element, into: list[Source], extras: Extras) -> None:
+    def sources(
+        self,
+        element: etree._Element,
+        into: list[Source],
+        extras: Extras,
+        item_type: str | None = None,
+    ) -> None:
         for child, path in self.entries(element, "sources", "uri", into, extras):
             uri = self.leaf_text(child)
-            problem = uri_problem(uri)
+            problem = uri_problem(uri) if item_type is None else item_uri_problem(uri, item_type)
+            if problem is None and item_type is not None and self.check_item is not None:
+                refused = self.check_item(uri)
+                if refused:
+                    problem = f"<uri> '{short(uri)}': {refused}"
             if problem:
                 self.error(child, problem)
                 continue
@@ -388,6 +413,27 @@ class _Builder(ConstraintsReader):
             into.append(Source(uri, refresh))
         if not into and not any(local_name(child) == "uri" for child in self.children(element)):
             self.error(element, "<sources> needs at least one <uri>address of the file</uri>")
+
+
+def item_uri_problem(uri: str, item_type: str) -> str | None:
+    """Why ``uri`` cannot be the address of a content item whose content-type is
+    ``item_type`` (None when it can): http or https, or a data: image of an image item."""
+    scheme = uri.split(":", 1)[0].strip().lower() if ":" in uri else ""
+    media = item_type.split(";", maxsplit=1)[0].strip().lower()
+    if scheme == "data":
+        data_type = uri[5:].split(",", 1)[0].split(";", maxsplit=1)[0].strip().lower()
+        if media.startswith("image/") and data_type.startswith("image/") and "," in uri:
+            return None
+        return (
+            f"<uri> '{short(uri)}': a data: address is taken only for an image, on a "
+            '<content-item content-type="image/...">'
+        )
+    if scheme and scheme not in ITEM_SCHEMES:
+        return (
+            f"<uri> '{short(uri)}': a content item must be an http or https address "
+            f"(like https://example.org/a.html), not {short(scheme)}:"
+        )
+    return uri_problem(uri)
 
 
 def uri_problem(uri: str) -> str | None:

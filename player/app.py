@@ -37,7 +37,6 @@ from pathlib import Path
 
 from PySide6.QtCore import QTimer
 
-from cds.parser import parse
 from cds.playlist import Playlist
 from player import videodecode
 from player.cache import ContentCache
@@ -215,7 +214,9 @@ def run(
         # The idle page shows the API's URL, and with TLS the fingerprint to pin.
         shown_url = f"{url}  ·  TLS {tls[1]}" if tls else url
         renderer = KioskRenderer(
-            RendererOptions.from_config(config, shown_url, low_memory=plan.low_memory),
+            RendererOptions.from_config(
+                config, shown_url, low_memory=plan.low_memory, listen=(host, port)
+            ),
             memory=memory,
         )
         stopping.callback(renderer.close)
@@ -273,7 +274,7 @@ def run(
         )
         remote_sets = RemoteSetFetcher(
             remote_sets=playlist.remote_sets,
-            deliver=lambda key, data: display.set_remote(key, parse(data).root),
+            deliver=display.set_remote_document,
             cache_dir=data_dir / "remote-sets",
         )
         follower = None

@@ -30,6 +30,8 @@ class CachedContent:
     def needs_cache(item: ContentItem) -> bool:
         if not item.files:
             return False
+        if item.url.startswith("data:"):  # an image carried in the CDS itself
+            return False
         if item.files[0].hashes:
             return True
         media = (item.content_type or "").split(";")[0].strip().lower()

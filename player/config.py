@@ -148,6 +148,13 @@ class DisplayConfig:
             return True
         return origin_of(url) in self.allowed_origins
 
+    def item_refusal(self, url: str) -> str | None:
+        """Why a content item at ``url`` is not taken here (None when it is): its origin is not
+        in ``allowed_origins``. A data: image carries its content and has no origin."""
+        if url.split(":", 1)[0].strip().lower() == "data" or self.origin_allowed(url):
+            return None
+        return f"the origin {origin_of(url)} is not in this display's allowed_origins"
+
 
 # [screen] keys read by the service's start wrapper (packaging/pdn-display-start).
 SCREEN_PLATFORMS = ("auto", "eglfs", "cage", "xcb", "wayland", "offscreen")

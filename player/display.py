@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from cds.model import ContentSet
+from cds.model import ContentSet, Document
 from cds.parser import parse
 from cds.playlist import Playlist
 from player.config import DisplayConfig
@@ -128,7 +128,7 @@ class Display:
     def _restore_documents(self) -> None:
         for name, xml, received in self._store.cds_documents():
             try:
-                self._documents[name] = parse(xml).root
+                self._documents[name] = self.parse_cds(xml).root
             except Exception as error:  # a stored document that no longer parses: keep going
                 log.error("stored CDS %r cannot be used any more: %s", name, error)
                 continue
@@ -144,7 +144,7 @@ class Display:
         Raises ``cds.errors.CdsError`` for an invalid document, changing nothing.
         Returns what happened ("added", "replaced", "removed", "unchanged").
         """
-        document = parse(data)
+        document = self.parse_cds(data)
         for warning in document.warnings:
             log.warning("CDS: %s", warning)
         root = document.root
@@ -164,6 +164,15 @@ class Display:
             self._documents_changed()
         log.info("CDS %r %s (%d set(s) scheduled)", name, outcome, len(self._documents))
         return outcome
+
+    def parse_cds(self, data: bytes) -> Document:
+        """A CDS as this display takes it: every content item's address must be of an origin
+        it allows (``allowed_origins``); raises ``cds.errors.CdsError`` with the line at fault."""
+        return parse(data, check_item=self.config.item_refusal)
+
+    def set_remote_document(self, key: str, data: bytes) -> None:
+        """A remote set's fetched CDS: checked as any other (``parse_cds``), then plugged in."""
+        self.set_remote(key, self.parse_cds(data).root)
 
     def set_remote(self, key: str, content: ContentSet | None) -> None:
         """Plug in (None: take out) the fetched CDS of a remote content-set, by the remote

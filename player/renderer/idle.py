@@ -14,6 +14,8 @@ from pathlib import Path
 from PySide6.QtCore import QUrl
 from PySide6.QtNetwork import QNetworkInterface
 
+from player.renderer.guard import IDLE_BASE
+
 
 def addresses() -> list[str]:
     """The display's IP addresses (IPv4 first), loopback and link-local v6 left out."""
@@ -64,4 +66,6 @@ def download_progress(status: dict[str, object]) -> str:
 
 
 def idle_base_url() -> QUrl:
-    return QUrl.fromLocalFile(str(assets_dir()) + "/")
+    """The idle page's own origin (``guard.py``): its stylesheet is served from the assets, and
+    no scheduled content can share the origin."""
+    return QUrl(IDLE_BASE)

@@ -134,7 +134,8 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             window_size=options.window_size,
             wall=options.wall,
         )
-        self.profile, self._profile_owner = make_profile(options, self.stage.view.engine(), self)
+        made = make_profile(options, self.stage.view.engine(), self)
+        self.profile, self._profile_owner, self._guards = made  # guards: kept alive here
         self.recycler = Recycler(memory)
         self.slots = [
             WebSlot(name, self.profile, self.stage, self._channel, options.page_load_timeout)

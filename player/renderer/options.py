@@ -35,6 +35,17 @@ JS_FLAGS = "--js-flags=--expose-gc"
 # (until a contentful paint): a page that is only a colour would be reported painted long
 # before its pixels exist.
 DISABLED_FEATURES = ("PaintHolding",)
+# Private Network Access: a public page reaches no loopback or private address, even by a name
+# that resolves to one (the guard's interceptor decides what the URL alone tells: guard.py).
+# An insecure public page's request to such an address is refused outright, a secure page's
+# only after a preflight the target server answers yes to; navigations and workers too.
+ENABLED_FEATURES = (
+    "BlockInsecurePrivateNetworkRequests",
+    "PrivateNetworkAccessSendPreflights",
+    "PrivateNetworkAccessRespectPreflightResults",
+    "PrivateNetworkAccessForNavigations",
+    "PrivateNetworkAccessForWorkers",
+)
 # The low-memory profile (1 GB boards, player.memory): only flags measured to cut the display
 # tree's memory without breaking playback. None is, on this project's measurements (docs/memory.md):
 # --enable-low-end-device-mode, --num-raster-threads=1, --process-per-site and
@@ -60,15 +71,19 @@ def add_chromium_flags(low_memory: bool = False) -> None:
             "not be collected between items and grow with every page load",
             js_flags[-1],
         )
-    prefix = "--disable-features="
-    disabled: list[str] = []
+    flags = _merged(flags, "--disable-features=", DISABLED_FEATURES)
+    flags = _merged(flags, "--enable-features=", ENABLED_FEATURES)
+    os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = " ".join(flags)
+
+
+def _merged(flags: list[str], prefix: str, ours: tuple[str, ...]) -> list[str]:
+    """One ``prefix`` flag listing every feature given and ours (Chromium keeps the last)."""
+    features: list[str] = []
     for flag in flags:
         if flag.startswith(prefix):
-            disabled += [name for name in flag[len(prefix) :].split(",") if name]
-    disabled += [name for name in DISABLED_FEATURES if name not in disabled]
-    flags = [flag for flag in flags if not flag.startswith(prefix)]
-    flags.append(prefix + ",".join(disabled))
-    os.environ["QTWEBENGINE_CHROMIUM_FLAGS"] = " ".join(flags)
+            features += [name for name in flag[len(prefix) :].split(",") if name]
+    features += [name for name in ours if name not in features]
+    return [flag for flag in flags if not flag.startswith(prefix)] + [prefix + ",".join(features)]
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,9 @@ class RendererOptions:
     page_load_timeout: float = 15.0
     display_name: str = ""
     api_url: str = ""
+    # The display API's listen address and port: no page may reach them (guard.py).
+    api_host: str = ""
+    api_port: int = 0
     data_dir: Path | None = None
     http_cache_mb: int = 32
     # A render process that crashes this many times in a row on one item: the item is skipped.
@@ -145,7 +163,14 @@ class RendererOptions:
             raise ValueError(f"views must be 1 or 2, not {self.views!r}")
 
     @classmethod
-    def from_config(cls, config: Any, api_url: str, *, low_memory: bool = False) -> RendererOptions:
+    def from_config(
+        cls,
+        config: Any,
+        api_url: str,
+        *,
+        low_memory: bool = False,
+        listen: tuple[str, int] | None = None,
+    ) -> RendererOptions:
         """Options from ``player.config.DisplayConfig`` (duck-typed: the renderer does not
         depend on the configuration loader)."""
         screen = getattr(config, "screen", None)
@@ -165,6 +190,8 @@ class RendererOptions:
             video_decoders=int(getattr(screen, "video_decoders", 2)),
             display_name=str(getattr(config, "name", None) or ""),
             api_url=api_url,
+            api_host=listen[0] if listen else str(getattr(config, "host", "")),
+            api_port=listen[1] if listen else int(getattr(config, "port", 0) or 0),
             data_dir=getattr(config, "data_dir", None),
             decoded_images=1 if low_memory else 3,
             views=1 if low_memory else 2,
@@ -178,6 +205,8 @@ def prepare_process() -> None:
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWebEngineQuick import QtWebEngineQuick
 
+    from player.renderer.guard import register_schemes
+
     if os.geteuid() == 0:
         os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
     # Before Qt allocates its first frame: frame-sized blocks must not pile up in the heap.
@@ -185,6 +214,7 @@ def prepare_process() -> None:
         log.debug("malloc's mmap threshold left as it is")
     add_chromium_flags()
     if QCoreApplication.instance() is None:
+        register_schemes()
         QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
         QtWebEngineQuick.initialize()
     else:

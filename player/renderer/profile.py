@@ -1,4 +1,6 @@
-"""The kiosk's Chromium profile: where pages keep their storage and a bounded HTTP cache.
+"""The kiosk's Chromium profile: where pages keep their storage and a bounded HTTP cache, and
+the guard every request of its pages passes (``guard.py``: the display's own schemes, and what
+no page may reach).
 
 The settings every page gets and the script that hands web content its context (sensor
 readings) are set on each view (``qml/WebView.qml``), which is fresh for every navigation.
@@ -13,6 +15,15 @@ from PySide6.QtCore import Q_RETURN_ARG, QMetaObject, QObject, QUrl, qVersion
 from PySide6.QtQml import QQmlEngine
 from PySide6.QtWebEngineQuick import QQuickWebEngineProfile
 
+from player.renderer.guard import (
+    DISPLAY_SCHEME,
+    GUARD_PROPERTY,
+    ITEM_FILES,
+    ITEM_SCHEME,
+    ItemSchemeHandler,
+    RequestGuard,
+)
+from player.renderer.idle import assets_dir
 from player.renderer.options import RendererOptions
 
 STORAGE_NAME = "pdn-kiosk"
@@ -28,9 +39,10 @@ def _has_prototype() -> bool:
 
 def make_profile(
     options: RendererOptions, engine: QQmlEngine, parent: QObject
-) -> tuple[QQuickWebEngineProfile, QObject]:
-    """The profile, and the object to delete to free it (the profile, or on Qt 6.9 and later
-    the QML prototype that made and owns it) after every view that uses it is gone."""
+) -> tuple[QQuickWebEngineProfile, QObject, tuple[QObject, ...]]:
+    """The profile, the object to delete to free it (the profile, or on Qt 6.9 and later
+    the QML prototype that made and owns it) after every view that uses it is gone, and its
+    scheme handler and request guard, which the caller keeps (Qt does not own them)."""
     cache_bytes = options.http_cache_mb * 1024 * 1024
     cache = QQuickWebEngineProfile.HttpCacheType
     settings: dict[str, Any] = {"httpCacheMaximumSize": cache_bytes}
@@ -58,7 +70,14 @@ def make_profile(
         profile.setHttpCacheType(settings["httpCacheType"])
     # Bounded, whichever kind: an unbounded cache is one of the slow leaks of other players.
     profile.setHttpCacheMaximumSize(cache_bytes)
-    return profile, owner
+    # With the kiosk as their Qt parent, and kept by it: they outlive the profile's views.
+    handler = ItemSchemeHandler(ITEM_FILES, assets_dir(), parent)
+    for scheme in (ITEM_SCHEME, DISPLAY_SCHEME):
+        profile.installUrlSchemeHandler(scheme.encode(), handler)
+    guard = RequestGuard(ITEM_FILES, options.api_host, options.api_port, parent)
+    profile.setUrlRequestInterceptor(guard)
+    profile.setProperty(GUARD_PROPERTY, guard)  # each view asks it about its navigations
+    return profile, owner, (handler, guard)
 
 
 def _from_prototype(

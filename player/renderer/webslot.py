@@ -25,6 +25,8 @@ import signal
 import time
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QColor, QImage
@@ -32,12 +34,15 @@ from PySide6.QtQuick import QQuickItem
 from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
 from player.playitem import PlayItem
-from player.renderer.content import Kind, image_page
+from player.renderer.content import Kind, image_page, local_path
+from player.renderer.guard import GUARD_PROPERTY, ITEM_FILES
 from player.renderer.stage import Stage
 
 log = logging.getLogger("pdn.renderer")
 
 ERR_ABORTED = -3  # net::ERR_ABORTED: a load we replaced ourselves
+# A navigation refused by the request guard (guard.py) or by Chromium's Private Network Access.
+REFUSED = (-20, -10)  # net::ERR_BLOCKED_BY_CLIENT, net::ERR_ACCESS_DENIED
 # What a view shows before its page's first frame reaches Qt: near black, but not a colour a
 # page is likely to paint everywhere, so a screen still showing only this has not painted.
 UNPAINTED = QColor(1, 2, 3)
@@ -54,6 +59,20 @@ _SUCCEEDED, _FAILED = _LOAD.LoadSucceededStatus.value, _LOAD.LoadFailedStatus.va
 _HTTP_STATUS = QWebEngineLoadingInfo.ErrorDomain.HttpStatusCodeDomain.value
 _NORMAL_END = QWebEnginePage.RenderProcessTerminationStatus.NormalTerminationStatus.value
 _END_NAMES = {status.value: status.name for status in QWebEnginePage.RenderProcessTerminationStatus}
+
+
+def web_address(item: PlayItem, kind: Kind) -> str | None:
+    """What the web engine loads for ``item``: its http(s) URL, a data: image as it is, or a
+    verified copy of the content cache (a ``file:`` URL) through the display's own scheme, at
+    an origin of its own (guard.py). Anything else (another file, javascript:, qrc:): None."""
+    scheme = urlsplit(item.url).scheme.lower()
+    if scheme in ("http", "https"):
+        return item.url
+    if scheme == "data" and kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
+        return item.url
+    if scheme == "file":
+        return ITEM_FILES.publish(Path(local_path(item.url)), item.source_url, item.content_type)
+    return None
 
 
 def sample_points(width: int, height: int) -> list[tuple[int, int]]:
@@ -129,6 +148,7 @@ class WebSlot(QObject):
         self.state = SlotState.BLANK
         self.item: PlayItem | None = None
         self.kind = Kind.PAGE
+        self.address = ""  # what the view of the item was sent to (web_address)
         # One per navigation (and per clear): what the page's reports must carry.
         self.generation = 0
         self.loads = 0  # navigations over the slot's life, each in a view of its own
@@ -162,6 +182,7 @@ class WebSlot(QObject):
                 "channel": self._channel,
                 "contextScript": self.context_script,
                 "profile": self._profile,
+                "guard": self._profile.property(GUARD_PROPERTY),
             },
             own=own,
         )
@@ -247,9 +268,21 @@ class WebSlot(QObject):
 
     def load(self, item: PlayItem, kind: Kind, keep_old_for_a_frame: bool = False) -> None:
         view = self._begin(item, kind, keep_old_for_a_frame)
-        url = QUrl(item.url)
+        address = web_address(item, kind)
+        if address is None:
+            generation = self.generation
+            reason = f"{item.url[:60]!r} is not an address web content is loaded from"
+
+            def refuse() -> None:
+                if self.generation == generation:
+                    self._fail(reason)
+
+            QTimer.singleShot(0, refuse)
+            return
+        url = QUrl(address)
+        self.address = url.toString()
         if kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            Stage.call(view, "showHtml", image_page(item.url), url)
+            Stage.call(view, "showHtml", image_page(address), url)
         else:
             view.setProperty("url", url)
 
@@ -258,6 +291,7 @@ class WebSlot(QObject):
     ) -> None:
         """A page of our own (the idle page): this panel's own, also on a video wall."""
         view = self._begin(item, Kind.PAGE, keep_old_for_a_frame, own=True)
+        self.address = base.toString()
         Stage.call(view, "showHtml", html, base)
 
     def holds(self, item: PlayItem) -> bool:
@@ -333,6 +367,13 @@ class WebSlot(QObject):
             return
         if status == _FAILED:
             if code == ERR_ABORTED:
+                return
+            if code in REFUSED and domain != _HTTP_STATUS and url != self.address:
+                # The page tried to leave for somewhere it may not go: it stays as it is (and,
+                # its own load cut short by the attempt, is shown as far as it got).
+                log.info("slot %s: refused the page's navigation to %.200s", self.name, url)
+                if self.state is SlotState.LOADING and self._confirming < 0:
+                    self._probe_painted()
                 return
             reason = f"{text or 'load failed'} (code {code})"
             if domain == _HTTP_STATUS:

@@ -357,7 +357,7 @@ def test_constraint_errors_name_line_and_problem(snippet: str, message: str) -> 
             "<content-item><requires-file><sources><uri>ftp://x/a</uri></sources>"
             "</requires-file></content-item>",
             2,
-            "must be an absolute http, https or file address",
+            "a content item must be an http or https address",
         ),
         (
             "<content-item><requires-file><sources><uri>/relative/a.html</uri></sources>"

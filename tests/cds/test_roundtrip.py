@@ -203,8 +203,12 @@ def constraints(draw: st.DrawFn) -> Constraints:
     return result
 
 
+# A content item's address is http or https; a remote set's CDS may also come from a file.
+_ITEM_URI = _URI.filter(lambda uri: not uri.startswith("file:"))
+
+
 @st.composite
-def required_file(draw: st.DrawFn) -> RequiredFile:
+def required_file(draw: st.DrawFn, uris: st.SearchStrategy[str] = _URI) -> RequiredFile:
     hashes = [
         Hash(
             kind,
@@ -212,7 +216,7 @@ def required_file(draw: st.DrawFn) -> RequiredFile:
         )
         for kind in draw(st.lists(st.sampled_from(sorted(HASH_TYPES)), max_size=2))
     ]
-    sources = draw(st.lists(st.builds(Source, _URI, st.none() | _DURATION), min_size=1, max_size=3))
+    sources = draw(st.lists(st.builds(Source, uris, st.none() | _DURATION), min_size=1, max_size=3))
     paths = ["requires-file", "hashes", "sources"]
     paths += [f"hashes/hash[{i}]" for i in range(len(hashes))]
     paths += [f"sources/uri[{i}]" for i in range(len(sources))]
@@ -224,12 +228,13 @@ def required_file(draw: st.DrawFn) -> RequiredFile:
 
 CONSTRAINTS = constraints()
 REQUIRED_FILE = required_file()
+ITEM_FILE = required_file(_ITEM_URI)
 
 
 @st.composite
 def content_item(draw: st.DrawFn) -> ContentItem:
     return ContentItem(
-        files=draw(st.lists(REQUIRED_FILE, min_size=1, max_size=2)),
+        files=draw(st.lists(ITEM_FILE, min_size=1, max_size=2)),
         content_type=draw(st.none() | _TRIMMED),
         size=draw(st.none() | st.integers(0, 2**40)),
         constraints=draw(CONSTRAINTS),

@@ -11,6 +11,9 @@ WebEngineView {
     property string channel: ""
     // The window.pdn context API, injected into every document and frame at creation.
     property string contextScript: ""
+    // The request guard (guard.py): asked about every navigation before it leaves, redirects
+    // included (its interceptor alone cannot stop a redirected navigation in time).
+    property QtObject guard: null
 
     signal channelMessage(string text)
     signal loadEvent(int status, int errorCode, string errorString, int errorDomain, string url)
@@ -29,7 +32,8 @@ WebEngineView {
     settings.errorPageEnabled: false
     settings.javascriptCanOpenWindows: false
     settings.focusOnNavigationEnabled: false
-    settings.localContentCanAccessFileUrls: true
+    settings.localContentCanAccessFileUrls: false
+    settings.localContentCanAccessRemoteUrls: false
     settings.fullScreenSupportEnabled: false
 
     Component.onCompleted: {
@@ -58,6 +62,12 @@ WebEngineView {
     }
     onContextMenuRequested: (request) => { request.accepted = true }
     onFullScreenRequested: (request) => request.reject()
+    onNavigationRequested: (request) => {
+        if (guard !== null && !guard.allows(request.url.toString(), view.url.toString())) {
+            request.reject()
+            suppressed("a navigation to " + request.url.toString().substring(0, 200))
+        }
+    }
     onNewWindowRequested: (request) => suppressed("a new window for " + request.requestedUrl)
 
     // A script in the isolated world of the renderer's own probes (page scripts cannot see it).
