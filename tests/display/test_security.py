@@ -190,8 +190,11 @@ def test_bad_pairing_requests_change_nothing(make_screen: Callable[..., Screen])
     assert_error(client.post("/x/pair", json={"code": 12345678, "name": "a"}), 400, "invalid-field")
     json_type = {"Content-Type": "application/json"}
     assert_error(client.post("/x/pair", content=b"[1", headers=json_type), 400, "invalid-json")
-    unlabelled = json.dumps({"code": code, "name": "ana"}).encode()
-    assert_error(client.post("/x/pair", content=unlabelled), 415, "unsupported-media-type")
+    as_a_form = json.dumps({"code": code, "name": "ana"}).encode()
+    form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert_error(
+        client.post("/x/pair", content=as_a_form, headers=form_type), 415, "unsupported-media-type"
+    )
     assert_error(
         client.post("/x/pair", json={"code": code, "name": "ana", "role": "root"}),
         400,
