@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import requests
 
+from server.pairing import read_code_file
 from tests.display.test_webhooks import free_port
 from tests.tools import require_tools
 from tests.tools import xvfb as start_xvfb
@@ -140,6 +141,20 @@ for (const base of C.bare) {
   const hint = document.createElement('link');
   hint.rel = 'preconnect'; hint.href = base; document.head.appendChild(hint);
 }
+// 5. The display's API through the page's own server: a redirect Chromium may follow before
+// the display can refuse it (a cached page: see docs/security.md). What it can change it refuses.
+// Whether the request arrives is not what is judged here (its answer is opaque to the page):
+// the display's state afterwards is.
+const fired = promise => tries.push(Promise.race([promise.catch(() => {}), settle(4000)]));
+for (const base of C.apiByRedirect) {
+  const via = path => C.server + '/redirect?to=' + base + path;
+  fired(fetch(via('/schedule'),
+    {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'}, body: evil}));
+  fired(fetch(via('/schedule'), {method: 'POST', mode: 'no-cors', body: evil}));
+  fired(fetch(via('/x/pair'),
+    {method: 'POST', mode: 'no-cors', body: JSON.stringify({code: C.code, name: 'x'})}));
+  fired(image(via('/x/pairings')));
+}
 Promise.all(tries).then(async () => {
   // Last, the page tries to leave: by a form and by navigation. It must stay where it is.
   form(C.listener[0] + '/leave', 'secret', 'x');
@@ -187,6 +202,19 @@ class Pages:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                # A 307 passes the method and body on: the page's own server sends its POST on
+                # to wherever the page names.
+                asked.append(self.path)
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if not self.path.startswith("/redirect?to="):
+                    self.send_error(404)
+                    return
+                self.send_response(307)
+                self.send_header("Location", self.path.split("=", 1)[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -371,8 +399,20 @@ def page_config(
         "</content-item></content-set>",
         "listener": [f"http://127.0.0.1:{listener.port}", f"http://localhost:{listener.port}"],
         "bare": [f"http://127.0.0.1:{bare.port}"] if redirects else [],
+        "apiByRedirect": [f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+        "code": current_code(running.data_dir),
+        "server": hostile.base,
         "colour": "rgb({},{},{})".format(*colour),
     }
+
+
+def current_code(data_dir: Path) -> str:
+    """The pairing code on the screen now (the page is given it: with it, a pairing that went
+    through would show in the pairings)."""
+    try:
+        return read_code_file(data_dir)[0]
+    except (OSError, ValueError):
+        return "AAAA-AAAA"  # a display open on loopback may show none
 
 
 def hostile_page(config: dict[str, Any]) -> bytes:
@@ -445,6 +485,9 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
     assert bare.received == b""  # connected to, perhaps, but never sent a request
     unchanged(running, evil, pairings)
     assert "/evil.html" not in hostile.asked
+    # It did send its POSTs on to the API by its own server; the API took none of them.
+    sent_on = [path for path in hostile.asked if path.startswith("/redirect?to=")]
+    assert any(path.endswith("/schedule") for path in sent_on), hostile.asked
 
     # 2. Live: a JSON request for the same page, from its (public) server.
     live = hostile_page(page_config(running, hostile, (listener, bare), LIVE_COLOUR))

