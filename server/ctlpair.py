@@ -14,8 +14,9 @@ What pairing gives is kept in the user's config, ``$XDG_CONFIG_HOME/pdn/ctl.toml
     token = "pdn_..."
     paired = "2026-11-26T01:00:00+00:00"
 
-Every ``pdn ctl`` request to that display then carries its token (``PDN_API_TOKEN``, when set,
-still wins). The file is rewritten whole and renamed into place, so it is never half written.
+Every ``pdn ctl`` request to that display then carries its token (``PDN_API_TOKEN`` wins only
+when ``PDN_API_URL`` names that display). The file is rewritten whole and renamed into place, so
+it is never half written.
 
 HTTPS: a display's certificate is usually self-signed, so it is pinned instead of checked
 against certificate authorities. ``pdn ctl pair https://...`` takes the certificate the display

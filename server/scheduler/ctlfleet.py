@@ -7,7 +7,8 @@ pdn ctl fleet SCHEDULER_URL [--json] [--thumbnail DISPLAY_URL -o FILE]
 pdn ctl approve SCHEDULER_URL DISPLAY_URL
 pdn ctl add-display SCHEDULER_URL DISPLAY_URL CODE [--pin sha256:HEX]
 
-Each needs the scheduler's operator token in PDN_API_TOKEN.
+Each needs the scheduler's operator token in PDN_API_TOKEN, with PDN_API_URL naming the scheduler
+(pdn ctl sends the token to that origin alone).
 """
 
 from __future__ import annotations
