@@ -118,6 +118,8 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { s = b - a; printf "%dm%02ds (%.0f s
 
 mount_all() {
     local root=$1
+    # A machine's / is a mount point (unshare --mount changes its propagation); a chroot's is not.
+    mount --bind "$root" "$root" && mount --make-private "$root" && MOUNTED+=("$root")
     mount -t proc proc "$root/proc" && MOUNTED+=("$root/proc")
     mount -t sysfs sysfs "$root/sys" && MOUNTED+=("$root/sys")
     mount --bind /dev "$root/dev" && MOUNTED+=("$root/dev")

@@ -49,8 +49,17 @@ def root() -> Iterator[Path]:
 
 
 def run(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    # Where install.sh puts it: the display's user runs it again (move-data), and may not be
+    # able to reach the checkout (one under /root, as on a fresh machine).
+    installed = root / "opt/pdn/libexec/pdn-release"
+    if not installed.exists():
+        installed.parent.mkdir(parents=True, exist_ok=True)
+        for directory in (root / "opt", root / "opt/pdn", installed.parent):
+            directory.chmod(0o755)
+        shutil.copy(RELEASE, installed)
+        installed.chmod(0o755)
     return subprocess.run(
-        ["bash", str(RELEASE), *args],
+        ["bash", str(installed), *args],
         capture_output=True,
         text=True,
         timeout=60,
