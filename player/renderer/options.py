@@ -35,12 +35,14 @@ JS_FLAGS = "--js-flags=--expose-gc"
 # (until a contentful paint): a page that is only a colour would be reported painted long
 # before its pixels exist.
 DISABLED_FEATURES = ("PaintHolding",)
-# Private Network Access: a public page reaches no loopback or private address, even by a name
-# that resolves to one (the guard's interceptor decides what the URL alone tells: guard.py).
-# An insecure public page's request to such an address is refused outright, a secure page's
-# only after a preflight the target server answers yes to; navigations and workers too.
+# Private Network Access: a public page reaches no loopback or private address, and a private
+# page no loopback address, even by a name or a redirect that leads to one (the guard's
+# interceptor decides what the URL alone tells: guard.py). An insecure page's request to such an
+# address is refused outright, a secure page's only after a preflight the target server answers
+# yes to; navigations and workers too.
 ENABLED_FEATURES = (
     "BlockInsecurePrivateNetworkRequests",
+    "BlockInsecurePrivateNetworkRequestsFromPrivate",
     "PrivateNetworkAccessSendPreflights",
     "PrivateNetworkAccessRespectPreflightResults",
     "PrivateNetworkAccessForNavigations",
