@@ -15,7 +15,7 @@ Threads:
 SIGTERM and SIGINT reach the Qt loop through ``player.qtloop.SignalWatcher``, so the process
 shuts down cleanly (API closed, outbox stopped, database closed) even while Qt is blocking in C++.
 
-Exit codes (``server.exitcodes``): 0 stopped cleanly, 1 could not start (port taken,
+Exit codes (``server.platform.exitcodes``): 0 stopped cleanly, 1 could not start (port taken,
 database unusable), 2 bad configuration; and :data:`EXIT_SCREEN_LOST` (3): the renderer could not
 bring the screen back in this process (the web engine was lost), so the display exits for its
 service manager to start a new one (crash-only). A display started after several such exits in
@@ -69,14 +69,14 @@ from player.store import DisplayStore, StoreError
 from player.writer import DeferredQueueStore, OrderedWriter
 from server.display import DisplaySecurity, create_app
 from server.display.access import allowed_hosts
-from server.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
-from server.limits import limits
-from server.net import is_loopback, local_address, url_host
-from server.outbox import Outbox
-from server.pairing import Pairing
-from server.signing import SeenIds, Verifier, load_or_make_secret
-from server.tls import ensure_certificate, fingerprint, server_context
-from server.wsgi import WsgiServer, bind
+from server.platform.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
+from server.platform.limits import limits
+from server.platform.net import is_loopback, local_address, url_host
+from server.platform.outbox import Outbox
+from server.platform.pairing import Pairing
+from server.platform.signing import SeenIds, Verifier, load_or_make_secret
+from server.platform.tls import ensure_certificate, fingerprint, server_context
+from server.platform.wsgi import WsgiServer, bind
 
 log = logging.getLogger("pdn.app")
 
@@ -264,7 +264,7 @@ def run(
 
         # 5. The display's neighbours: its API, its scheduler, remote sets, systemd.
         # A board slow enough for [screen] timeout-factor is as slow at its half of a TLS
-        # handshake: the header deadline (10 s) stretches with it (server.limits).
+        # handshake: the header deadline (10 s) stretches with it (server.platform.limits).
         server = WsgiServer(
             create_app(display, security),
             sock=listener,

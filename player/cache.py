@@ -47,7 +47,7 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from player.cachefiles import DEFAULT_MAX_BYTES, DEFAULT_REVALIDATE_EVERY, CacheConfig, FileSpec
-from server.db import Migrations, connect, migrate, transaction
+from server.platform.db import Migrations, connect, migrate, transaction
 
 log = logging.getLogger("pdn.cache")
 
@@ -158,7 +158,7 @@ class ContentCache:
         self._closed = False
         self._check_errors: dict[str, str] = {}  # why the last revalidation failed, by key
         self._db = connect(self.root / "index.sqlite3", synchronous="FULL", busy_timeout=5.0)
-        migrate(self._db, MIGRATIONS, legacy=2)  # the steps pdn 0.1.0 knew (server.db)
+        migrate(self._db, MIGRATIONS, legacy=2)  # the steps pdn 0.1.0 knew (server.platform.db)
         self._load_index()
         self._threads = [
             threading.Thread(target=self._work, name=f"cache-download-{n}", daemon=True)

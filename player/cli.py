@@ -15,9 +15,9 @@ from typing import Any
 from player import videodecode
 from player.config import DEFAULT_HOST, DEFAULT_PORT, ConfigError, DisplayConfig, load_config
 from player.power import describe
-from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
-from server.net import is_loopback
-from server.pairing import read_code_file
+from server.platform.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED, EXIT_USAGE
+from server.platform.net import is_loopback
+from server.platform.pairing import read_code_file
 
 log = logging.getLogger("pdn.display")
 
@@ -204,7 +204,7 @@ def describe_tls(config: DisplayConfig) -> str:
     """``--check-config``: plain HTTP, or HTTPS and the fingerprint clients pin."""
     if not config.tls:
         return "off (plain HTTP)"
-    from server.tls import CERT_FILE, fingerprint  # waitress: only when TLS is on
+    from server.platform.tls import CERT_FILE, fingerprint  # waitress: only when TLS is on
 
     cert = config.tls_cert or config.data_dir.resolve() / CERT_FILE
     try:

@@ -74,7 +74,7 @@ from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
 from player.videodecode import BACKENDS
 from player.wall import Wall, parse_wall
-from server.validation import check_uri, parse_coordinate
+from server.platform.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -121,7 +121,7 @@ class DisplayConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     public_url: str | None = None
-    tls: bool = False  # [listen] tls: serve HTTPS (server.tls)
+    tls: bool = False  # [listen] tls: serve HTTPS (server.platform.tls)
     tls_cert: Path | None = None  # [listen] tls-cert / tls-key: the operator's own files
     tls_key: Path | None = None
     #: [listen] hosts: the names (``name`` or ``name:port``) the display answers to besides

@@ -8,7 +8,8 @@ straight back costs a restart every minute at most, not a hot loop, and stays un
 unit's start limit. A display that then runs with a right screen for a while forgets them
 (:func:`clear_exits`).
 
-(:class:`server.logrepeat.RepeatFilter` keeps a repeating message from flooding the journal.)
+(:class:`server.platform.logrepeat.RepeatFilter` keeps a repeating message from flooding the
+journal.)
 """
 
 from __future__ import annotations

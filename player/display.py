@@ -25,10 +25,9 @@ from player.config import DisplayConfig
 from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.store import DisplayStore, SensorReading
-from server.cli import package_version
-from server.db import last_disk_full
 from server.display.port import Rejected, SensorMessage
-from server.release import release_status
+from server.platform.db import last_disk_full
+from server.platform.release import package_version, release_status
 
 log = logging.getLogger("pdn.display")
 

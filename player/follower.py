@@ -34,8 +34,8 @@ from typing import Any
 import requests
 
 from cds.errors import CdsError
-from server.atomicfile import write_atomically
-from server.signing import signed_headers
+from server.platform.atomicfile import write_atomically
+from server.platform.signing import signed_headers
 
 log = logging.getLogger("pdn.follower")
 

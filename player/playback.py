@@ -2,7 +2,8 @@
 
 The engine calls :meth:`PlaybackRecord.changed` each time the renderer confirms a new item (or
 the idle page) painted. The record and one webhook event per subscriber are committed in one
-SQLite transaction (``player.store``, ``server.outbox``), so a power cut never leaves a record
+SQLite transaction (``player.store``, ``server.platform.outbox``), so a power cut never leaves a
+record
 that subscribers were not told about, or an event for a record that was not kept.
 
 The commit is made by this record's own writer thread, in the order of the changes, and the
@@ -31,9 +32,9 @@ from typing import Any
 from player.engine import Playback
 from player.store import DisplayStore
 from player.writer import OrderedWriter
-from server.db import disk_full, note_disk_full
-from server.http import json_bytes
-from server.outbox import Outbox
+from server.platform.db import disk_full, note_disk_full
+from server.platform.http import json_bytes
+from server.platform.outbox import Outbox
 
 PLAYBACK_TOPIC = "playback"
 Publish = Callable[[sqlite3.Connection, dict[str, Any]], None]

@@ -41,7 +41,7 @@ from PySide6.QtGui import QGuiApplication
 
 from player.renderer import KioskRenderer, prepare_process
 from player.sdnotify import SdNotifier
-from server.logrepeat import RepeatFilter
+from server.platform.logrepeat import RepeatFilter
 
 log = logging.getLogger("pdn.app")
 qt_log = logging.getLogger("pdn.qt")

@@ -20,8 +20,8 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from cds.errors import CdsError
-from server.atomicfile import write_atomically
-from server.net import shown_uri
+from server.platform.atomicfile import write_atomically
+from server.platform.net import shown_uri
 
 log = logging.getLogger("pdn.remotesets")
 

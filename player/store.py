@@ -5,7 +5,7 @@ content-set name), the interrupt queue (each request with its remaining time and
 on screen, when it went up), the sensors and their latest readings, and the playback record
 with its ``sequence``, and the play log: every record, kept 90 days and at most
 :data:`PLAY_LOG_ROWS` rows (``GET /x/plays``; issue 25). Subscriptions and queued webhook
-events live in the same file, in the tables of :mod:`server.outbox`, so a playback change,
+events live in the same file, in the tables of :mod:`server.platform.outbox`, so a playback change,
 its entry in the play log and its events commit together.
 
 SQLite settings, and why:
@@ -16,12 +16,12 @@ SQLite settings, and why:
   (a request, a CDS, a reading, a playback change), so the fsync per commit costs nothing that
   matters.
 - The schema is versioned with ``PRAGMA user_version``; :data:`MIGRATIONS` upgrades old files
-  in place (:func:`server.db.migrate`, one transaction), and a file from a newer version is
+  in place (:func:`server.platform.db.migrate`, one transaction), and a file from a newer version is
   refused. The play log is a schema of its own in the file (:data:`PLAY_LOG_MIGRATIONS`, its
   version in the table ``play_log_schema``, as the outbox's tables have theirs): the release
   before it, which refuses a ``user_version`` newer than its own, still opens the file (a
   roll-back), and leaves the log alone. Connections and transactions come from
-  :mod:`server.db`.
+  :mod:`server.platform.db`.
 
 Thread-safety: one connection guarded by a lock; every public method is one transaction.
 """
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 from server.display.port import SensorMessage, UnknownSensorError
+from server.platform.db import Migrations, SchemaTooNewError, connect, migrate, transaction
 
 DB_NAME = "display.db"
 
@@ -75,7 +75,7 @@ MIGRATIONS: Migrations = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-#: The steps pdn 0.1.0 knew: the version it reads stays there (server.db, issue 25).
+#: The steps pdn 0.1.0 knew: the version it reads stays there (server.platform.db, issue 25).
 RELEASED_STEPS = 1
 
 # The play log (issue 25), a schema of its own (see the module's docstring).
@@ -100,7 +100,7 @@ PLAY_LOG_MIGRATIONS: Migrations = (
 )
 PLAY_LOG_VERSION_TABLE = "play_log_schema"
 #: The play log's steps that 0.2.0, the first release with it, knew: its count is kept in the
-#: steps table (server.db), so a later release's additive steps open after a rollback.
+#: steps table (server.platform.db), so a later release's additive steps open after a rollback.
 #: Constant once released.
 PLAY_LOG_RELEASED_STEPS = 1
 

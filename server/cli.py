@@ -12,10 +12,10 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
-from server.exitcodes import EPILOG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from server.logs import setup_logging
+from server.platform.exitcodes import EPILOG, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from server.platform.logs import setup_logging
+from server.platform.release import package_version
 
 log = logging.getLogger("pdn.cli")
 
@@ -26,15 +26,8 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "server.content.cli",
     "server.sensor.cli",
     "cds.cli",
-    "server.ctl",
+    "server.ctl.cli",
 )
-
-
-def package_version() -> str:
-    try:
-        return version("pdn-display")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

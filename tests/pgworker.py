@@ -10,8 +10,8 @@ import signal
 import sys
 import threading
 
-from server.pg import open_pool
-from server.pgoutbox import PgOutbox
+from server.platform.pg import open_pool
+from server.platform.pgoutbox import PgOutbox
 
 
 def main() -> None:

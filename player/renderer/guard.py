@@ -289,7 +289,7 @@ class RequestGuard(QWebEngineUrlRequestInterceptor):
         if reason is not None:
             info.block(True)
             self.refused += 1
-            # The display's log lets a burst of each message through (server.logrepeat).
+            # The display's log lets a burst of each message through (server.platform.logrepeat).
             log.warning(
                 "refused a request of %.120s for %.200s: %s", origin or "the display", url, reason
             )

@@ -39,13 +39,19 @@ from flask import Flask, Response, redirect, request, send_from_directory
 
 from cds.durations import format_duration
 from server.content.displays import DisplayDirectory, Target
-from server.displaycreds import DisplayCredentials
-from server.http import ApiError, create_base_app, invalid_field, json_response, read_json_object
-from server.http import require_token as install_token_check
-from server.lockout import RateLimit
-from server.net import local_address, url_host
-from server.pins import PinningAdapter
-from server.validation import HTTP, Duration, Field, Object, Schema, Uri
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.http import (
+    ApiError,
+    create_base_app,
+    invalid_field,
+    json_response,
+    read_json_object,
+)
+from server.platform.http import require_token as install_token_check
+from server.platform.lockout import RateLimit
+from server.platform.net import local_address, url_host
+from server.platform.pins import PinningAdapter
+from server.platform.validation import HTTP, Duration, Field, Object, Schema, Uri
 
 log = logging.getLogger("pdn.content")
 

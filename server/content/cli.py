@@ -7,9 +7,9 @@ import logging
 from functools import partial
 from pathlib import Path
 
-from server.exitcodes import EXIT_USAGE
-from server.standalone import add_segment_parser, run_service
-from server.validation import HTTP, check_uri
+from server.platform.exitcodes import EXIT_USAGE
+from server.platform.standalone import add_segment_parser, run_service
+from server.platform.validation import HTTP, check_uri
 
 log = logging.getLogger("pdn.content")
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from server.content.app import BUILTIN_APPS
     from server.content.displays import display_origin
     from server.content.service import ContentService
-    from server.validation import ValidationError
+    from server.platform.validation import ValidationError
 
     directories: list[Path] = []
     if args.apps is not None:

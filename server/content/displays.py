@@ -4,7 +4,8 @@
 screen), so the ``display-uri`` it names is only a choice among displays the operator chose:
 
 - **configured**: every ``--display URL`` and every display in the displays file
-  (``server.displaycreds``: the pairing store of ``pdn ctl pair``, or ``PDN_DISPLAYS_FILE``);
+  (``server.platform.displaycreds``: the pairing store of ``pdn ctl pair``, or
+  ``PDN_DISPLAYS_FILE``);
 - **registered with its scheduler** (``--scheduler URL``): the approved displays of the
   scheduler's ``GET /displays``, read again at most every few seconds when a request names a
   display the last read did not have, and every ``REFRESH`` seconds otherwise.
@@ -29,11 +30,11 @@ from urllib.parse import urlsplit
 
 import requests
 
-from server.displaycreds import DisplayCredentials
-from server.http import ApiError, ValidationError, invalid_field
-from server.net import shown_uri
-from server.pins import origin_of
-from server.validation import HTTP_ORIGIN_PATTERN
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.http import ApiError, ValidationError, invalid_field
+from server.platform.net import shown_uri
+from server.platform.pins import origin_of
+from server.platform.validation import HTTP_ORIGIN_PATTERN
 
 __all__ = [
     "DisplayDirectory",

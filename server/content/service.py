@@ -7,8 +7,8 @@ from pathlib import Path
 
 from server.content.app import AppCatalog, DisplayForwarder, advertised_base, create_app
 from server.content.displays import DisplayDirectory, SchedulerRegistry, scheduler_token
-from server.displaycreds import DisplayCredentials
-from server.standalone import SegmentService, display_token
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.standalone import SegmentService, display_token
 
 
 class ContentService(SegmentService):

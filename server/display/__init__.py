@@ -8,12 +8,13 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
   (``server.display.access``): a web page cannot drive a display on loopback;
 - listening on loopback only with no ``api_token``: open, as the spec shows it;
 - otherwise every state-changing request needs ``Authorization: Bearer`` with the configured
-  ``api_token`` or a paired controller's token (``server.pairing``); without one it is refused
+  ``api_token`` or a paired controller's token (``server.platform.pairing``); without one it is
+  refused
   with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
   pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings``, ``GET
   /x/screenshot`` (it may show the pairing code) and the event stream (it holds a thread) are
   never free reads;
-- each token has a role (``server.pairing.ROLES``): the ``api_token`` and the scheduler's
+- each token has a role (``server.platform.pairing.ROLES``): the ``api_token`` and the scheduler's
   token are ``control``, a paired controller's is the one it paired with; a token used beyond
   its role is refused with 403 ``forbidden``, naming the role it has and the roles needed;
 - ``POST /x/pair`` is open: the pairing code is the credential;
@@ -22,9 +23,9 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
   subscribes to (its scheduler): rightly signed, it needs no token; wrongly signed, stale or
   unsigned-but-claiming it is refused with 401 ``invalid-signature``; an id already taken is
   answered 200 and dropped (the ids taken are kept in SQLite, so a restart does not forget
-  them: ``server.signing.SeenIds``); the bearer token that goes with that secret
-  (``server.signing.bearer_from_secret``) is the scheduler's token, as a paired one;
-- wrong tokens and wrong codes lock the client's address out (``server.lockout``).
+  them: ``server.platform.signing.SeenIds``); the bearer token that goes with that secret
+  (``server.platform.signing.bearer_from_secret``) is the scheduler's token, as a paired one;
+- wrong tokens and wrong codes lock the client's address out (``server.platform.lockout``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from server.display.access import (
 )
 from server.display.api import api
 from server.display.port import DisplayPort
-from server.http import (
+from server.platform.http import (
     JSON_LIMIT,
     XML_LIMIT,
     ApiError,
@@ -56,9 +57,15 @@ from server.http import (
     too_many_attempts,
     webhook_headers,
 )
-from server.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
-from server.pairing import Pairing
-from server.signing import HEADERS, SignatureError, Verifier, bearer_from_secret, parse_secret
+from server.platform.lockout import CODE_GUESSES, TOKEN_GUESSES, Lockout
+from server.platform.pairing import Pairing
+from server.platform.signing import (
+    HEADERS,
+    SignatureError,
+    Verifier,
+    bearer_from_secret,
+    parse_secret,
+)
 
 __all__ = ["DisplayPort", "DisplaySecurity", "create_app"]
 

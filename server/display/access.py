@@ -13,7 +13,8 @@ carries the page's name in ``Host`` and, when it changes state, its origin in ``
 - a state-changing request with an ``Origin`` is refused (403 ``forbidden-origin``) unless it
   is the display's own: its scheme and the ``Host`` the request came to.
 
-Tokens carry a role (``server.pairing.ROLES``); :func:`roles_for` says which roles an endpoint
+Tokens carry a role (``server.platform.pairing.ROLES``); :func:`roles_for` says which roles an
+endpoint
 takes besides ``control``, which takes every one.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from server.http import ApiError
+from server.platform.http import ApiError
 
 __all__ = [
     "LOOPBACK_NAMES",

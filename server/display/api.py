@@ -15,7 +15,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 
 from server.display.port import DisplayPort, SensorMessage, UnknownSensorError
-from server.http import (
+from server.platform.http import (
     ApiError,
     body_kind,
     invalid_field,
@@ -24,9 +24,9 @@ from server.http import (
     read_xml_body,
     too_many_attempts,
 )
-from server.lockout import client_key
-from server.pairing import NAME_PATTERN, ROLES, Pairing
-from server.validation import (
+from server.platform.lockout import client_key
+from server.platform.pairing import NAME_PATTERN, ROLES, Pairing
+from server.platform.validation import (
     HTTP,
     Anything,
     Duration,
@@ -39,7 +39,8 @@ from server.validation import (
 
 log = logging.getLogger("pdn.display.api")
 
-# Each open event stream holds one of waitress's worker threads (8 in server.wsgi) for as long
+# Each open event stream holds one of waitress's worker threads (8 in server.platform.wsgi) for as
+# long
 # as it is open; at most this many are served at once, so requests always find a thread. One
 # client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
 # then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
@@ -126,7 +127,7 @@ def _schedule_cds() -> Response:
             "This display accepts single items only: send JSON with a content-item, not a CDS.",
         )
     data = read_xml_body()
-    target.apply_cds(data)  # an invalid CDS: 400 invalid-cds (server.http's error handler)
+    target.apply_cds(data)  # an invalid CDS: 400 invalid-cds (server.platform.http's error handler)
     return json_response({"request-status": "scheduling"}, 202)
 
 

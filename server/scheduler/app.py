@@ -18,14 +18,8 @@ from urllib.parse import urlsplit
 
 from flask import Flask, Response, request
 
-from server.http import ApiError, create_base_app, json_response, read_json_object
-from server.scheduler.enrol import SchedulerAccess, add_enrolment_routes
-from server.scheduler.fleet import Fleet
-from server.scheduler.fleetapi import add_fleet_routes
-from server.scheduler.registration import Registrar, RegistrationPolicy
-from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
-from server.scheduler.storage import SchedulerStorage
-from server.validation import (
+from server.platform.http import ApiError, create_base_app, json_response, read_json_object
+from server.platform.validation import (
     HTTP,
     Boolean,
     Field,
@@ -34,6 +28,12 @@ from server.validation import (
     SigningSecret,
     Uri,
 )
+from server.scheduler.enrol import SchedulerAccess, add_enrolment_routes
+from server.scheduler.fleet import Fleet
+from server.scheduler.fleetapi import add_fleet_routes
+from server.scheduler.registration import Registrar, RegistrationPolicy
+from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
+from server.scheduler.storage import SchedulerStorage
 
 SUBSCRIBE = Schema(
     Field("subscriber-uri", Uri(schemes=HTTP), required=True),
@@ -44,7 +44,7 @@ LIST_DISPLAYS_QUERY = Schema(Field("url-only", QueryBoolean()))
 
 
 class Subscriptions(Protocol):
-    """The part of the durable outbox the API needs (server.outbox.Outbox has it)."""
+    """The part of the durable outbox the API needs (server.platform.outbox.Outbox has it)."""
 
     def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 

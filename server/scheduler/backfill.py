@@ -27,8 +27,8 @@ from typing import Any
 
 import requests
 
-from server.http import ApiError
-from server.pins import PinningAdapter, Pins
+from server.platform.http import ApiError
+from server.platform.pins import PinningAdapter, Pins
 from server.scheduler.plays import record_from_update
 from server.scheduler.probes import ANSWERED, Claim, Finished, Outcome, ProbeLoop, failed_read
 from server.scheduler.storage import BackfillClaim, SchedulerStorage, display_key

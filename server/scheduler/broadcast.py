@@ -26,11 +26,11 @@ from xml.sax.saxutils import quoteattr
 
 from flask import Flask, Response
 
-from server.http import ApiError, json_response, read_json_object
+from server.platform.http import ApiError, json_response, read_json_object
+from server.platform.validation import HTTP, Duration, Field, Schema, Uri, invalid_field
 from server.scheduler.fleet import Document, Fleet
 from server.scheduler.fleetapi import group_name
 from server.scheduler.storage import PlayRecord, display_key
-from server.validation import HTTP, Duration, Field, Schema, Uri, invalid_field
 
 log = logging.getLogger("pdn.scheduler.broadcast")
 

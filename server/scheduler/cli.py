@@ -8,8 +8,8 @@ import os
 from functools import partial
 from pathlib import Path
 
-from server.exitcodes import EXIT_USAGE
-from server.standalone import add_segment_parser, default_data_dir, run_service
+from server.platform.exitcodes import EXIT_USAGE
+from server.platform.standalone import add_segment_parser, default_data_dir, run_service
 
 log = logging.getLogger("pdn.scheduler")
 
@@ -78,7 +78,7 @@ def is_postgres_url(url: str) -> bool:
 
 def migrate_to(url: str, data_dir: Path) -> int:
     """``--migrate-to``: copy the SQLite registry in ``data_dir`` into PostgreSQL."""
-    from server.pg import open_pool
+    from server.platform.pg import open_pool
     from server.scheduler.migrate import MigrationRefusedError, copy_to_postgres
 
     if not is_postgres_url(url):

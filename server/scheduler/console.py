@@ -39,10 +39,11 @@ from flask import Flask, Response, abort, redirect, render_template, request, ur
 from werkzeug.wrappers import Response as BaseResponse
 
 from cds.errors import CdsError
-from server.http import ApiError
-from server.lockout import TOKEN_GUESSES, Lockout
+from server.platform.clockspread import clock_spread, describe_spread
+from server.platform.http import ApiError
+from server.platform.lockout import TOKEN_GUESSES, Lockout
+from server.platform.validation import ValidationError
 from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
-from server.scheduler.clockspread import clock_spread, describe_spread
 from server.scheduler.consolecharts import plays_per_item_per_day, timeline
 from server.scheduler.fleet import Fleet
 from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
@@ -50,7 +51,6 @@ from server.scheduler.fleetstatus import FleetStatus, thumbnail_response
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.sessions import ConsoleSessions
 from server.scheduler.storage import Assignment, SchedulerStorage
-from server.validation import ValidationError
 
 COOKIE = "pdn_console"
 MAX_STREAMS = 4  # each live page holds one of the API server's worker threads

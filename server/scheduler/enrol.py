@@ -21,7 +21,8 @@
   display"): the scheduler pairs with the display (``POST /x/pair``), pinning the certificate
   it presents when it serves HTTPS, keeps the token and pushes with it from then on.
 
-Wrong tokens from one address lock that address out (``server.lockout``), as on the display.
+Wrong tokens from one address lock that address out (``server.platform.lockout``), as on the
+display.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ from urllib.parse import urlsplit
 import requests
 from flask import Flask, Response, request
 
-from server.http import ApiError, json_response, read_json_object, too_many_attempts
-from server.limits import protect_reads_from_env
-from server.lockout import TOKEN_GUESSES, Lockout
-from server.pins import PinningAdapter, presented_fingerprint
+from server.platform.http import ApiError, json_response, read_json_object, too_many_attempts
+from server.platform.limits import protect_reads_from_env
+from server.platform.lockout import TOKEN_GUESSES, Lockout
+from server.platform.pins import PinningAdapter, presented_fingerprint
+from server.platform.validation import HTTP, Field, Fingerprint, Location, Schema, String, Uri
 from server.scheduler.storage import SchedulerStorage
-from server.validation import HTTP, Field, Fingerprint, Location, Schema, String, Uri
 
 __all__ = ["SchedulerAccess", "add_display", "add_enrolment_routes", "approve", "pair_with_display"]
 

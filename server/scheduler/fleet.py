@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from server.outbox import Outbox
+from server.platform.outbox import Outbox
 from server.scheduler.schedules import ScheduleLibrary, removal_document, with_root_name
 from server.scheduler.storage import Assignment, SchedulerStorage, display_key
 

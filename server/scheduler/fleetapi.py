@@ -18,11 +18,11 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from server.http import ApiError, body_kind, json_response, read_json_object, read_xml_body
+from server.platform.http import ApiError, body_kind, json_response, read_json_object, read_xml_body
+from server.platform.validation import HTTP, Field, Schema, Uri, ValidationError, invalid_field
 from server.scheduler.fleet import Fleet
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.storage import Assignment, SchedulerStorage
-from server.validation import HTTP, Field, Schema, Uri, ValidationError, invalid_field
 
 GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 GROUP_NAME_TEXT = "1 to 200 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
@@ -95,7 +95,7 @@ def add_fleet_routes(
                 415, "unsupported-media-type", "Send the schedule as a CDS, Content-Type text/xml."
             )
         data = read_xml_body()
-        created = library.put(id, data)  # invalid: 400 invalid-cds (server.http)
+        created = library.put(id, data)  # invalid: 400 invalid-cds (server.platform.http)
         if created:
             response = json_response({}, 201)
             response.headers["Location"] = f"/schedule/{id}/"

@@ -11,7 +11,7 @@ display is read by one of the processes, and every process answers alike). Per d
 - its version (``/x/health``'s extension field ``version``) and, after a release of it was
   rolled back by itself, which one (``release.rolled-back-from``, issue 25);
 - its clock: what its time daemon says (``/x/health``'s ``clock``: source, synchronised,
-  offset), and over the fleet the spread of the offsets (``server.scheduler.clockspread``):
+  offset), and over the fleet the spread of the offsets (``server.platform.clockspread``):
   screens that change together (a synchronised set) agree only as well as their clocks do;
 - a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
   the display extra, is installed beside the scheduler; else kept as the display sent it),
@@ -38,8 +38,10 @@ import requests
 from flask import Flask, Response, request
 from werkzeug.http import http_date
 
-from server.http import ApiError, json_response
-from server.pins import PinningAdapter, Pins
+from server.platform.http import ApiError, json_response
+from server.platform.pins import PinningAdapter, Pins
+from server.platform.signing import bearer_from_secret
+from server.platform.validation import HTTP, Uri
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -51,8 +53,6 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import PlayRecord, SchedulerStorage, display_key
-from server.signing import bearer_from_secret
-from server.validation import HTTP, Uri
 
 log = logging.getLogger("pdn.scheduler.fleetstatus")
 

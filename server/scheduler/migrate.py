@@ -24,10 +24,10 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from server.outbox import install_schema as install_outbox_schema
-from server.pg import Connection, PgDatabase, transaction
+from server.platform.outbox import install_schema as install_outbox_schema
+from server.platform.pg import Connection, PgDatabase, transaction
+from server.platform.sql import SqliteDatabase
 from server.scheduler.storage import SchedulerStorage
-from server.sql import SqliteDatabase
 
 __all__ = ["MigrationRefusedError", "copy_to_postgres"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from server.pg import Connection
+from server.platform.pg import Connection
 from server.scheduler.fleetstatus import DisplayStatus, merge_status
 from server.scheduler.probes import FOLLOWER, KINDS, LEAD, Claim, Finished
 from server.scheduler.storage import display_key

@@ -29,7 +29,7 @@ from typing import Any
 
 from flask import Flask, Response, request
 
-from server.http import (
+from server.platform.http import (
     ApiError,
     create_base_app,
     json_response,
@@ -37,9 +37,9 @@ from server.http import (
     read_raw_body,
     webhook_headers,
 )
+from server.platform.signing import SignatureError, Verifier, derived_secret, parse_secret
+from server.platform.validation import HTTP, Uri
 from server.scheduler.storage import BackfillState, PlayRecord, SchedulerStorage, display_key
-from server.signing import SignatureError, Verifier, derived_secret, parse_secret
-from server.validation import HTTP, Uri
 
 log = logging.getLogger("pdn.scheduler.plays")
 

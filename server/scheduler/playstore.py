@@ -2,7 +2,8 @@
 the scheduler knows of each display's own play log, to fill the gaps (issue 25).
 
 :class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that
-keeps them; it shares that storage's database (``server.sql``: SQLite or PostgreSQL). The plays
+keeps them; it shares that storage's database (``server.platform.sql``: SQLite or PostgreSQL). The
+plays
 table belongs to the scheduler's own migrations (fleet, migration 2); the backfill table is a
 component of its own (:data:`PLAYS_SCHEMA`), so the release before still opens the database.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from server.sql import Database, Schema, Transaction
+from server.platform.sql import Database, Schema, Transaction
 
 __all__ = [
     "PLAYS_COMPONENT",

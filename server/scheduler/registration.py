@@ -8,7 +8,8 @@
   - the operator token or the enrolment token as bearer;
   - the display's signature: Standard Webhooks headers (``webhook-id``, ``webhook-timestamp``,
     ``webhook-signature``) over the request body, made with the signing secret the record
-    holds (``server.signing``; a display signs its registration so, and may give a new secret
+    holds (``server.platform.signing``; a display signs its registration so, and may give a new
+    secret
     in a signed body);
   - the signing secret the record holds, given again in the body (displays of the release
     before sign nothing, but give their secret at every registration).
@@ -38,13 +39,16 @@ from typing import Any
 
 from flask import Response, request
 
-from server.http import ApiError, json_response, read_json_object, read_raw_body, webhook_headers
-from server.lockout import RateLimit
-from server.scheduler.enrol import SchedulerAccess
-from server.scheduler.fleetapi import group_list
-from server.scheduler.storage import DisplayRecord, SchedulerStorage, display_key
-from server.signing import SignatureError, Verifier, parse_secret
-from server.validation import (
+from server.platform.http import (
+    ApiError,
+    json_response,
+    read_json_object,
+    read_raw_body,
+    webhook_headers,
+)
+from server.platform.lockout import RateLimit
+from server.platform.signing import SignatureError, Verifier, parse_secret
+from server.platform.validation import (
     HTTP,
     Field,
     Fingerprint,
@@ -54,6 +58,9 @@ from server.validation import (
     String,
     Uri,
 )
+from server.scheduler.enrol import SchedulerAccess
+from server.scheduler.fleetapi import group_list
+from server.scheduler.storage import DisplayRecord, SchedulerStorage, display_key
 
 __all__ = ["REGISTER", "Registrar", "RegistrationPolicy"]
 

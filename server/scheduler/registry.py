@@ -17,7 +17,8 @@ from urllib.parse import urljoin
 
 import requests
 
-from server.pins import PinningAdapter, Pins
+from server.platform.pins import PinningAdapter, Pins
+from server.platform.signing import bearer_from_secret
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -28,7 +29,6 @@ from server.scheduler.probes import (
     failed_read,
 )
 from server.scheduler.storage import SchedulerStorage
-from server.signing import bearer_from_secret
 
 log = logging.getLogger("pdn.scheduler.registry")
 
@@ -160,7 +160,7 @@ class DisplayProber:
     def bearer(self, url: str) -> str | None:
         """The token the scheduler sends the display: the one got by pairing with it; else, for
         a display that gave a signing secret at registration, the token that goes with it
-        (server.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN."""
+        (server.platform.signing.bearer_from_secret); else the configured PDN_DISPLAY_TOKEN."""
         token = self._tokens(url) if self._tokens is not None else None
         if token is None:
             push_secret = self._storage.push_secret(url)

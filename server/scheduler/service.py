@@ -10,8 +10,10 @@ from urllib.parse import urlsplit
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from server.net import is_loopback
-from server.pins import OriginBook, PinBook
+from server.platform.net import is_loopback
+from server.platform.pins import OriginBook, PinBook
+from server.platform.sql import SqliteDatabase
+from server.platform.standalone import SegmentService, display_token, enrolment_token
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.backfill import PlayBackfill
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
@@ -36,11 +38,9 @@ from server.scheduler.registry import DisplayProber
 from server.scheduler.schedules import ScheduleLibrary
 from server.scheduler.sessions import ConsoleSessions, idle_from_env
 from server.scheduler.storage import PlayRecord, SchedulerStorage
-from server.sql import SqliteDatabase
-from server.standalone import SegmentService, display_token, enrolment_token
 
 if TYPE_CHECKING:
-    from server.outbox import Outbox
+    from server.platform.outbox import Outbox
 
 log = logging.getLogger("pdn.scheduler")
 
@@ -90,8 +90,8 @@ class SchedulerService(SegmentService):
                 host,
             )
         if database:
-            from server.pg import PgDatabase, open_pool
-            from server.pgoutbox import PgOutbox
+            from server.platform.pg import PgDatabase, open_pool
+            from server.platform.pgoutbox import PgOutbox
 
             self._pool = open_pool(database, name="scheduler", max_size=10)
             self.outbox = PgOutbox(
@@ -284,7 +284,7 @@ class SchedulerService(SegmentService):
 
 def _reachable(url: str) -> str:
     """The listen URL, with this machine's address for a wildcard host."""
-    from server.net import local_address, url_host
+    from server.platform.net import local_address, url_host
 
     parts = urlsplit(url)
     if parts.hostname in ("0.0.0.0", "::"):

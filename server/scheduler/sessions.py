@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from server.sql import Database
+from server.platform.sql import Database
 
 __all__ = ["IDLE", "ConsoleSessions", "idle_from_env"]
 

@@ -1,5 +1,5 @@
 """Where the Scheduling and Management Segment keeps its state: :class:`SchedulerStorage`, one
-class and one SQL text over SQLite or PostgreSQL (``server.sql``; issue 24).
+class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``; issue 24).
 
 SQLite (``scheduler.sqlite3``, WAL, ``synchronous=FULL``: a registration answered 201 survives a
 power cut) is the default and right for one scheduler process; PostgreSQL (``pdn scheduler
@@ -20,7 +20,7 @@ happens: registration order is a sequence (``Database.next_number``); a schedule
 stored by statements that change the row only where it differs, so of several processes taking
 in the same file change one stores it and publishes it (``publish(connection, ...)`` in its
 transaction), and the transaction ends with ``NOTIFY pdn_schedules, '<id>'``, which
-:meth:`SchedulerStorage.watch_schedules` LISTENs for (``server.pg``). The displays' shared
+:meth:`SchedulerStorage.watch_schedules` LISTENs for (``server.platform.pg``). The displays' shared
 background reads keep their own columns in the displays table (``server.scheduler.pgfleet``).
 """
 
@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.platform.sql import Database, Schema, Transaction, only
 from server.scheduler.playstore import (
     PLAYS_COMPONENT,
     PLAYS_SCHEMA,
@@ -42,7 +43,6 @@ from server.scheduler.playstore import (
     PlayStorage,
     display_key,
 )
-from server.sql import Database, Schema, Transaction, only
 
 __all__ = [
     "MIGRATIONS",
@@ -101,7 +101,8 @@ class Assignment:
     created: float = 0.0
 
 
-# Tables both databases had before issue 24, with the same columns ({real}: server.sql.TYPES).
+# Tables both databases had before issue 24, with the same columns ({real}:
+# server.platform.sql.TYPES).
 _DISPLAYS_V1 = (
     "key TEXT PRIMARY KEY, url TEXT NOT NULL, location TEXT NOT NULL, name TEXT,"
     " sensors TEXT NOT NULL DEFAULT '[]', registered {real} NOT NULL, checked {real}"
@@ -160,7 +161,8 @@ _LOOKUP_INDEXES = (
     "CREATE INDEX display_groups_by_name ON display_groups (name)",
 )
 
-# MIGRATIONS[n] takes the tables from version n to n + 1 (server.sql: a step marked only(...)
+# MIGRATIONS[n] takes the tables from version n to n + 1 (server.platform.sql: a step marked
+# only(...)
 # is one database's history; SQLite counts 7 steps to issue 22, PostgreSQL 6).
 MIGRATIONS: Schema = (
     only("sqlite", f"CREATE TABLE displays ({_DISPLAYS_V1}, seq INTEGER NOT NULL)", _SCHEDULES_V1),
@@ -270,7 +272,7 @@ def _schedule(row: tuple[Any, ...]) -> StoredSchedule:
 
 
 class SchedulerStorage(PlayStorage):
-    """Everything the scheduler stores, in one database (``server.sql``: SQLite or
+    """Everything the scheduler stores, in one database (``server.platform.sql``: SQLite or
     PostgreSQL). Safe to call from any thread."""
 
     def __init__(self, database: Database) -> None:

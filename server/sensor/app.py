@@ -5,7 +5,8 @@ POST /subscribe    push readings to subscriber-uri (durable; idempotent)
 POST /unsubscribe
 
 Closed beyond loopback, like the scheduler: with ``PDN_API_TOKEN`` set, subscribing and
-unsubscribing need ``Authorization: Bearer <token>`` (``server.http.require_token``). With no
+unsubscribing need ``Authorization: Bearer <token>`` (``server.platform.http.require_token``). With
+no
 token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
 other address takes no subscription at all (401, saying to set the token).
 """
@@ -16,9 +17,15 @@ from typing import Protocol
 
 from flask import Flask, Response, request
 
-from server.http import ApiError, create_base_app, json_response, read_json_object, require_token
+from server.platform.http import (
+    ApiError,
+    create_base_app,
+    json_response,
+    read_json_object,
+    require_token,
+)
+from server.platform.validation import HTTP, Field, Schema, SigningSecret, Uri
 from server.sensor.source import SensorLoop
-from server.validation import HTTP, Field, Schema, SigningSecret, Uri
 
 SUBSCRIBE = Schema(
     Field("subscriber-uri", Uri(schemes=HTTP), required=True),
@@ -28,7 +35,7 @@ TOPIC = "sensor"
 
 
 class Subscriptions(Protocol):
-    """The part of the durable outbox the API needs (server.outbox.Outbox has it)."""
+    """The part of the durable outbox the API needs (server.platform.outbox.Outbox has it)."""
 
     def subscribe(self, topic: str, uri: str, signing_secret: str | None = None) -> bool: ...
 

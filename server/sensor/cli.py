@@ -8,9 +8,9 @@ import re
 from functools import partial
 from pathlib import Path
 
-from server.exitcodes import EXIT_USAGE
-from server.standalone import add_segment_parser, default_data_dir, run_service
-from server.validation import check_uri
+from server.platform.exitcodes import EXIT_USAGE
+from server.platform.standalone import add_segment_parser, default_data_dir, run_service
+from server.platform.validation import check_uri
 
 log = logging.getLogger("pdn.sensor")
 

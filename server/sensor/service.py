@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from server.displaycreds import DisplayCredentials
-from server.net import is_loopback
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.net import is_loopback
+from server.platform.standalone import SegmentService, display_token
 from server.sensor.app import TOPIC, create_app
 from server.sensor.source import SensorLoop, Source
-from server.standalone import SegmentService, display_token
 
 log = logging.getLogger("pdn.sensor")
 

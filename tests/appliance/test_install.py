@@ -181,7 +181,8 @@ def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
 
 
 def test_a_display_with_a_local_sensor_or_content_server_serves_https_too(tmp_path: Path) -> None:
-    """They pair with it like any controller and pin its certificate (server.displaycreds)."""
+    """They pair with it like any controller and pin its certificate
+    (server.platform.displaycreds)."""
     result = install_into(tmp_path, "--services", "display,sensor,content")
     assert result.returncode == 0, result.stderr
     assert "\ntls = true\n" in (tmp_path / "etc/pdn/pdn.toml").read_text()

@@ -3,7 +3,8 @@
     .venv/bin/python tests/bench/bench_flood.py [--idle 500] [--drip 100] [--probes 200] [--tls]
 
 Starts a real ``pdn display`` (Qt offscreen, as tests/bench/bench_api.py does) on loopback with
-its default limits (``server.limits``), then measures ``GET /playback/`` latency p50/p95/p99
+its default limits (``server.platform.limits``), then measures ``GET /playback/`` latency
+p50/p95/p99
 from a healthy client (a new connection per request, from 127.0.0.2) twice in the same run:
 
 1. baseline: no flood;

@@ -28,11 +28,11 @@ from player.playback import PlaybackRecord
 from player.playitem import PlayItem, RendererListener
 from player.store import DisplayStore
 from server.display import DisplaySecurity, create_app
-from server.net import is_loopback
-from server.outbox import Outbox
-from server.pairing import Pairing
-from server.tls import ensure_certificate, fingerprint, server_context
-from server.wsgi import WsgiServer
+from server.platform.net import is_loopback
+from server.platform.outbox import Outbox
+from server.platform.pairing import Pairing
+from server.platform.tls import ensure_certificate, fingerprint, server_context
+from server.platform.wsgi import WsgiServer
 from tests.tools import SourceClients
 
 

@@ -20,9 +20,9 @@ import pytest
 
 from player.playback import PLAYBACK_TOPIC
 from server.display.access import allowed_hosts
-from server.lockout import Lockout, client_key
-from server.pairing import CODE_FILE, CODE_TRIES, Pairing, read_code_file
-from server.signing import SeenIds, Verifier, new_secret, parse_secret, signed_headers
+from server.platform.lockout import Lockout, client_key
+from server.platform.pairing import CODE_FILE, CODE_TRIES, Pairing, read_code_file
+from server.platform.signing import SeenIds, Verifier, new_secret, parse_secret, signed_headers
 from tests.display.conftest import Screen
 from tests.display.test_security import ITEM, PDN, assert_error, bearer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from server.signing import new_secret, signed_headers
+from server.platform.signing import new_secret, signed_headers
 from tests.display.test_process import ContentServer, DisplayProcess
 from tests.display.test_security import PDN
 from tests.display.test_webhooks import free_port, wait_for

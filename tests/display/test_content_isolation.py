@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import requests
 
-from server.pairing import read_code_file
+from server.platform.pairing import read_code_file
 from tests.display.test_webhooks import free_port
 from tests.tools import require_tools
 from tests.tools import xvfb as start_xvfb

@@ -17,7 +17,7 @@ from player.crashonly import (
     restart_delay,
 )
 from player.renderer.engineprocs import ZygoteWatch, engine_children
-from server.logrepeat import RepeatFilter
+from server.platform.logrepeat import RepeatFilter
 
 
 def test_restart_delay_grows_with_exits_in_a_row_and_is_bounded(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from server.ctl import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
-from server.wsgi import WsgiServer
+from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
+from server.platform.wsgi import WsgiServer
 from tests.display.conftest import Display
 
 PDN = str(Path(sys.executable).parent / "pdn")

@@ -20,7 +20,7 @@ import requests
 from PySide6.QtGui import QImage
 
 from player.crashonly import EXITS_FILE
-from server.exitcodes import EXIT_SCREEN_LOST
+from server.platform.exitcodes import EXIT_SCREEN_LOST
 from tests.display.test_process import ContentServer, DisplayProcess
 from tests.display.test_webhooks import free_port
 

@@ -13,9 +13,9 @@ import pytest
 import requests
 from flask import Flask
 
-from server.ctl import ServerEvent, read_events
+from server.ctl.cli import ServerEvent, read_events
 from server.display.api import MAX_EVENT_STREAMS
-from server.wsgi import WsgiServer
+from server.platform.wsgi import WsgiServer
 from tests.display.conftest import Display
 
 HEARTBEAT = 0.2
@@ -167,7 +167,7 @@ def test_resume_replays_missed_records_in_order(display: Display) -> None:
 def test_streams_are_bounded_below_the_thread_pool(
     display: Display, display_server: tuple[Flask, WsgiServer]
 ) -> None:
-    assert MAX_EVENT_STREAMS <= 8 // 2  # waitress serves with 8 threads (server.wsgi)
+    assert MAX_EVENT_STREAMS <= 8 // 2  # waitress serves with 8 threads (server.platform.wsgi)
     sources = [f"127.0.0.{10 + n}" for n in range(MAX_EVENT_STREAMS)]
     streams = [open_stream(display.url, source) for source in sources]
     try:

@@ -20,11 +20,11 @@ import pytest
 
 from server.content.app import BUILTIN_APPS
 from server.content.service import ContentService
+from server.platform.tls import ensure_certificate, server_context
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from server.tls import ensure_certificate, server_context
-from server.wsgi import WsgiServer
 from tests.display.conftest import Screen, cds
 from tests.display.test_webhooks import wait_for
 

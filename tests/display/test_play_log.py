@@ -17,7 +17,7 @@ from player.store import (
     PLAY_LOG_VERSION_TABLE,
     DisplayStore,
 )
-from server.db import migrate
+from server.platform.db import migrate
 from tests.display.conftest import Display
 from tests.display.test_api import assert_error
 

@@ -21,7 +21,7 @@ import pytest
 from player.engine import Playback
 from player.playback import PlaybackRecord
 from player.store import DisplayStore
-from server.outbox import Outbox
+from server.platform.outbox import Outbox
 
 
 class SlowDisk:

@@ -19,10 +19,10 @@ from typing import Any
 
 import httpx
 
-from server.lockout import Lockout
-from server.pairing import CODE_FILE, Pairing, read_code_file
-from server.tls import ensure_certificate, server_context
-from server.wsgi import WsgiServer
+from server.platform.lockout import Lockout
+from server.platform.pairing import CODE_FILE, Pairing, read_code_file
+from server.platform.tls import ensure_certificate, server_context
+from server.platform.wsgi import WsgiServer
 from tests.display.conftest import Screen
 
 PDN = str(Path(sys.executable).parent / "pdn")

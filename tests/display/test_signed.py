@@ -19,11 +19,11 @@ from standardwebhooks import Webhook
 from player.config import DisplayConfig
 from player.follower import ScheduleFollower
 from server.display import DisplaySecurity, create_app
-from server.pairing import Pairing
+from server.platform.pairing import Pairing
+from server.platform.signing import load_or_make_secret, new_secret
+from server.platform.tls import ensure_certificate, fingerprint, server_context
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.signing import load_or_make_secret, new_secret
-from server.tls import ensure_certificate, fingerprint, server_context
-from server.wsgi import WsgiServer
 from tests.display.conftest import Display, build_display, cds, close_display
 from tests.display.test_webhooks import wait_for
 from tests.segments.conftest import HttpPeer

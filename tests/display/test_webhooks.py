@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from server.db import connect, transaction
-from server.outbox import Outbox, backoff
+from server.platform.db import connect, transaction
+from server.platform.outbox import Outbox, backoff
 from tests.display.conftest import Display
 
 

@@ -1,4 +1,4 @@
-"""server.db, the one SQLite helper: settings, transactions, migrations, and the files that
+"""server.platform.db, the one SQLite helper: settings, transactions, migrations, and the files that
 pdn 0.1.0 wrote (before the helper) opening with their data."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import pytest
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.store import DisplayStore, SensorReading
-from server.atomicfile import tighten, write_atomically
-from server.db import SchemaTooNewError, connect, migrate, schema_version, transaction
-from server.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
-from server.outbox import Outbox
+from server.platform.atomicfile import tighten, write_atomically
+from server.platform.db import SchemaTooNewError, connect, migrate, schema_version, transaction
+from server.platform.outbox import SCHEMA_VERSION as OUTBOX_SCHEMA
+from server.platform.outbox import Outbox
+from server.platform.sql import RELEASED_SQLITE_STEPS, SqliteDatabase
 from server.scheduler.storage import SchedulerStorage
-from server.sql import RELEASED_SQLITE_STEPS, SqliteDatabase
 
-# What pdn 0.1.0 wrote, statement for statement (its own code, before server.db existed).
+# What pdn 0.1.0 wrote, statement for statement (its own code, before server.platform.db existed).
 
 OLD_DISPLAY_SCHEMA = (
     """CREATE TABLE cds_documents (
@@ -39,7 +39,7 @@ OLD_DISPLAY_SCHEMA = (
     "PRAGMA user_version=1",
 )
 #: The outbox version pdn 0.1.0 reads stays at what it knows; the steps after are counted apart
-#: (server.db, issue 25).
+#: (server.platform.db, issue 25).
 OUTBOX_RELEASED = RELEASED_SQLITE_STEPS["outbox"]
 STEPS_OF_OUTBOX = "SELECT version FROM pdn_schema_steps WHERE name = 'outbox_schema'"
 

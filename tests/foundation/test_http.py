@@ -13,7 +13,7 @@ import pytest
 import requests
 from flask import Flask, Response
 
-from server.http import (
+from server.platform.http import (
     JSON_LIMIT,
     ApiError,
     body_kind,
@@ -24,7 +24,7 @@ from server.http import (
     read_xml_body,
     require_token,
 )
-from server.validation import (
+from server.platform.validation import (
     HTTP,
     Duration,
     Field,
@@ -34,7 +34,7 @@ from server.validation import (
     ValidationError,
     parse_coordinate,
 )
-from server.wsgi import WsgiServer
+from server.platform.wsgi import WsgiServer
 
 SCHEMA = Schema(
     Field("subscriber-uri", Uri(schemes=HTTP), required=True),
@@ -269,11 +269,11 @@ def test_bad_coordinates(text: str, axis: str) -> None:
 
 
 def test_validation_does_not_import_flask() -> None:
-    """The display reads its configuration through server.validation: no Flask for that."""
+    """The display reads its configuration through server.platform.validation: no Flask for that."""
     code = (
-        "import sys, server.validation; "
+        "import sys, server.platform.validation; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('flask', 'werkzeug') or m == 'server.http'))"
+        "('flask', 'werkzeug') or m == 'server.platform.http'))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from server.logs import (
+from server.platform.logs import (
     JOURNAL_FORMAT,
     JournalHandler,
     _JournalFormatter,

@@ -1,4 +1,4 @@
-"""server.validation's grammars: each pattern (the one the OpenAPI documents carry) accepts
+"""server.platform.validation's grammars: each pattern (the one the OpenAPI documents carry) accepts
 exactly what the validator accepts, and what it accepts is safe for the code that uses it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cds import durations
 from cds.durations import MAX_SECONDS, parse_duration
-from server.validation import (
+from server.platform.validation import (
     DURATION_PATTERN,
     DURATION_UNITS,
     HTTP,

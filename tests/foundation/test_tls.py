@@ -1,4 +1,4 @@
-"""HTTPS on waitress's loop (server/tls.py, issue 22): a real server on loopback, real TLS
+"""HTTPS on waitress's loop (server/platform/tls.py, issue 22): a real server on loopback, real TLS
 clients, the certificate pinned by fingerprint, and the flood guards kept over TLS."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import httpx
 import pytest
 from flask import Flask, Response, request
 
-from server.http import create_base_app, json_response, read_raw_body
-from server.limits import Limits
-from server.tls import ensure_certificate, fingerprint, server_context
-from server.webhookpost import Delivery, Poster
-from server.wsgi import WsgiServer
+from server.platform.http import create_base_app, json_response, read_raw_body
+from server.platform.limits import Limits
+from server.platform.tls import ensure_certificate, fingerprint, server_context
+from server.platform.webhookpost import Delivery, Poster
+from server.platform.wsgi import WsgiServer
 
 
 def make_app() -> Flask:
@@ -268,7 +268,7 @@ def test_one_client_gets_at_most_its_share_over_tls(certificate: tuple[Path, Pat
 def test_the_webhook_poster_takes_only_the_pinned_certificate(
     server: WsgiServer, certificate: tuple[Path, Path]
 ) -> None:
-    """server.webhookpost.Poster with pins (the scheduler's pushes to HTTPS displays)."""
+    """server.platform.webhookpost.Poster with pins (the scheduler's pushes to HTTPS displays)."""
     right = fingerprint(certificate[0])
     wrong = "sha256:" + "0" * 64
 

@@ -20,8 +20,8 @@ import requests
 from player.config import DisplayConfig
 from player.follower import ScheduleFollower
 from server.display import create_app
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.wsgi import WsgiServer
 from tests.display.conftest import build_display, cds, close_display
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import LOCATION, Screen

@@ -17,9 +17,9 @@ import requests
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, create_app
 from server.content.displays import DisplayDirectory
-from server.displaycreds import DisplayCredentials
-from server.lockout import RateLimit
-from server.wsgi import WsgiServer
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.lockout import RateLimit
+from server.platform.wsgi import WsgiServer
 from tests.segments.conftest import HttpPeer
 
 REQUESTOR = {"device-id": "phone-7", "user-id": "alice"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from server.cli import main
-from server.ctl import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE, EXIT_USAGE
+from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE, EXIT_USAGE
 from tests.segments.conftest import HttpPeer
 from tests.segments.test_content import socket_closed_port
 from tests.segments.test_scheduler import LOBBY

@@ -17,12 +17,12 @@ from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
 from server.content.displays import DisplayDirectory
 from server.display import create_app as create_display_app
-from server.displaycreds import DisplayCredentials
-from server.http import DOCS_POLICY
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.http import DOCS_POLICY
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from server.wsgi import WsgiServer
 from tests.segments.test_scheduler import LOBBY
 
 SEGMENTS = ("display", "scheduler", "content", "sensor")

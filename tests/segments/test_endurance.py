@@ -17,11 +17,11 @@ import pytest
 import requests
 from flask import Flask, Response
 
-from server.http import create_base_app, json_response, read_json_body, require_token
-from server.limits import Limits, limits
-from server.outbox import Outbox
+from server.platform.http import create_base_app, json_response, read_json_body, require_token
+from server.platform.limits import Limits, limits
+from server.platform.outbox import Outbox
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.wsgi import WsgiServer
 from tests.display.test_webhooks import Receiver, wait_for
 
 
@@ -280,7 +280,7 @@ def test_subscriptions_per_resource_are_capped(tmp_path: Path) -> None:
         for n in range(3):
             assert box.subscribe("t", f"http://127.0.0.1:9/{n}")
         assert box.subscribe("t", "http://127.0.0.1:9/0") is False  # idempotent, no error
-        from server.limits import SubscriptionLimitError
+        from server.platform.limits import SubscriptionLimitError
 
         with pytest.raises(SubscriptionLimitError):
             box.subscribe("t", "http://127.0.0.1:9/3")

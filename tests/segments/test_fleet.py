@@ -21,8 +21,8 @@ import requests
 from player.config import DisplayConfig
 from player.follower import ScheduleFollower
 from server.display import create_app
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.wsgi import WsgiServer
 from tests.display.conftest import Display, build_display, cds, close_display
 from tests.segments.conftest import wait_until
 from tests.signed import signed_post
@@ -304,7 +304,7 @@ def test_ctl_assign_unassign_and_group(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
-    from server.ctl import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+    from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
     base = scheduler.url
     put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html"))
@@ -367,7 +367,7 @@ def test_proof_of_play_from_a_real_display(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
-    from server.ctl import EXIT_OK
+    from server.ctl.cli import EXIT_OK
 
     base = scheduler.url
     put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html"))
@@ -531,7 +531,7 @@ def test_broadcast_to_three_displays_one_down(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
-    from server.ctl import EXIT_REFUSED
+    from server.ctl.cli import EXIT_REFUSED
 
     base = scheduler.url
     put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html", priority="high"))

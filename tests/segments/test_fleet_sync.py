@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 
-from server.scheduler.clockspread import clock_spread
+from server.platform.clockspread import clock_spread
 from server.scheduler.service import SchedulerService
 from tests.segments import test_fleet
 from tests.segments.conftest import wait_until

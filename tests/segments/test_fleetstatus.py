@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import requests
 
-from server.scheduler.ctlfleet import describe_fleet_entry
+from server.ctl.fleet import describe_fleet_entry
 from server.scheduler.fleetstatus import downscale_png
 from server.scheduler.service import SchedulerService
 from tests.display.conftest import cds
@@ -234,7 +234,8 @@ def test_fleet_shows_a_display_that_rolled_back(
     with_screen(stage)
     wait_until(lambda: entry(base, stage.url)["rolled-back-from"] == "0.3.0-bbb")
     Document("scheduler").check(requests.get(f"{base}/x/fleet", timeout=5), "/x/fleet")
-    from server.cli import main, package_version
+    from server.cli import main
+    from server.platform.release import package_version
 
     assert main(["ctl", "fleet", base]) == 0
     out = capsys.readouterr().out

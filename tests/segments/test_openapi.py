@@ -20,12 +20,12 @@ from referencing.jsonschema import DRAFT202012
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
 from server.content.displays import DisplayDirectory
-from server.displaycreds import DisplayCredentials
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.validation import PATTERNS
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from server.validation import PATTERNS
-from server.wsgi import WsgiServer
 from tests.segments.conftest import HttpPeer, wait_until
 from tests.segments.test_scheduler import LOBBY
 
@@ -278,7 +278,8 @@ def test_sensor_document(tmp_path: Path, peer: HttpPeer) -> None:
 
 @pytest.mark.parametrize("name", ["display", "scheduler", "content", "sensor"])
 def test_documents_carry_the_validations_grammars(name: str) -> None:
-    """Each pattern in a document is one of server.validation's, and each named grammar schema
+    """Each pattern in a document is one of server.platform.validation's, and each named grammar
+    schema
     (HttpUri, Duration, Latitude...) carries the very pattern the validator uses."""
     data = Document(name).data
     schemas = data["components"]["schemas"]
@@ -302,7 +303,9 @@ def test_documents_carry_the_validations_grammars(name: str) -> None:
     requests_only = {k: v for k, v in data.items() if k in ("paths", "components")}
     allowed = {*PATTERNS.values(), *_PATH_PATTERNS}
     for pattern in walk(requests_only):
-        assert pattern in allowed, f"{name}: pattern {pattern!r} is not server.validation's"
+        assert pattern in allowed, (
+            f"{name}: pattern {pattern!r} is not server.platform.validation's"
+        )
 
 
 #: Patterns of path parameters and response fields that no request body validator reads.

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from server.outbox import Outbox
+from server.platform.outbox import Outbox
 from tests.segments.conftest import HttpPeer, wait_until
 
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from server.cli import main
-from server.exitcodes import EXIT_USAGE
+from server.platform.exitcodes import EXIT_USAGE
 from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord
 from tests.display.conftest import cds

@@ -1,4 +1,5 @@
-"""The PostgreSQL outbox (server/pgoutbox.py) and migrations (server/pg.py) on a real PostgreSQL
+"""The PostgreSQL outbox (server/platform/pgoutbox.py) and migrations (server/platform/pg.py) on a
+real PostgreSQL
 (tests/pgserver.py): delivery rules as the SQLite outbox's, then two and three delivery
 processes (real subprocesses, tests/pgworker.py) on one database: every change acknowledged
 exactly once per subscriber in total, one process killed with SIGKILL mid-delivery included."""
@@ -20,10 +21,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from server.db import SchemaTooNewError
-from server.limits import SubscriptionLimitError
-from server.pg import Connection, migrate, open_pool, schema_version, transaction
-from server.pgoutbox import PgOutbox
+from server.platform.db import SchemaTooNewError
+from server.platform.limits import SubscriptionLimitError
+from server.platform.pg import Connection, migrate, open_pool, schema_version, transaction
+from server.platform.pgoutbox import PgOutbox
 from tests.segments.conftest import wait_until
 from tests.webhook_receiver import Receiver
 
@@ -304,7 +305,7 @@ def test_batch_claims_by_two_processes_deliver_each_event_once_in_order(
     receiver: Receiver,
     workers: list[Worker],
 ) -> None:
-    """More subscribers than one claim takes (server.delivery.CLAIM_BATCH): the two
+    """More subscribers than one claim takes (server.platform.delivery.CLAIM_BATCH): the two
     processes claim batch after batch side by side, and still every subscriber gets every
     change once, in publication order."""
     subscribers = 1200

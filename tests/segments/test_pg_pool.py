@@ -1,4 +1,5 @@
-"""The pool's checkout check (server/pg.py): no round trip for a healthy idle connection, and a
+"""The pool's checkout check (server/platform/pg.py): no round trip for a healthy idle connection,
+and a
 connection the server closed (a restart, ``pg_terminate_backend``) is replaced before use."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from server.pg import open_pool
+from server.platform.pg import open_pool
 
 
 def count_checks(monkeypatch: pytest.MonkeyPatch) -> list[Any]:

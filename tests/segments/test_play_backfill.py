@@ -254,7 +254,7 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
-    from server.ctl import EXIT_OK
+    from server.ctl.cli import EXIT_OK
 
     service = schedulers.service
     assert service is not None

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from server.pg import PgDatabase, open_pool
+from server.platform.pg import PgDatabase, open_pool
+from server.platform.sql import SqliteDatabase
 from server.scheduler.plays import with_gaps
 from server.scheduler.storage import BackfillState, PlayRecord, SchedulerStorage
-from server.sql import SqliteDatabase
 
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 

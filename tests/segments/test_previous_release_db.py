@@ -18,12 +18,12 @@ import pytest
 
 from player.cache import ContentCache
 from player.store import DisplayStore
-from server.db import STEPS_TABLE
 from server.display.port import SensorMessage
-from server.outbox import Outbox
-from server.pairing import Pairing
+from server.platform.db import STEPS_TABLE
+from server.platform.outbox import Outbox
+from server.platform.pairing import Pairing
+from server.platform.sql import SqliteDatabase
 from server.scheduler.storage import Assignment, PlayRecord, SchedulerStorage, StoredSchedule
-from server.sql import SqliteDatabase
 from tests.release import run_release
 
 HALL = b'<content-set name="hall"><content-item><requires-file><sources><uri>http://127.0.0.1:9/a.html</uri></sources></requires-file></content-item></content-set>'
@@ -36,8 +36,8 @@ from pathlib import Path
 from player.store import DisplayStore
 from player.cache import ContentCache
 from server.display.port import SensorMessage
-from server.outbox import Outbox
-from server.pairing import Pairing
+from server.platform.outbox import Outbox
+from server.platform.pairing import Pairing
 from server.scheduler.storage import Assignment, PlayRecord, SqliteStorage, StoredSchedule
 
 display, scheduler = Path(sys.argv[1]), Path(sys.argv[2])
@@ -149,7 +149,7 @@ def test_the_previous_release_opens_and_writes_what_this_one_migrated(
 
 def test_a_file_from_a_newer_release_opens_here(tmp_path: Path) -> None:
     """The next release adds a step (additive); this one opens its file as it is."""
-    from server.db import connect, migrate
+    from server.platform.db import connect, migrate
 
     steps_now = (("CREATE TABLE a (x)",),)
     newer = (*steps_now, ("CREATE TABLE b (y)",))
@@ -166,8 +166,8 @@ def test_a_file_from_a_newer_release_opens_here(tmp_path: Path) -> None:
 # The same on PostgreSQL: a scheduler's registry and outbox, made by this checkout.
 PREVIOUS_PG = r"""
 import json, sys
-from server.pg import open_pool
-from server.pgoutbox import PgOutbox
+from server.platform.pg import open_pool
+from server.platform.pgoutbox import PgOutbox
 from server.scheduler.pgstorage import PgStorage
 from server.scheduler.storage import PlayRecord
 
@@ -188,8 +188,8 @@ print(json.dumps(seen))
 def test_the_previous_release_opens_a_postgresql_database_this_one_migrated(
     previous_python: Path, postgres_url: str
 ) -> None:
-    from server.pg import PgDatabase, open_pool
-    from server.pgoutbox import PgOutbox
+    from server.platform.pg import PgDatabase, open_pool
+    from server.platform.pgoutbox import PgOutbox
 
     pool = open_pool(postgres_url, name="new")
     storage = SchedulerStorage(PgDatabase(pool))
@@ -212,7 +212,8 @@ def test_the_previous_release_opens_a_postgresql_database_this_one_migrated(
         pool.close()
 
 
-# Every step after those pdn 0.1.0 knows is additive (server.db's rule), for the next release too.
+# Every step after those pdn 0.1.0 knows is additive (server.platform.db's rule), for the next
+# release too.
 NOT_ADDITIVE = re.compile(
     r"\bDROP\s+(TABLE|COLUMN|INDEX|SEQUENCE)\b|\bRENAME\b|\bALTER\s+COLUMN\s+\w+\s+"
     r"(TYPE|SET\s+NOT\s+NULL|DROP)\b|\bADD\s+COLUMN\s+\w+\s+\w+\s+NOT\s+NULL(?!\s+DEFAULT)",
@@ -222,9 +223,14 @@ NOT_ADDITIVE = re.compile(
 
 def schemas() -> Iterator[tuple[str, list[str]]]:
     from player import cache, store
-    from server import outbox, pairing
+    from server.platform import outbox, pairing
+    from server.platform.sql import (
+        RELEASED_POSTGRESQL_STEPS,
+        RELEASED_SQLITE_STEPS,
+        Dialect,
+        steps_for,
+    )
     from server.scheduler import storage
-    from server.sql import RELEASED_POSTGRESQL_STEPS, RELEASED_SQLITE_STEPS, Dialect, steps_for
 
     def after(steps: Sequence[Sequence[str]], legacy: int) -> list[str]:
         return [statement for step in steps[legacy:] for statement in step]

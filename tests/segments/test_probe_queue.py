@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from server.platform.sql import SqliteDatabase
 from server.scheduler.probes import (
     Finished,
     MemoryProbeQueue,
@@ -17,7 +18,6 @@ from server.scheduler.probes import (
     connect_problem,
 )
 from server.scheduler.storage import SchedulerStorage
-from server.sql import SqliteDatabase
 from tests.pgserver import free_port
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
@@ -30,7 +30,7 @@ def queue_and_storage(
 ) -> Iterator[tuple[ProbeQueue, SchedulerStorage]]:
     storage: SchedulerStorage
     if request.param == "postgresql":
-        from server.pg import PgDatabase, open_pool
+        from server.platform.pg import PgDatabase, open_pool
         from server.scheduler.pgfleet import PgProbeQueue
 
         pool = open_pool(request.getfixturevalue("postgres_url"), name="test", max_size=2)

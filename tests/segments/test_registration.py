@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from player.follower import ScheduleFollower
-from server.signing import new_secret, signed_headers
+from server.platform.signing import new_secret, signed_headers
 from tests.display.conftest import cds
 from tests.display.test_signed import closed_display
 from tests.segments.conftest import wait_until

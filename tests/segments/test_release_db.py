@@ -16,8 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from server.outbox import install_schema
-from server.pg import PgDatabase, open_pool
+from server.platform.outbox import install_schema
+from server.platform.pg import PgDatabase, open_pool
+from server.platform.sql import SqliteDatabase
 from server.scheduler.service import SchedulerService
 from server.scheduler.storage import (
     PLAYS_COMPONENT,
@@ -25,7 +26,6 @@ from server.scheduler.storage import (
     Assignment,
     SchedulerStorage,
 )
-from server.sql import SqliteDatabase
 from tests.display.conftest import cds
 from tests.segments.conftest import HttpPeer
 from tests.segments.test_fleet import put_schedule
@@ -62,7 +62,8 @@ def versions(backend: str, data: Path, url: str | None) -> dict[str, int]:
             )
         with sqlite3.connect(data / "outbox.sqlite3") as outbox:
             (box,) = outbox.execute("SELECT version FROM outbox_schema").fetchone()
-            # The steps after those pdn 0.1.0 knows are counted apart (server.db, issue 25).
+            # The steps after those pdn 0.1.0 knows are counted apart (server.platform.db, issue
+            # 25).
             if outbox.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'pdn_schema_steps'"
             ).fetchone():

@@ -12,12 +12,12 @@ import pytest
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
 from server.content.app import create_app as create_content_app
 from server.content.displays import DisplayDirectory, Target, display_origin
-from server.displaycreds import DisplayCredentials
-from server.lockout import RateLimit
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.lockout import RateLimit
+from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from server.wsgi import WsgiServer
 from tests.apifuzz import Finding, assert_agrees, run
 from tests.segments.test_scheduler import LOBBY
 

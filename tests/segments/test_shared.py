@@ -1,4 +1,5 @@
-"""What the three segments share (server/standalone.py, server/http.py), segment by segment."""
+"""What the three segments share (server/platform/standalone.py, server/platform/http.py), segment
+by segment."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from server.cli import build_parser, main
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
 from server.content.displays import DisplayDirectory
-from server.displaycreds import DisplayCredentials
-from server.exitcodes import EPILOG, EXIT_START_FAILED
-from server.net import local_address, url_host
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.exitcodes import EPILOG, EXIT_START_FAILED
+from server.platform.net import local_address, url_host
 from server.sensor.source import FileSource
 from tests.segments.test_scheduler import start as start_scheduler
 from tests.segments.test_sensor import start as start_sensor

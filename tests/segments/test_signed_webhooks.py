@@ -12,11 +12,11 @@ import pytest
 import requests
 from standardwebhooks import Webhook
 
-from server.net import shown_uri
+from server.platform.net import shown_uri
+from server.platform.signing import new_secret
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from server.signing import new_secret
 from tests.segments.conftest import HttpPeer, Received, wait_until
 from tests.segments.test_scheduler import LOBBY, LOBBY_V2, write
 from tests.signed import signed_post

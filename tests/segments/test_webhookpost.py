@@ -1,4 +1,5 @@
-"""The PostgreSQL outbox's HTTP client (server/webhookpost.py) against a small asyncio HTTP/1.1
+"""The PostgreSQL outbox's HTTP client (server/platform/webhookpost.py) against a small asyncio
+HTTP/1.1
 server of the test's own: kept-alive connections, a kept connection closed by the receiver,
 long answers, Basic authorisation from the URI, failures as results, proxies through httpx."""
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from server.webhookpost import MAX_ANSWER, Delivery, Poster
+from server.platform.webhookpost import MAX_ANSWER, Delivery, Poster
 from tests.segments.conftest import HttpPeer
 
 
@@ -193,7 +194,7 @@ def test_without_a_proxy_nothing_imports_httpx() -> None:
     # httpx brings its command line's rich and pygments when they are installed: 11 MiB of a
     # display's memory for a client it uses only through a proxy.
     script = (
-        "import sys, player.app, server.standalone, server.scheduler.service;"
+        "import sys, player.app, server.platform.standalone, server.scheduler.service;"
         "sys.exit('httpx' in sys.modules)"
     )
     environment = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

@@ -1,6 +1,7 @@
 """HTTPS for a segment's API: the certificate, its fingerprint, and TLS on waitress's loop.
 
-waitress has no TLS of its own. Rather than trade it (and the flood guards of ``server.wsgi``,
+waitress has no TLS of its own. Rather than trade it (and the flood guards of
+``server.platform.wsgi``,
 built on its loop) for another server, TLS is added to its connections: each accepted socket is
 wrapped in non-blocking TLS, the handshake runs on the same loop as everything else
 (:class:`TlsChannel`), and a handshake that does not finish within the header deadline is
@@ -26,7 +27,7 @@ from typing import Any
 
 from waitress.channel import HTTPChannel
 
-from server.atomicfile import tighten
+from server.platform.atomicfile import tighten
 
 __all__ = ["TlsChannelMixin", "ensure_certificate", "fingerprint", "server_context"]
 

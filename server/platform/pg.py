@@ -1,10 +1,11 @@
 """The one way pdn opens PostgreSQL: a connection pool, explicit transactions, versioned schema
-migrations applied at start (the PostgreSQL counterpart of ``server.db``), and what only
-PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.sql``'s one SQL
+migrations applied at start (the PostgreSQL counterpart of ``server.platform.db``), and what only
+PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.platform.sql``'s one
+SQL
 text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
 tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`,
 :meth:`PgDatabase.lock`). The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues
-that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.pgoutbox``
+that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox``
 (deliveries).
 
 Used by the scheduler when it runs on PostgreSQL (``pdn scheduler --database postgresql://...``)
@@ -19,15 +20,17 @@ Usage::
         connection.execute("UPDATE ...")
     pool.close()
 
-Migrations: as in ``server.db``, ``MIGRATIONS[n]`` takes a schema from version n to n + 1. Every
+Migrations: as in ``server.platform.db``, ``MIGRATIONS[n]`` takes a schema from version n to n + 1.
+Every
 component (the scheduler's tables, the outbox's) keeps its version in one row of
 ``pdn_schema``. :func:`migrate` takes a transaction-scoped advisory lock first, so when several
 processes start at once on a new database, one migrates and the others wait for its commit,
 then find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is
-transactional). As on SQLite (``server.db``, issue 25), with ``legacy`` the version pdn 0.1.0
+transactional). As on SQLite (``server.platform.db``, issue 25), with ``legacy`` the version pdn
+0.1.0
 reads stays at the steps it knows, the full count is in ``pdn_schema_steps``, and a database
 from a newer pdn opens as it is unless that table says a reader must know more steps
-(``server.db.SchemaTooNewError``).
+(``server.platform.db.SchemaTooNewError``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,15 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.db import Migrations, SchemaTooNewError, missing_statements
-from server.sql import RELEASED_POSTGRESQL_STEPS, Database, Dialect, Schema, Transaction, steps_for
+from server.platform.db import Migrations, SchemaTooNewError, missing_statements
+from server.platform.sql import (
+    RELEASED_POSTGRESQL_STEPS,
+    Database,
+    Dialect,
+    Schema,
+    Transaction,
+    steps_for,
+)
 
 __all__ = [
     "MIGRATION_LOCK",
@@ -198,12 +208,13 @@ def migrate(
 
 @functools.lru_cache(maxsize=1024)
 def _text(sql: str) -> bytes:
-    """``server.sql``'s text for psycopg: ``?`` -> ``%s``, a literal ``%`` doubled."""
+    """``server.platform.sql``'s text for psycopg: ``?`` -> ``%s``, a literal ``%`` doubled."""
     return sql.replace("%", "%%").replace("?", "%s").encode()
 
 
 class PgDatabase(Database):
-    """``server.sql``'s :class:`~server.sql.Database` on a pool of autocommit connections."""
+    """``server.platform.sql``'s :class:`~server.platform.sql.Database` on a pool of autocommit
+    connections."""
 
     dialect: Dialect = "postgresql"
 

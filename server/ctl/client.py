@@ -11,8 +11,8 @@ A token goes only to the origin (``scheme://host:port``) it was made for:
   refused (exit 2) with a message saying what to set;
 - nothing at all to a display's ``/x/pair``: pairing is done with the code.
 
-Every ``pdn ctl`` module builds on this one (``server.ctl``, ``server.ctlpair``,
-``server.scheduler.ctlfleet``), and this one on none of them: the commands never import each
+Every ``pdn ctl`` module builds on this one (``server.ctl.cli``, ``server.ctl.pair``,
+``server.ctl.fleet``), and this one on none of them: the commands never import each
 other's helpers (issue 24 broke the circles they made).
 """
 
@@ -28,11 +28,11 @@ from urllib.parse import urlsplit
 
 import requests
 
-from server import exitcodes
-from server.atomicfile import write_atomically
-from server.pins import PinningAdapter
+from server.platform import exitcodes
+from server.platform.atomicfile import write_atomically
+from server.platform.pins import PinningAdapter
 
-# 0, 2 and 130 as every pdn command has them (server.exitcodes); 1, 3 and 4 are ctl's own.
+# 0, 2 and 130 as every pdn command has them (server.platform.exitcodes); 1, 3 and 4 are ctl's own.
 EXIT_OK = exitcodes.EXIT_OK
 EXIT_REFUSED = 1
 EXIT_USAGE = exitcodes.EXIT_USAGE

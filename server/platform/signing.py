@@ -14,7 +14,7 @@ standard; the tests check these signatures with the ``standardwebhooks`` package
 receiver took are kept in its SQLite (:class:`SeenIds`) when it gives one, so a replay inside
 the window is dropped after a restart too.
 
-No Flask: the outboxes (``server.delivery``) sign, the segments' HTTP
+No Flask: the outboxes (``server.platform.delivery``) sign, the segments' HTTP
 faces verify.
 """
 
@@ -32,8 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from server.atomicfile import tighten, write_atomically
-from server.db import connect, migrate, transaction
+from server.platform.atomicfile import tighten, write_atomically
+from server.platform.db import connect, migrate, transaction
 
 __all__ = [
     "HEADERS",

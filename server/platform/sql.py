@@ -10,10 +10,11 @@ per database (:data:`TYPES`).
 
 A :class:`Database` runs a statement on its own (autocommit) or several in
 :meth:`Database.transaction`; :class:`SqliteDatabase` is one file, one connection behind a lock
-(``server.db``'s settings), ``server.pg.PgDatabase`` a connection pool. What only PostgreSQL
+(``server.platform.db``'s settings), ``server.platform.pg.PgDatabase`` a connection pool. What only
+PostgreSQL
 does (LISTEN/NOTIFY, advisory locks, ``FOR UPDATE SKIP LOCKED`` claims) is not here: the
 database's :meth:`~Database.notify` and :meth:`~Database.listen` do nothing on SQLite (one
-process: there is nobody to tell) and are ``server.pg``'s on PostgreSQL.
+process: there is nobody to tell) and are ``server.platform.pg``'s on PostgreSQL.
 
 Migrations (:meth:`Database.migrate`): a schema is one ordered list of steps, each a list of
 statements for both databases, or for one of them (:func:`only`): the scheduler's two kinds of
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from server.db import Synchronous, connect, migrate, transaction
+from server.platform.db import Synchronous, connect, migrate, transaction
 
 __all__ = [
     "TYPES",
@@ -48,10 +49,10 @@ Dialect = Literal["sqlite", "postgresql"]
 
 #: The SQLite steps of each component that the first release to have it knew (pdn 0.1.0; the
 #: scheduler's proof_of_play came with 0.2.0): the version that release reads stays there, and a
-#: later release's additive steps open after a rollback (server.db, issue 25). Constant: a
+#: later release's additive steps open after a rollback (server.platform.db, issue 25). Constant: a
 #: component's entry never changes once released.
 RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2, "proof_of_play": 1}
-#: And on PostgreSQL (server.pg).
+#: And on PostgreSQL (server.platform.pg).
 RELEASED_POSTGRESQL_STEPS = {"scheduler": 6, "outbox": 2, "proof_of_play": 1}
 Params = Sequence[Any]
 
@@ -173,7 +174,7 @@ class Database:
         with self.connection() as connection:
             return connection.row(sql, params)
 
-    # What only PostgreSQL does (server.pg); nothing on SQLite, where one process runs.
+    # What only PostgreSQL does (server.platform.pg); nothing on SQLite, where one process runs.
 
     def next_number(self, table: str, column: str) -> str:
         """What an INSERT's VALUES gives ``column``: its next number (a counting order, not a
@@ -200,7 +201,7 @@ def _same(sql: str) -> str:
 
 
 class SqliteDatabase(Database):
-    """One SQLite file (WAL), one connection guarded by a lock (``server.db.connect``)."""
+    """One SQLite file (WAL), one connection guarded by a lock (``server.platform.db.connect``)."""
 
     dialect: Dialect = "sqlite"
 

@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from server.atomicfile import write_atomically
-from server.db import connect, migrate, transaction
-from server.validation import CONTROLLER_NAME_PATTERN
+from server.platform.atomicfile import write_atomically
+from server.platform.db import connect, migrate, transaction
+from server.platform.validation import CONTROLLER_NAME_PATTERN
 
 __all__ = [
     "ALPHABET",
@@ -129,7 +129,9 @@ class Pairing:
         self._lock = threading.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
         self._connection = connect(data_dir / DATABASE)
-        migrate(self._connection, MIGRATIONS, legacy=1)  # the steps pdn 0.1.0 knew (server.db)
+        migrate(
+            self._connection, MIGRATIONS, legacy=1
+        )  # the steps pdn 0.1.0 knew (server.platform.db)
         self._code = ""
         self._expires = 0.0
         self._hashes: dict[str, Controller] = {}  # token SHA-256 -> its controller

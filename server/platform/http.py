@@ -13,7 +13,8 @@ INTERFACE.md fixes these for all four segments:
   ``WWW-Authenticate: Bearer``;
 - ``GET /x/openapi.json`` serves the segment's OpenAPI document.
 
-``server.validation`` stays free of Flask: its ``ValidationError`` is answered here, by the same
+``server.platform.validation`` stays free of Flask: its ``ValidationError`` is answered here, by
+the same
 handler as ``ApiError``.
 """
 
@@ -31,11 +32,11 @@ from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from cds.errors import CdsError
-from server.db import disk_full, note_disk_full
-from server.limits import SubscriptionLimitError, protect_reads_from_env
-from server.lockout import TOKEN_GUESSES, Lockout
-from server.signing import HEADERS
-from server.validation import ValidationError, invalid_field
+from server.platform.db import disk_full, note_disk_full
+from server.platform.limits import SubscriptionLimitError, protect_reads_from_env
+from server.platform.lockout import TOKEN_GUESSES, Lockout
+from server.platform.signing import HEADERS
+from server.platform.validation import ValidationError, invalid_field
 
 __all__ = [
     "JSON_LIMIT",
@@ -352,7 +353,7 @@ def require_token(
 
     ``service`` names the segment in the refusal: "This <service> needs ...". Every 401
     carries ``WWW-Authenticate: Bearer`` (RFC 6750). 10 wrong tokens from one address within
-    a minute lock that address out (429, ``server.lockout``), as on the display.
+    a minute lock that address out (429, ``server.platform.lockout``), as on the display.
     ``open_endpoints``: endpoints open to anyone by design (the content segment's
     ``POST /<app>/schedule``).
     """
@@ -393,7 +394,7 @@ def require_token(
 
 
 def too_many_attempts(wait: int, what: str) -> ApiError:
-    """429 for an address locked out after wrong guesses (``server.lockout``)."""
+    """429 for an address locked out after wrong guesses (``server.platform.lockout``)."""
     return ApiError(
         429,
         "too-many-attempts",

@@ -1,4 +1,4 @@
-"""``pdn ctl`` subcommands that talk to a scheduler about its fleet (``server.ctl`` adds them).
+"""``pdn ctl`` subcommands that talk to a scheduler about its fleet (``server.ctl.cli`` adds them).
 
 pdn ctl assign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
 pdn ctl unassign SCHEDULER_URL (--display DISPLAY_URL | --group NAME) SCHEDULE_ID
@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from server.ctlhttp import (
+from server.ctl.client import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNEXPECTED,
@@ -31,7 +31,7 @@ from server.ctlhttp import (
     call,
     check,
 )
-from server.scheduler.clockspread import clock_spread, describe_spread
+from server.platform.clockspread import clock_spread, describe_spread
 
 JSON = "application/json"
 

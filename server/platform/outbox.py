@@ -23,7 +23,7 @@ after your commit so delivery starts at once (a poll every 2 s catches a forgott
     outbox.notify()
 
 A segment that pushes to token-protected displays passes ``tokens``, the token of each
-display by its URL (got by pairing or configured: ``server.displaycreds``, the scheduler's
+display by its URL (got by pairing or configured: ``server.platform.displaycreds``, the scheduler's
 ``PinBook`` of its paired displays), and may pass ``bearer_token`` for every other subscriber
 (``PDN_DISPLAY_TOKEN``).
 
@@ -39,7 +39,8 @@ limit for connect and answer together. Anything but a 2xx is retried with expone
 a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
 warning in the log.
 
-Bounds (defaults from ``server.limits``): at most ``max_subscriptions`` subscriptions per topic
+Bounds (defaults from ``server.platform.limits``): at most ``max_subscriptions`` subscriptions per
+topic
 (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
 undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap,
 in the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic
@@ -49,15 +50,18 @@ keeps a failing subscriber's backlog to the newest event alone.
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
 slow or dead subscriber holds only its own lane: it never delays another subscriber, the API or
 the screen. POSTs in flight are bounded (``max_connections``, with a share kept for failing
-subscribers: ``server.delivery.Slots``). The POSTs go through one ``server.webhookpost.Poster``
+subscribers: ``server.platform.delivery.Slots``). The POSTs go through one
+``server.platform.webhookpost.Poster``
 per delivery loop: connections to a subscriber are kept alive and reused, proxies come from the
 environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against
 the system's store, and the connections are closed when delivery stops.
 
 One outbox, two databases (issue 24): this class, its tables and every statement on them but
-the claims are the same on SQLite and PostgreSQL (``server.sql``); ``server.delivery`` is the
+the claims are the same on SQLite and PostgreSQL (``server.platform.sql``);
+``server.platform.delivery`` is the
 one delivery core (order, retries, expiry), and the claims are the database's own:
-:class:`SingleProcessClaims` here (a SQLite file, one process), ``server.pgoutbox`` (several
+:class:`SingleProcessClaims` here (a SQLite file, one process), ``server.platform.pgoutbox``
+(several
 processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
 subscriber's back-off (attempts, next attempt, failing since) is kept on its subscription, so
 dropping events (the backlog bound, ``latest_only``) never resets it or its expiry.
@@ -82,8 +86,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from server.db import SchemaTooNewError
-from server.delivery import (
+from server.platform.db import SchemaTooNewError
+from server.platform.delivery import (
     FIRST_RETRY,
     MAX_BACKOFF,
     Claims,
@@ -96,11 +100,11 @@ from server.delivery import (
     bearer_for,
     head_of,
 )
-from server.limits import SubscriptionLimitError, limits
-from server.net import shown_uri
-from server.pins import Pins
-from server.sql import Database, Schema, SqliteDatabase, Transaction, only, steps_for
-from server.webhookpost import Poster
+from server.platform.limits import SubscriptionLimitError, limits
+from server.platform.net import shown_uri
+from server.platform.pins import Pins
+from server.platform.sql import Database, Schema, SqliteDatabase, Transaction, only, steps_for
+from server.platform.webhookpost import Poster
 
 __all__ = [
     "CHANNEL",
@@ -118,14 +122,15 @@ log = logging.getLogger("pdn.outbox")
 #: NOTIFY channel of new events (PostgreSQL): every delivery loop listening wakes.
 CHANNEL = "pdn_outbox"
 TIMEOUT = 5.0
-GIVE_UP_AFTER = 24 * 3600.0  # the default of server.limits' subscriber_expiry
+GIVE_UP_AFTER = 24 * 3600.0  # the default of server.platform.limits' subscriber_expiry
 POLL_INTERVAL = 2.0  # SQLite: a publish that joined a caller's transaction is seen this soon
 SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' share
 
 # SQLite's clock in epoch seconds (the outbox's times are REAL there, TIMESTAMPTZ on PostgreSQL).
 _SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
-# MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.sql: only() marks one
+# MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.platform.sql: only() marks
+# one
 # database's history). The tables share the file or database of the segment they serve,
 # whose schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in
 # pdn_schema (PostgreSQL).
@@ -262,7 +267,7 @@ def _drop_subscription(transaction: Transaction, topic: str, uri: str) -> bool:
 
 class Outbox:
     """Subscriptions and their pending events in a database, delivered by a thread: a SQLite
-    file (a path), or PostgreSQL through ``server.pgoutbox.PgOutbox``."""
+    file (a path), or PostgreSQL through ``server.platform.pgoutbox.PgOutbox``."""
 
     def __init__(
         self,
@@ -283,8 +288,8 @@ class Outbox:
         claims: Claims | None = None,
     ) -> None:
         """``give_up_after``, ``max_subscriptions`` and ``max_backlog`` default to
-        ``server.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
-        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens(uri)``: the
+        ``server.platform.limits`` (the environment's ``PDN_SUBSCRIBER_EXPIRY``, ...); ``pins``: the
+        certificates of HTTPS subscribers, pinned (``server.platform.pins``); ``tokens(uri)``: the
         bearer token of that subscriber (a display's), before ``bearer_token``, which is sent
         to every other subscriber (a subscriber-uri with user:password@ gets Basic instead).
         ``max_connections``: POSTs in flight at once (a quarter of them for subscribers that
@@ -296,7 +301,7 @@ class Outbox:
         self.db = database
         if claims is None:
             if not isinstance(database, SqliteDatabase):
-                raise TypeError("on PostgreSQL the outbox is server.pgoutbox.PgOutbox")
+                raise TypeError("on PostgreSQL the outbox is server.platform.pgoutbox.PgOutbox")
             claims = SingleProcessClaims(database.path)
         self.claims: Claims = claims
         bounds = limits()
@@ -334,7 +339,7 @@ class Outbox:
         """Add (topic, uri); True when it is new, False when it already existed.
 
         ``signing_secret`` (``whsec_...``, checked by the caller): every update to it is signed
-        (``server.signing``). Subscribing again sets the secret given (or none) on the
+        (``server.platform.signing``). Subscribing again sets the secret given (or none) on the
         existing subscription. SubscriptionLimitError when ``topic`` has
         ``max_subscriptions`` already."""
         # Displays renew their subscriptions every minute: one read answers those, without
@@ -547,7 +552,7 @@ class Outbox:
             log.info("%s: webhook delivery stopped", self.name)
 
 
-#: A subscriber, its back-off and its oldest event: the columns of server.delivery.head_of.
+#: A subscriber, its back-off and its oldest event: the columns of server.platform.delivery.head_of.
 _HEADS = (
     "SELECT s.id, s.uri, s.attempts, s.next_attempt - ?, ? - s.first_failure,"
     " e.id, e.event_id, e.topic, e.body, e.content_type, s.signing_secret"

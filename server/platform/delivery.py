@@ -1,12 +1,14 @@
-"""How the webhook outbox delivers, on either database (``server.outbox.Outbox.start`` runs this in
+"""How the webhook outbox delivers, on either database (``server.platform.outbox.Outbox.start``
+runs this in
 its delivery thread): the one delivery core of issue 24, with a claim strategy per database.
 
 The loop, per process:
 
 1. **Claim** up to ``CLAIM_BATCH`` subscribers that have pending events, each with its oldest
    event (:class:`Claims`: on SQLite the one process takes every subscriber it is not already
-   working on, ``server.outbox.SingleProcessClaims``; on PostgreSQL, processes claiming
-   together take disjoint subscribers and hold them by a lease, ``server.pgoutbox``). It claims
+   working on, ``server.platform.outbox.SingleProcessClaims``; on PostgreSQL, processes claiming
+   together take disjoint subscribers and hold them by a lease, ``server.platform.pgoutbox``). It
+   claims
    while it has room (``max_lanes`` subscribers being worked on, those waiting out a back-off
    not counted), whenever it is woken (a publish, a NOTIFY) and every ``Claims.poll`` seconds.
 2. **Deliver**: one lane (task) per claimed subscriber POSTs its events one at a time, oldest
@@ -35,10 +37,10 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from server.net import shown_uri
-from server.pins import Pins
-from server.signing import signed_headers
-from server.webhookpost import Delivery, Poster
+from server.platform.net import shown_uri
+from server.platform.pins import Pins
+from server.platform.signing import signed_headers
+from server.platform.webhookpost import Delivery, Poster
 
 __all__ = [
     "CLAIM_BATCH",
@@ -187,7 +189,7 @@ class Claims(Protocol):
 
 
 class Settings(Protocol):
-    """What the delivery loop reads of its outbox (``server.outbox.Outbox``)."""
+    """What the delivery loop reads of its outbox (``server.platform.outbox.Outbox``)."""
 
     name: str
     timeout: float

@@ -8,7 +8,7 @@ Floods. Plain waitress is unreachable after ~100 idle connections: at ``connecti
 listener stops accepting, and ``channel_timeout`` counts from a connection's *last byte*, so a
 client that drips one header byte every few seconds is never closed. Its worker threads are
 not the problem (a request reaches a worker only once complete). So waitress stays, with its
-loop guarded here (:class:`GuardedServer`, bounds from :mod:`server.limits`):
+loop guarded here (:class:`GuardedServer`, bounds from :mod:`server.platform.limits`):
 
 - a *request deadline*: the headers must arrive within ``header_timeout`` and the whole request
   within ``body_timeout`` of its first byte, however slowly it drips; a late one is answered
@@ -42,9 +42,9 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
-from server.limits import Limits, limits
-from server.logrepeat import RepeatFilter
-from server.tls import TlsChannelMixin
+from server.platform.limits import Limits, limits
+from server.platform.logrepeat import RepeatFilter
+from server.platform.tls import TlsChannelMixin
 
 log = logging.getLogger("pdn.wsgi")
 
@@ -156,7 +156,7 @@ class GuardedChannel(HTTPChannel):
 
 
 class TlsGuardedChannel(TlsChannelMixin, GuardedChannel):
-    """A guarded connection over TLS (``server.tls``)."""
+    """A guarded connection over TLS (``server.platform.tls``)."""
 
 
 class GuardedServer(TcpWSGIServer):
@@ -226,7 +226,7 @@ class GuardedServer(TcpWSGIServer):
             )  # fmt: skip
             return
         if self.tls is not None:
-            try:  # the handshake runs on this loop later (server.tls), never blocking it
+            try:  # the handshake runs on this loop later (server.platform.tls), never blocking it
                 conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
             except (ssl.SSLError, OSError):
                 with contextlib.suppress(OSError):
@@ -345,7 +345,8 @@ class WsgiServer:
         """Listen on ``host``:``port``, or on ``sock`` when one was bound already (:func:`bind`).
 
         The socket is always bound first, so a taken port raises OSError before waitress has
-        made any thread or pipe that would then leak. ``tls``: serve HTTPS (``server.tls``)."""
+        made any thread or pipe that would then leak. ``tls``: serve HTTPS
+        (``server.platform.tls``)."""
         self.name = name
         self.tls = tls
         if sock is None:

@@ -5,7 +5,7 @@ take changes only from paired controllers (issue 22). Each gets a display's toke
 
 - **by pairing**: ``pdn ctl pair DISPLAY_URL CODE``, run as the user the segment runs as,
   keeps the token, and the fingerprint of the display's certificate when it serves HTTPS, in
-  that user's ``~/.config/pdn/ctl.toml`` (``server.ctlhttp``);
+  that user's ``~/.config/pdn/ctl.toml`` (``server.ctl.client``);
 - **by configuration**: the same file written by hand, named by ``PDN_DISPLAYS_FILE`` (one
   table per display origin, keys ``token`` and ``tls-fingerprint``, both optional), or
   ``PDN_DISPLAY_TOKEN`` for the *listed* displays without a token of their own.
@@ -13,7 +13,7 @@ take changes only from paired controllers (issue 22). Each gets a display's toke
 A display's token goes only to that display's origin (``scheme://host:port``). The shared
 ``PDN_DISPLAY_TOKEN`` goes only to a listed display: one with a table in the file, or one the
 segment was told of (a content server's ``--display``); never to another URL, whoever named it.
-HTTPS to a display with a fingerprint is pinned to it (``server.pins``) and refused if the
+HTTPS to a display with a fingerprint is pinned to it (``server.platform.pins``) and refused if the
 certificate changed. The file is read again when it changes (its modification time), so pairing
 while the segment runs needs no restart.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from server.pins import origin_of
+from server.platform.pins import origin_of
 
 __all__ = ["DisplayCredentials", "credentials_path"]
 

@@ -9,7 +9,8 @@ is particular to its segment:
   stopped in reverse;
 - ``run_service``: build the service (exit 1 when it cannot start), then ``serve_until_stopped``.
 
-Exit codes are in ``server.exitcodes``, ``local_address`` in ``server.net``. Light to import (no
+Exit codes are in ``server.platform.exitcodes``, ``local_address`` in ``server.platform.net``.
+Light to import (no
 Flask; waitress and the outbox only when a service is built), so ``pdn --help`` stays fast.
 
 The WSGI server runs in its own thread; the main thread waits for SIGTERM (systemd) or SIGINT
@@ -28,12 +29,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
-from server.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED
+from server.platform.exitcodes import EPILOG, EXIT_OK, EXIT_START_FAILED
 
 if TYPE_CHECKING:
-    from server.outbox import Outbox
-    from server.pins import Pins
-    from server.wsgi import WsgiServer
+    from server.platform.outbox import Outbox
+    from server.platform.pins import Pins
+    from server.platform.wsgi import WsgiServer
 
 log = logging.getLogger("pdn.service")
 
@@ -122,10 +123,10 @@ class SegmentService:
         bearer_token: str | None = None,
     ) -> Outbox:
         """The segment's durable outbox, in ``data_dir`` (created if need be); ``pins``: the
-        certificates of HTTPS subscribers, pinned (``server.pins``); ``tokens``: each
+        certificates of HTTPS subscribers, pinned (``server.platform.pins``); ``tokens``: each
         display's own token, by its URL; ``bearer_token``: the token for every other
         subscriber (none by default: a token goes only where it was made for)."""
-        from server.outbox import Outbox
+        from server.platform.outbox import Outbox
 
         data_dir.mkdir(parents=True, exist_ok=True)
         return Outbox(
@@ -138,7 +139,7 @@ class SegmentService:
 
     def _listen(self, app: Any, host: str, port: int, *parts: Part) -> None:
         """Bind the API server (OSError when the port is taken) and remember the parts."""
-        from server.wsgi import WsgiServer
+        from server.platform.wsgi import WsgiServer
 
         self._parts = parts
         self.server = WsgiServer(app, host, port, name=self.name)

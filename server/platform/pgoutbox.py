@@ -1,15 +1,16 @@
 """The webhook outbox on PostgreSQL, shared by several processes (the scheduler, ``--database
-postgresql://...``): :class:`PgOutbox` is ``server.outbox.Outbox`` (read its docstring first: the
+postgresql://...``): :class:`PgOutbox` is ``server.platform.outbox.Outbox`` (read its docstring
+first: the
 same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's way of
 dividing the deliveries between processes.
 
 Usage::
 
-    pool = server.pg.open_pool(url, name="scheduler")
+    pool = server.platform.pg.open_pool(url, name="scheduler")
     outbox = PgOutbox(pool, name="scheduler")             # creates or upgrades its tables
     outbox.start()
     outbox.subscribe("schedule:lobby", uri)
-    with server.pg.transaction(pool) as connection:      # the caller's own transaction
+    with server.platform.pg.transaction(pool) as connection:      # the caller's own transaction
         connection.execute("UPDATE ...")
         outbox.publish("schedule:lobby", body, "text/xml", connection=connection)
     outbox.notify()                                       # optional: PostgreSQL wakes them all
@@ -27,7 +28,7 @@ What differs from one process on SQLite, and why:
   (it was never acknowledged, or its 2xx came back but the delete never committed; receivers
   de-duplicate by that id, as INTERFACE.md asks). No event is ever sent by two live processes.
 - **Fast for thousands of subscribers.** Claims, acknowledgements, failures and re-reads are
-  one statement per batch (``server.delivery.Batcher``), each over arrays of subscribers.
+  one statement per batch (``server.platform.delivery.Batcher``), each over arrays of subscribers.
 - **Wake-ups through LISTEN/NOTIFY.** ``publish`` runs ``NOTIFY pdn_outbox`` in the publishing
   transaction, which PostgreSQL delivers to every listening process when (and only if) that
   transaction commits; each delivery loop LISTENs on a connection of its own. The loop also
@@ -59,9 +60,9 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from server.delivery import Failure, Head, Settings, head_of
-from server.outbox import CHANNEL, TIMEOUT, Outbox
-from server.pg import Connection, PgDatabase
+from server.platform.delivery import Failure, Head, Settings, head_of
+from server.platform.outbox import CHANNEL, TIMEOUT, Outbox
+from server.platform.pg import Connection, PgDatabase
 
 __all__ = ["LEASE", "LeasedClaims", "PgOutbox"]
 
@@ -266,7 +267,7 @@ class LeasedClaims:
 
 
 class PgOutbox(Outbox):
-    """``server.outbox.Outbox`` in PostgreSQL, delivered by every process that ``start()``s
+    """``server.platform.outbox.Outbox`` in PostgreSQL, delivered by every process that ``start()``s
     one, each event by exactly one of them (:class:`LeasedClaims`)."""
 
     def __init__(
@@ -278,7 +279,7 @@ class PgOutbox(Outbox):
         delivery_pool_size: int = 6,
         **options: Any,
     ) -> None:
-        """``options``: ``server.outbox.Outbox``'s. ``lease``: how long a claim lasts
+        """``options``: ``server.platform.outbox.Outbox``'s. ``lease``: how long a claim lasts
         unless renewed; it must outlast a POST (``timeout``) by a margin, a live owner keeps
         renewing it. ``delivery_pool_size``: the delivery loop's database connections."""
         self.pool = pool

@@ -1,6 +1,6 @@
 """Certificate pinning: HTTPS to a display is trusted by its certificate's fingerprint.
 
-A display serving HTTPS usually has a self-signed certificate (``server.tls``), which no
+A display serving HTTPS usually has a self-signed certificate (``server.platform.tls``), which no
 certificate authority vouches for. Whoever talks to it pins the fingerprint it learnt when it
 first met the display (``pdn ctl pair``; a scheduler, at the display's registration) and from
 then on accepts that certificate and no other, whoever signed it.

@@ -13,9 +13,10 @@ and ECMA-262 (JSON Schema ``pattern``) agree (ASCII classes spelled out, no clas
 The segments' OpenAPI documents carry the very same strings (``PATTERNS``), and
 tests/segments/test_openapi.py keeps them equal, so a document says exactly what is accepted.
 
-This module imports neither Flask nor ``server.http`` (the display reads its configuration with
+This module imports neither Flask nor ``server.platform.http`` (the display reads its configuration
+with
 ``check_uri`` and ``parse_coordinate`` from here): a refusal is a ``ValidationError``, which
-``server.http`` answers with the usual JSON error body.
+``server.platform.http`` answers with the usual JSON error body.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from cds.durations import MAX_SECONDS, parse_duration
-from server.signing import SIGNING_SECRET_PATTERN, parse_secret
+from server.platform.signing import SIGNING_SECRET_PATTERN, parse_secret
 
 HTTP = ("http", "https")
 
@@ -185,7 +186,8 @@ LONGITUDE_PATTERN = _coordinate_pattern("EW", "0{0,2}[0-9]|0?[1-9][0-9]|1[0-7][0
 #: A TLS certificate's fingerprint: sha256 and the lowercase hex of the DER certificate's hash.
 FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
 
-#: A controller's name when it pairs with a display (server.pairing): it is also a path segment.
+#: A controller's name when it pairs with a display (server.platform.pairing): it is also a path
+# segment.
 CONTROLLER_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$"
 
 PATTERNS = {
@@ -224,7 +226,8 @@ def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
 
 
 def SigningSecret() -> Validator:  # noqa: N802
-    """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>`` (``server.signing``)."""
+    """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>``
+    (``server.platform.signing``)."""
 
     def check(name: str, value: Any) -> str:
         if not isinstance(value, str):

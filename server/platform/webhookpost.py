@@ -1,5 +1,5 @@
-"""Webhook POSTs on asyncio streams with h11: what both outboxes send (server/outbox.py for
-one process on SQLite, server/pgoutbox.py for several on PostgreSQL).
+"""Webhook POSTs on asyncio streams with h11: what both outboxes send (server/platform/outbox.py for
+one process on SQLite, server/platform/pgoutbox.py for several on PostgreSQL).
 
 Usage (inside an asyncio loop)::
 
@@ -45,7 +45,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 import h11
 
-from server.pins import Pins, check_peer, unverified_context
+from server.platform.pins import Pins, check_peer, unverified_context
 
 if TYPE_CHECKING:
     import httpx
@@ -107,7 +107,8 @@ class Poster:
         pins: Pins | None = None,
     ) -> None:
         """``pins(url)``: the pinned certificate fingerprint of an HTTPS origin (a display's
-        self-signed certificate, ``server.pins``); such connections are checked by it alone."""
+        self-signed certificate, ``server.platform.pins``); such connections are checked by it
+        alone."""
         self.pins = pins
         self.idle_per_origin = idle_per_origin
         self.max_idle = max_idle

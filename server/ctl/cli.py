@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 import requests
 
 from cds.durations import parse_duration
-from server.ctlhttp import (
+from server.ctl.client import (
     CONNECT_TIMEOUT,
     EXIT_OK,
     EXIT_REFUSED,
@@ -68,8 +68,8 @@ from server.ctlhttp import (
     reason_of,
     session_for,
 )
-from server.ctlpair import add_pair_commands
-from server.scheduler.ctlfleet import add_fleet_commands
+from server.ctl.fleet import add_fleet_commands
+from server.ctl.pair import add_pair_commands
 
 __all__ = [
     "EXIT_OK",

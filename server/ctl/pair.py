@@ -38,7 +38,7 @@ import sys
 from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
-from server.ctlhttp import (
+from server.ctl.client import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNEXPECTED,
@@ -51,8 +51,8 @@ from server.ctlhttp import (
     origin,
     save,
 )
-from server.pairing import NAME_PATTERN, ROLES
-from server.pins import presented_fingerprint as fetch_fingerprint
+from server.platform.pairing import NAME_PATTERN, ROLES
+from server.platform.pins import presented_fingerprint as fetch_fingerprint
 
 __all__ = ["add_pair_commands"]
 

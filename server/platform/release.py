@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from server.cli import package_version
-
-__all__ = ["STATE_FILE", "release_status"]
+__all__ = ["STATE_FILE", "package_version", "release_status"]
 
 #: pdn-release's state; PDN_RELEASE_STATE names another (tests).
 STATE_FILE = Path("/var/lib/pdn-release/state")
+
+
+def package_version() -> str:
+    """The installed pdn-display's version, or ``unknown`` when run from a bare checkout."""
+    try:
+        return version("pdn-display")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _state(path: Path) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Every store uses it: the display's state (``player.store``), the content cache's index
 (``player.cache``), the scheduler's storage (``server.scheduler.storage``) and the webhook
-outbox (``server.outbox``), which shares the file of the segment it serves.
+outbox (``server.platform.outbox``), which shares the file of the segment it serves.
 
 Settings, and why:
 - WAL: readers never wait for the writer, and a crash never corrupts the file.
@@ -16,7 +16,7 @@ Settings, and why:
 - Mode 0600, whatever the umask: databases hold secrets (token hashes, subscribers' signing
   secrets). A new file is made 0600 before SQLite opens it (its ``-wal`` and ``-shm`` files
   take the database's mode), and an existing one, or its ``-wal``/``-shm``, readable by others
-  is tightened at open (``server.atomicfile.tighten``).
+  is tightened at open (``server.platform.atomicfile.tighten``).
 
 Migrations: a schema is an ordered list of steps, each a list of SQL statements; step *n*
 takes the schema from version *n* to *n + 1*. :func:`migrate` applies the steps a file lacks
@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from server.atomicfile import SECRET_MODE, tighten
+from server.platform.atomicfile import SECRET_MODE, tighten
 
 __all__ = [
     "Migrations",
