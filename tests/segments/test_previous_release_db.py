@@ -36,8 +36,8 @@ from pathlib import Path
 from player.store import DisplayStore
 from player.cache import ContentCache
 from server.display.port import SensorMessage
-from server.platform.outbox import Outbox
-from server.platform.pairing import Pairing
+from server.outbox import Outbox
+from server.pairing import Pairing
 from server.scheduler.storage import Assignment, PlayRecord, SqliteStorage, StoredSchedule
 
 display, scheduler = Path(sys.argv[1]), Path(sys.argv[2])
@@ -166,8 +166,8 @@ def test_a_file_from_a_newer_release_opens_here(tmp_path: Path) -> None:
 # The same on PostgreSQL: a scheduler's registry and outbox, made by this checkout.
 PREVIOUS_PG = r"""
 import json, sys
-from server.platform.pg import open_pool
-from server.platform.pgoutbox import PgOutbox
+from server.pg import open_pool
+from server.pgoutbox import PgOutbox
 from server.scheduler.pgstorage import PgStorage
 from server.scheduler.storage import PlayRecord
 
