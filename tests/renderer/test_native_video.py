@@ -22,7 +22,7 @@ from PySide6.QtCore import QTimer
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.content import Kind, classify
-from player.renderer.videolayer import PlayerState
+from player.renderer.videoplayer import PlayerState
 from tests.renderer.conftest import LoopbackServer, Reports
 from tests.renderer.pixels import near, process_for, rgb, uniform_colour, wait_until
 from tests.renderer.videoscreen import blend_of
