@@ -1,7 +1,7 @@
 """The Display Segment's HTTP face (Flask), served by waitress inside ``pdn display``.
 
 It knows a display only through :class:`server.display.port.DisplayPort`, and who may change it
-through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
+through :class:`DisplaySecurity` (docs/interface.md, "Who may change what"):
 
 - every request's ``Host`` names the display, where it answers without a token (loopback) or
   names are configured, and a state-changing request's browser ``Origin`` is the display's own

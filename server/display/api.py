@@ -1,4 +1,5 @@
-"""The Display Segment's HTTP endpoints (spec 4.1, INTERFACE.md) and its /x/ extensions.
+"""The Display Segment's HTTP endpoints (spec 4.1; docs/interface.md, "Display
+Segment") and its /x/ extensions.
 
 Each endpoint's input is declared once, in the schemas below; handlers only call the display
 (a :class:`server.display.port.DisplayPort`).
@@ -200,7 +201,7 @@ MAX_PLAYS_LIMIT = 10000
 
 @api.get("/x/plays")
 def plays() -> Response:
-    """The display's play log, in sequence order, from just after ``since`` (issue 25)."""
+    """The display's play log, in sequence order, from just after ``since``."""
     since = _whole_number("since", 0, 0, 2**63 - 1)
     limit = _whole_number("limit", PLAYS_LIMIT, 1, MAX_PLAYS_LIMIT)
     return json_response(display().plays(since, limit))

@@ -24,7 +24,7 @@ in one transaction and records the new version. The version is ``PRAGMA user_ver
 for a schema that shares its file with another one (the outbox's tables live in the display's
 and the scheduler's files), a one-row table of its own.
 
-Steps are forward-only and additive (issue 25): new tables, indexes and columns that may be
+Steps are forward-only and additive: new tables, indexes and columns that may be
 NULL or have a default, never a table or column dropped, renamed or retyped; so the release
 before reads a file the new one migrated, and a release rolled back to keeps its data. Such a
 file opens as it is in an older pdn (:func:`migrate` returns its newer version and logs it).

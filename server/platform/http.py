@@ -1,6 +1,6 @@
 """What every segment's Flask app shares: JSON errors, request bodies, the bearer token.
 
-INTERFACE.md fixes these for all four segments:
+These hold for all four segments (docs/interface.md, "Every segment"):
 - every 4xx/5xx is ``{"error": "<kebab-code>", "message": "...", ["field": ...]}``, never HTML;
 - a body is JSON when ``Content-Type`` says ``application/json``, XML when it says
   ``text/xml`` or ``application/xml``; any other body (a form, text/plain, or one with no

@@ -1,6 +1,6 @@
 """A durable webhook outbox: write the event first, POST it, delete it only after a 2xx.
 
-Used by every segment that pushes updates (INTERFACE.md, "Pushed updates"): the display's
+Used by every segment that pushes updates (docs/interface.md, "Pushed updates"): the display's
 playback updates, the scheduler's schedule updates, a sensor's readings.
 
 Usage::
@@ -30,22 +30,21 @@ display by its URL (got by pairing or configured: ``server.platform.displaycreds
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
 
-Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
-published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
-subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that gave a
-signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a 5 s
-limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
-(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h;
-a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
-warning in the log.
+Delivery (docs/interface.md, "Pushed updates"): per subscriber, events go out one at a time in the
+order they were published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per
+event and subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that
+gave a signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a
+5 s limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
+(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a
+subscriber that stays dead *expires*) the subscription and its events are dropped, with a warning
+in the log.
 
 Bounds (defaults from ``server.platform.limits``): at most ``max_subscriptions`` subscriptions per
-topic
-(one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
-undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap,
-in the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic
-published with ``latest_only=True`` (a sensor's readings, where only the newest value matters)
-keeps a failing subscriber's backlog to the newest event alone.
+topic (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
+undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap, in
+the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic published
+with ``latest_only=True`` (a sensor's readings, where only the newest value matters) keeps a
+failing subscriber's backlog to the newest event alone.
 
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
 slow or dead subscriber holds only its own lane: it never delays another subscriber, the API or
@@ -56,13 +55,11 @@ per delivery loop: connections to a subscriber are kept alive and reused, proxie
 environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against
 the system's store, and the connections are closed when delivery stops.
 
-One outbox, two databases (issue 24): this class, its tables and every statement on them but
-the claims are the same on SQLite and PostgreSQL (``server.platform.sql``);
-``server.platform.delivery`` is the
-one delivery core (order, retries, expiry), and the claims are the database's own:
+One outbox, two databases: this class, its tables and every statement on them but the claims
+are the same on SQLite and PostgreSQL (``server.platform.sql``); ``server.platform.delivery``
+is the one delivery core (order, retries, expiry), and the claims are the database's own:
 :class:`SingleProcessClaims` here (a SQLite file, one process), ``server.platform.pgoutbox``
-(several
-processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
+(several processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
 subscriber's back-off (attempts, next attempt, failing since) is kept on its subscription, so
 dropping events (the backlog bound, ``latest_only``) never resets it or its expiry.
 
@@ -159,7 +156,7 @@ MIGRATIONS: Schema = (
         )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
-    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    # Signed webhooks: the subscriber's whsec_ secret, NULL for unsigned updates.
     only("sqlite", "ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT"),
     only(
         "postgresql",
@@ -189,9 +186,9 @@ MIGRATIONS: Schema = (
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
     only("postgresql", "ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT"),
-    # Issue 24, one outbox on both: SQLite's tables take PostgreSQL's names and shape (the
+    # One outbox on both: SQLite's tables take PostgreSQL's names and shape (the
     # back-off on the subscription, taken from its oldest event); the database makes the
-    # event ids and the times. The old tables stay (issue 25: steps are additive), so pdn 0.1.0
+    # event ids and the times. The old tables stay (steps are additive), so pdn 0.1.0
     # rolled back to still opens the file: it finds the subscriptions as they were, and no
     # events (they moved here, and are not sent twice).
     only(

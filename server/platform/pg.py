@@ -26,8 +26,7 @@ component (the scheduler's tables, the outbox's) keeps its version in one row of
 ``pdn_schema``. :func:`migrate` takes a transaction-scoped advisory lock first, so when several
 processes start at once on a new database, one migrates and the others wait for its commit,
 then find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is
-transactional). As on SQLite (``server.platform.db``, issue 25), with ``legacy`` the version pdn
-0.1.0
+transactional). As on SQLite (``server.platform.db``), with ``legacy`` the version pdn 0.1.0
 reads stays at the steps it knows, the full count is in ``pdn_schema_steps``, and a database
 from a newer pdn opens as it is unless that table says a reader must know more steps
 (``server.platform.db.SchemaTooNewError``).

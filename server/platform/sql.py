@@ -1,5 +1,5 @@
 """One SQL text on SQLite or PostgreSQL: the thin layer the scheduler's storage and the webhook
-outbox run on (issue 24), so each query is written once.
+outbox run on, so each query is written once.
 
 Statements are written in the SQL both databases understand (SQLite 3.35 or newer: ``INSERT ...
 ON CONFLICT``, ``RETURNING``, window functions), with ``?`` for each parameter; on PostgreSQL
@@ -49,7 +49,7 @@ Dialect = Literal["sqlite", "postgresql"]
 
 #: The SQLite steps of each component that the first release to have it knew (pdn 0.1.0; the
 #: scheduler's proof_of_play came with 0.2.0): the version that release reads stays there, and a
-#: later release's additive steps open after a rollback (server.platform.db, issue 25). Constant: a
+#: later release's additive steps open after a rollback (server.platform.db). Constant: a
 #: component's entry never changes once released.
 RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2, "proof_of_play": 1}
 #: And on PostgreSQL (server.platform.pg).

@@ -1,4 +1,4 @@
-"""When each display is read next, shared by every scheduler process (issue 14).
+"""When each display is read next, shared by every scheduler process.
 
 The scheduler reads its displays in the background: their ``GET /`` (name, sensors) and
 playback subscription (kind ``info``, :mod:`server.scheduler.registry`), and their

@@ -1,9 +1,9 @@
 """Where the Scheduling and Management Segment keeps its state: :class:`SchedulerStorage`, one
-class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``; issue 24).
+class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``).
 
 SQLite (``scheduler.sqlite3``, WAL, ``synchronous=FULL``: a registration answered 201 survives a
 power cut) is the default and right for one scheduler process; PostgreSQL (``pdn scheduler
---database postgresql://...``; issue 14) serves several scheduler processes on one database.
+--database postgresql://...``) serves several scheduler processes on one database.
 
 What is stored:
 - the display registry: one row per display, keyed by its normalised URL (upsert), with the
@@ -101,8 +101,7 @@ class Assignment:
     created: float = 0.0
 
 
-# Tables both databases had before issue 24, with the same columns ({real}:
-# server.platform.sql.TYPES).
+# The first tables, with the same columns on both databases ({real}: server.platform.sql.TYPES).
 _DISPLAYS_V1 = (
     "key TEXT PRIMARY KEY, url TEXT NOT NULL, location TEXT NOT NULL, name TEXT,"
     " sensors TEXT NOT NULL DEFAULT '[]', registered {real} NOT NULL, checked {real}"
@@ -162,8 +161,8 @@ _LOOKUP_INDEXES = (
 )
 
 # MIGRATIONS[n] takes the tables from version n to n + 1 (server.platform.sql: a step marked
-# only(...)
-# is one database's history; SQLite counts 7 steps to issue 22, PostgreSQL 6).
+# only(...) is one database's history; SQLite counts 7 steps up to the displays' approval
+# state, PostgreSQL 6: what pdn 0.1.0 knew, server.platform.sql.RELEASED_SQLITE_STEPS).
 MIGRATIONS: Schema = (
     only("sqlite", f"CREATE TABLE displays ({_DISPLAYS_V1}, seq INTEGER NOT NULL)", _SCHEDULES_V1),
     only("sqlite", "ALTER TABLE displays ADD COLUMN ingest TEXT", *_FLEET_TABLES),
@@ -210,13 +209,13 @@ MIGRATIONS: Schema = (
         "ALTER TABLE displays ADD COLUMN info_error TEXT, ADD COLUMN health_error TEXT",
         *_LOOKUP_INDEXES,
     ),
-    # What a display gave when it registered (issue 22): the secret pushes to it are signed
+    # What a display gave when it registered: the secret pushes to it are signed
     # with, and the fingerprint of its TLS certificate, pinned.
     (
         "ALTER TABLE displays ADD COLUMN push_secret TEXT",
         "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
     ),
-    # Issue 22: a display that registered without the enrolment token is 'pending' until an
+    # A display that registered without the enrolment token is 'pending' until an
     # operator approves it (those registered before were taken: 'approved'); and the token
     # the scheduler got by pairing with a display (the console's "Add a display").
     (
@@ -224,7 +223,7 @@ MIGRATIONS: Schema = (
         "ALTER TABLE displays ADD COLUMN push_token TEXT",
     ),
     # A new display's info read waits for its health read (server.scheduler.probes.FOLLOWER):
-    # registering no longer sets it, PgProbeQueue.due_now does, just after (issue 24).
+    # registering leaves it unset, PgProbeQueue.due_now sets it just after.
     only("postgresql", "ALTER TABLE displays ALTER COLUMN info_due SET DEFAULT 'Infinity'"),
     # Console sessions (server.scheduler.sessions): the SHA-256 of each random session id,
     # a mark of the operator token it was opened with, when it opened and was last used.
@@ -315,7 +314,7 @@ class SchedulerStorage(PlayStorage):
                     "pending" if pending else "approved",
                 ),
             )
-            # Its play log is read from the first play not stored (issue 25).
+            # Its play log is read from the first play not stored.
             self._want_plays(transaction, display_key(url))
 
     def record_display_info(

@@ -1,4 +1,5 @@
-"""The Environment Segment's HTTP API (spec 4.4, INTERFACE.md): one sensor.
+"""The Environment Segment's HTTP API (spec 4.4; docs/interface.md, "Environment Segment"): one
+sensor.
 
 GET  /             the current reading: sensor-id, sensor-type, data (a string) or data-source
 POST /subscribe    push readings to subscriber-uri (durable; idempotent)
