@@ -71,10 +71,10 @@ class OrderedWriter:
 class DeferredQueueStore:
     """The engine's request queue store, with the progress written by an :class:`OrderedWriter`.
 
-    A request is added as before (``POST /schedule``, on the API's thread: it answers with the
-    request stored); what the engine writes on the GUI thread, a request's time left and its
-    end, goes to the writer. A failed write keeps the queue going in memory, as before: at worst
-    a request replays after a restart.
+    A request is added to the store directly (``POST /schedule``, on the API's thread: it answers
+    with the request stored); what the engine writes on the GUI thread, a request's time left and
+    its end, goes to the writer. A failed write leaves the queue going on in memory: at worst a
+    request replays after a restart.
     """
 
     def __init__(self, store: EngineStore, writer: OrderedWriter) -> None:

@@ -41,8 +41,7 @@ from server.platform.validation import (
 log = logging.getLogger("pdn.display.api")
 
 # Each open event stream holds one of waitress's worker threads (8 in server.platform.wsgi) for as
-# long
-# as it is open; at most this many are served at once, so requests always find a thread. One
+# long as it is open; at most this many are served at once, so requests always find a thread. One
 # client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
 # then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
 MAX_EVENT_STREAMS = 3

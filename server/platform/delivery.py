@@ -7,8 +7,7 @@ The loop, per process:
    event (:class:`Claims`: on SQLite the one process takes every subscriber it is not already
    working on, ``server.platform.outbox.SingleProcessClaims``; on PostgreSQL, processes claiming
    together take disjoint subscribers and hold them by a lease, ``server.platform.pgoutbox``). It
-   claims
-   while it has room (``max_lanes`` subscribers being worked on, those waiting out a back-off
+   claims while it has room (``max_lanes`` subscribers being worked on, those waiting out a back-off
    not counted), whenever it is woken (a publish, a NOTIFY) and every ``Claims.poll`` seconds.
 2. **Deliver**: one lane (task) per claimed subscriber POSTs its events one at a time, oldest
    first (per-subscriber order). POSTs in flight are bounded (:class:`Slots`): subscribers that

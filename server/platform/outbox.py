@@ -127,10 +127,9 @@ SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' 
 _SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 # MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.platform.sql: only() marks
-# one
-# database's history). The tables share the file or database of the segment they serve,
-# whose schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in
-# pdn_schema (PostgreSQL).
+# one database's history). The tables share the file or database of the segment they serve, whose
+# schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in pdn_schema
+# (PostgreSQL).
 MIGRATIONS: Schema = (
     only(
         "sqlite",
@@ -190,7 +189,7 @@ MIGRATIONS: Schema = (
     # back-off on the subscription, taken from its oldest event); the database makes the
     # event ids and the times. The old tables stay (steps are additive), so pdn 0.1.0
     # rolled back to still opens the file: it finds the subscriptions as they were, and no
-    # events (they moved here, and are not sent twice).
+    # events (this step moves them into the new tables, so none is sent twice).
     only(
         "sqlite",
         f"""CREATE TABLE pdn_outbox_subscriptions (

@@ -1,12 +1,10 @@
 """The one way pdn opens PostgreSQL: a connection pool, explicit transactions, versioned schema
 migrations applied at start (the PostgreSQL counterpart of ``server.platform.db``), and what only
 PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.platform.sql``'s one
-SQL
-text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
-tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`,
-:meth:`PgDatabase.lock`). The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues
-that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox``
-(deliveries).
+SQL text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
+tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`, :meth:`PgDatabase.lock`).
+The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues that claim:
+``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox`` (deliveries).
 
 Used by the scheduler when it runs on PostgreSQL (``pdn scheduler --database postgresql://...``)
 and by its outbox. Needs the ``postgres`` extra (psycopg 3 and psycopg_pool):
@@ -21,14 +19,13 @@ Usage::
     pool.close()
 
 Migrations: as in ``server.platform.db``, ``MIGRATIONS[n]`` takes a schema from version n to n + 1.
-Every
-component (the scheduler's tables, the outbox's) keeps its version in one row of
+Every component (the scheduler's tables, the outbox's) keeps its version in one row of
 ``pdn_schema``. :func:`migrate` takes a transaction-scoped advisory lock first, so when several
-processes start at once on a new database, one migrates and the others wait for its commit,
-then find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is
-transactional). As on SQLite (``server.platform.db``), with ``legacy`` the version pdn 0.1.0
-reads stays at the steps it knows, the full count is in ``pdn_schema_steps``, and a database
-from a newer pdn opens as it is unless that table says a reader must know more steps
+processes start at once on a new database, one migrates and the others wait for its commit, then
+find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is transactional).
+As on SQLite (``server.platform.db``), with ``legacy`` the version pdn 0.1.0 reads stays at the
+steps it knows, the full count is in ``pdn_schema_steps``, and a database from a newer pdn opens as
+it is unless that table says a reader must know more steps
 (``server.platform.db.SchemaTooNewError``).
 """
 

@@ -1,8 +1,7 @@
 """The webhook outbox on PostgreSQL, shared by several processes (the scheduler, ``--database
 postgresql://...``): :class:`PgOutbox` is ``server.platform.outbox.Outbox`` (read its docstring
-first: the
-same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's way of
-dividing the deliveries between processes.
+first: the same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's
+way of dividing the deliveries between processes.
 
 Usage::
 

@@ -11,10 +11,9 @@ per database (:data:`TYPES`).
 A :class:`Database` runs a statement on its own (autocommit) or several in
 :meth:`Database.transaction`; :class:`SqliteDatabase` is one file, one connection behind a lock
 (``server.platform.db``'s settings), ``server.platform.pg.PgDatabase`` a connection pool. What only
-PostgreSQL
-does (LISTEN/NOTIFY, advisory locks, ``FOR UPDATE SKIP LOCKED`` claims) is not here: the
-database's :meth:`~Database.notify` and :meth:`~Database.listen` do nothing on SQLite (one
-process: there is nobody to tell) and are ``server.platform.pg``'s on PostgreSQL.
+PostgreSQL does (LISTEN/NOTIFY, advisory locks, ``FOR UPDATE SKIP LOCKED`` claims) is not here: the
+database's :meth:`~Database.notify` and :meth:`~Database.listen` do nothing on SQLite (one process:
+there is nobody to tell) and are ``server.platform.pg``'s on PostgreSQL.
 
 Migrations (:meth:`Database.migrate`): a schema is one ordered list of steps, each a list of
 statements for both databases, or for one of them (:func:`only`): the scheduler's two kinds of

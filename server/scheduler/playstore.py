@@ -1,9 +1,8 @@
 """Proof of play in the scheduler's database: every playback update the displays sent, and what
 the scheduler knows of each display's own play log, to fill the gaps.
 
-:class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that
-keeps them; it shares that storage's database (``server.platform.sql``: SQLite or PostgreSQL). The
-plays
+:class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that keeps
+them; it shares that storage's database (``server.platform.sql``: SQLite or PostgreSQL). The plays
 table belongs to the scheduler's own migrations (fleet, migration 2); the backfill table is a
 component of its own (:data:`PLAYS_SCHEMA`), so the release before still opens the database.
 """

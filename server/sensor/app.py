@@ -7,8 +7,7 @@ POST /unsubscribe
 
 Closed beyond loopback, like the scheduler: with ``PDN_API_TOKEN`` set, subscribing and
 unsubscribing need ``Authorization: Bearer <token>`` (``server.platform.http.require_token``). With
-no
-token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
+no token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
 other address takes no subscription at all (401, saying to set the token).
 """
 
