@@ -1,4 +1,4 @@
-"""What plays, in which order, for how long (CDS.md): the :class:`Playlist`.
+"""What plays, in which order, for how long (docs/cds.md, "What it means"): the :class:`Playlist`.
 
 :class:`Playlist` is the player engine's view of its CDS documents. It has no clock of its
 own: every question takes ``now`` (an aware datetime), and the windows are read on the wall

@@ -4,7 +4,7 @@ No Qt here. The engine tells the cache what the schedules need (:meth:`ContentCa
 asks :meth:`ContentCache.path_for` which of those are ready to play, and is called back
 (``on_ready``, from a downloader thread) when one becomes ready, so it can re-evaluate.
 
-Rules (CDS.md, "Files"):
+Rules (docs/cds.md, "Files"):
 
 - Sources are tried in order; a partial download is resumed with ``Range`` where the server
   allows it (``206`` with a matching ``Content-Range``), else started again.

@@ -94,7 +94,7 @@ class DisplayConfig:
     location: dict[str, str] | None = None
     timezone: str = "UTC"
     api_token: str | None = None
-    #: The scheduler's enrolment token, sent when registering and following (issue 22).
+    #: The scheduler's enrolment token, sent when registering and following.
     scheduler_token: str | None = None
     protect_reads: bool = False
     allowed_origins: tuple[str, ...] = ()

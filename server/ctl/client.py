@@ -13,7 +13,7 @@ A token goes only to the origin (``scheme://host:port``) it was made for:
 
 Every ``pdn ctl`` module builds on this one (``server.ctl.cli``, ``server.ctl.pair``,
 ``server.ctl.fleet``), and this one on none of them: the commands never import each
-other's helpers (issue 24 broke the circles they made).
+other's helpers, so they make no import circle.
 """
 
 from __future__ import annotations

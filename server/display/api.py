@@ -1,4 +1,5 @@
-"""The Display Segment's HTTP endpoints (spec 4.1, INTERFACE.md) and its /x/ extensions.
+"""The Display Segment's HTTP endpoints (spec 4.1; docs/interface.md, "Display
+Segment") and its /x/ extensions.
 
 Each endpoint's input is declared once, in the schemas below; handlers only call the display
 (a :class:`server.display.port.DisplayPort`).
@@ -41,8 +42,7 @@ from server.platform.validation import (
 log = logging.getLogger("pdn.display.api")
 
 # Each open event stream holds one of waitress's worker threads (8 in server.platform.wsgi) for as
-# long
-# as it is open; at most this many are served at once, so requests always find a thread. One
+# long as it is open; at most this many are served at once, so requests always find a thread. One
 # client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
 # then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
 MAX_EVENT_STREAMS = 3
@@ -201,7 +201,7 @@ MAX_PLAYS_LIMIT = 10000
 
 @api.get("/x/plays")
 def plays() -> Response:
-    """The display's play log, in sequence order, from just after ``since`` (issue 25)."""
+    """The display's play log, in sequence order, from just after ``since``."""
     since = _whole_number("since", 0, 0, 2**63 - 1)
     limit = _whole_number("limit", PLAYS_LIMIT, 1, MAX_PLAYS_LIMIT)
     return json_response(display().plays(since, limit))

@@ -1,6 +1,5 @@
 """How the webhook outbox delivers, on either database (``server.platform.outbox.Outbox.start``
-runs this in
-its delivery thread): the one delivery core of issue 24, with a claim strategy per database.
+runs this in its delivery thread): the one delivery core, with a claim strategy per database.
 
 The loop, per process:
 
@@ -22,7 +21,7 @@ The loop, per process:
 A process that dies between a receiver's 2xx and the batch that deletes that event leaves the
 event in the database; it is sent again with the same ``X-PDN-Event-Id`` (by another process
 once the lease runs out, on PostgreSQL; at the next start, on SQLite), and the receiver
-de-duplicates by that id (INTERFACE.md): at-least-once delivery.
+de-duplicates by that id (docs/interface.md, "Pushed updates"): at-least-once delivery.
 """
 
 from __future__ import annotations

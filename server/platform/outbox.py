@@ -1,6 +1,6 @@
 """A durable webhook outbox: write the event first, POST it, delete it only after a 2xx.
 
-Used by every segment that pushes updates (INTERFACE.md, "Pushed updates"): the display's
+Used by every segment that pushes updates (docs/interface.md, "Pushed updates"): the display's
 playback updates, the scheduler's schedule updates, a sensor's readings.
 
 Usage::
@@ -30,22 +30,21 @@ display by its URL (got by pairing or configured: ``server.platform.displaycreds
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
 
-Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
-published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
-subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that gave a
-signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a 5 s
-limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
-(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h;
-a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
-warning in the log.
+Delivery (docs/interface.md, "Pushed updates"): per subscriber, events go out one at a time in the
+order they were published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per
+event and subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that
+gave a signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a
+5 s limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
+(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a
+subscriber that stays dead *expires*) the subscription and its events are dropped, with a warning
+in the log.
 
 Bounds (defaults from ``server.platform.limits``): at most ``max_subscriptions`` subscriptions per
-topic
-(one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
-undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap,
-in the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic
-published with ``latest_only=True`` (a sensor's readings, where only the newest value matters)
-keeps a failing subscriber's backlog to the newest event alone.
+topic (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
+undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap, in
+the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic published
+with ``latest_only=True`` (a sensor's readings, where only the newest value matters) keeps a
+failing subscriber's backlog to the newest event alone.
 
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
 slow or dead subscriber holds only its own lane: it never delays another subscriber, the API or
@@ -116,10 +115,9 @@ SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' 
 
 
 # MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.platform.sql: only() marks
-# one
-# database's history). The tables share the file or database of the segment they serve,
-# whose schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in
-# pdn_schema (PostgreSQL).
+# one database's history). The tables share the file or database of the segment they serve, whose
+# schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in pdn_schema
+# (PostgreSQL).
 MIGRATIONS: Schema = (
     only(
         "sqlite",
@@ -145,7 +143,7 @@ MIGRATIONS: Schema = (
         )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
-    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    # Signed webhooks: the subscriber's whsec_ secret, NULL for unsigned updates.
     only("sqlite", "ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT"),
     only(
         "postgresql",
@@ -175,11 +173,11 @@ MIGRATIONS: Schema = (
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
     only("postgresql", "ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT"),
-    # Issue 24, one outbox on both: SQLite's tables take PostgreSQL's names and shape (the
+    # One outbox on both: SQLite's tables take PostgreSQL's names and shape (the
     # back-off on the subscription, taken from its oldest event); the database makes the
-    # event ids and the times. The old tables stay (issue 25: steps are additive), so pdn 0.1.0
+    # event ids and the times. The old tables stay (steps are additive), so pdn 0.1.0
     # rolled back to still opens the file: it finds the subscriptions as they were, and no
-    # events (they moved here, and are not sent twice).
+    # events (this step moves them into the new tables, so none is sent twice).
     only(
         "sqlite",
         f"""CREATE TABLE pdn_outbox_subscriptions (

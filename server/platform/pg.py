@@ -1,12 +1,10 @@
 """The one way pdn opens PostgreSQL: a connection pool, explicit transactions, versioned schema
 migrations applied at start (the PostgreSQL counterpart of ``server.platform.db``), and what only
 PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.platform.sql``'s one
-SQL
-text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
-tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`,
-:meth:`PgDatabase.lock`). The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues
-that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox``
-(deliveries).
+SQL text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
+tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`, :meth:`PgDatabase.lock`).
+The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues that claim:
+``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox`` (deliveries).
 
 Used by the scheduler when it runs on PostgreSQL (``pdn scheduler --database postgresql://...``)
 and by its outbox. Needs the ``postgres`` extra (psycopg 3 and psycopg_pool):

@@ -9,7 +9,7 @@ display is read by one of the processes, and every process answers alike). Per d
   play, :meth:`FleetStatus.played`) and from the ``playback`` section of its ``/x/health``;
 - a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
 - its version (``/x/health``'s extension field ``version``) and, after a release of it was
-  rolled back by itself, which one (``release.rolled-back-from``, issue 25);
+  rolled back by itself, which one (``release.rolled-back-from``);
 - its clock: what its time daemon says (``/x/health``'s ``clock``: source, synchronised,
   offset), and over the fleet the spread of the offsets (``server.platform.clockspread``):
   screens that change together (a synchronised set) agree only as well as their clocks do;

@@ -1,9 +1,9 @@
 """Where the Scheduling and Management Segment keeps its state: :class:`SchedulerStorage`, one
-class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``; issue 24).
+class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``).
 
 SQLite (``scheduler.sqlite3``, WAL, ``synchronous=FULL``: a registration answered 201 survives a
 power cut) is the default and right for one scheduler process; PostgreSQL (``pdn scheduler
---database postgresql://...``; issue 14) serves several scheduler processes on one database.
+--database postgresql://...``) serves several scheduler processes on one database.
 
 What is stored:
 - the display registry: one row per display, keyed by its normalised URL (upsert), with the
@@ -179,7 +179,7 @@ class SchedulerStorage(PlayStorage):
                     "pending" if pending else "approved",
                 ),
             )
-            # Its play log is read from the first play not stored (issue 25).
+            # Its play log is read from the first play not stored.
             self._want_plays(transaction, display_key(url))
 
     def record_display_info(

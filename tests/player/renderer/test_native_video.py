@@ -1,4 +1,4 @@
-"""Videos as people have them (issue 21): MP4 with H.264 or HEVC and AAC, WebM with VP9 and
+"""Videos as people have them: MP4 with H.264 or HEVC and AAC, WebM with VP9 and
 Opus, played natively (QtMultimedia), read back from the screen on Xvfb.
 
 The files are made here by Debian's ffmpeg (installed by ``dev.sh setup``): a solid colour

@@ -223,7 +223,7 @@ def test_fleet_shows_a_display_that_rolled_back(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """pdn-release's state says a release was rolled back (issue 25): the display's /x/health
+    """pdn-release's state says a release was rolled back: the display's /x/health
     tells, and so do /x/fleet and pdn ctl fleet."""
     state = tmp_path / "state"
     state.write_text("current=0.2.0-aaa\nrolled-back-from=0.3.0-bbb\nreason=the test\n")
