@@ -21,14 +21,21 @@ processes_in() {
 # Natively its command line is "python3 .../bin/pdn display ..."; an arm64 one run through
 # binfmt_misc shows qemu's, with the interpreter, the file and (flag P) argv[0] in front:
 # "qemu-aarch64 .../python3 .../python3 .../bin/pdn display ...". So ".../bin/pdn display"
-# is looked for anywhere in it.
+# is looked for anywhere in it, and of the processes that name it, the one started last is
+# pdn: a wrapper starts before what it runs (pids say nothing of that order: they wrap).
 pdn_display_pid() {
-    local candidate argv found="" i
+    local candidate argv found="" latest=-1 started stat i
     for candidate in $(processes_in "$1"); do
         mapfile -d '' -t argv <"/proc/$candidate/cmdline" 2>/dev/null || continue
         for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
             if [[ ${argv[i]} == */bin/pdn ]] && [ "${argv[i + 1]}" = display ]; then
-                found=$candidate
+                # Its start time: field 22 of /proc/PID/stat, the 20th after the name's ')'.
+                stat=$(cat "/proc/$candidate/stat" 2>/dev/null) || break
+                started=$(awk '{ print $20 }' <<<"${stat##*) }")
+                if [ "$started" -gt "$latest" ]; then
+                    latest=$started
+                    found=$candidate
+                fi
                 break
             fi
         done
