@@ -31,7 +31,7 @@ from typing import Any
 
 from player.renderer.compositor import ppm_frame_class
 from tests.support.compositor import sway
-from tests.support.tools import xvfb
+from tests.support.xvfb import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
 TICK = os.sysconf("SC_CLK_TCK")

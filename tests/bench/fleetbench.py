@@ -18,7 +18,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.pgserver import free_port  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 XML = {"Content-Type": "text/xml"}
 
