@@ -99,7 +99,7 @@ def schedule_to_pixel(
     renderer: object, items: list[tuple[object, tuple[int, int, int]]], timeout: float = 10.0
 ) -> list[float]:
     """Seconds from ``show`` to the item's colour on every probe point of the screen."""
-    from tests.renderer.pixels import near, uniform_colour, wait_until
+    from tests.support.pixels import near, uniform_colour, wait_until
 
     latencies = []
     for item, colour in items:
@@ -121,7 +121,7 @@ class Transitions:
     each to be reported shown."""
 
     def __init__(self, renderer: object, base: str, images: list[tuple[str, object]]) -> None:
-        from tests.renderer.conftest import Reports
+        from tests.support.reports import Reports
 
         self.renderer = renderer
         self.base = base
@@ -139,7 +139,7 @@ class Transitions:
         return play(f"{self.base}/{hex_colour(rgb)}?n={n}"), rgb
 
     def run(self, count_: int, dwell: float = 0.02) -> None:
-        from tests.renderer.pixels import process_for, wait_until
+        from tests.support.pixels import process_for, wait_until
 
         for _ in range(count_):
             n = self.done
@@ -328,7 +328,7 @@ def memory_over_transitions(
     once the event loop has settled (half a second, a Python ``gc.collect()``, a short wait).
     Figures at 100 and at ``total`` are medians over a window (see ``robust_figures``); the
     trend is the least-squares slope over the second half of the run."""
-    from tests.renderer.pixels import process_for
+    from tests.support.pixels import process_for
 
     samples: list[MemorySample] = []
     offset = transitions.done  # earlier benchmarks' transitions are not counted here
@@ -442,7 +442,7 @@ def _cold_start_child(url: str, size: tuple[int, int]) -> int:
     from PySide6.QtWidgets import QApplication
 
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.renderer.pixels import wait_for_colour
+    from tests.support.pixels import wait_for_colour
 
     app = QApplication(["bench-cold-start"])
     renderer = KioskRenderer(RendererOptions(fullscreen=False, window_size=size))
@@ -503,7 +503,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.renderer.pixels import process_for
+    from tests.support.pixels import process_for
 
     _app = QApplication(["bench-renderer"])  # kept alive for the whole run
     base, stop = serve_colour_pages()
@@ -546,7 +546,7 @@ def benchmark_latency_and_blank_frames(
     args: argparse.Namespace,
     results: dict[str, object],
 ) -> None:
-    from tests.renderer.pixels import FrameSampler
+    from tests.support.pixels import FrameSampler
 
     # Grabbing the window is the probe's own cost, included in every latency below.
     started = time.monotonic()

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from server.scheduler.service import SchedulerService  # noqa: E402
-from tests.display.conftest import cds  # noqa: E402
 from tests.pgserver import PgServer  # noqa: E402
+from tests.support.cdsdocs import cds  # noqa: E402
 
 
 def main() -> int:

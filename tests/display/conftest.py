@@ -216,23 +216,6 @@ def display(make_display: Callable[..., Display]) -> Display:
     return make_display(name="Lobby", location={"latitude": "N54.0104", "longitude": "W2 47.22"})
 
 
-def cds(name: str, *urls: str, extra: str = "", priority: str | None = None) -> bytes:
-    """A small CDS with one item per URL."""
-    constraints = ""
-    if priority or extra:
-        level = f'<priority level="{priority}"/>' if priority else ""
-        constraints = (
-            f"<constraints><scheduling-constraints>{level}{extra}"
-            "</scheduling-constraints></constraints>"
-        )
-    items = "".join(
-        f'<content-item content-type="text/html"><requires-file><sources><uri>{url}</uri>'
-        "</sources></requires-file></content-item>"
-        for url in urls
-    )
-    return f'<content-set name="{name}" type="inline">{constraints}{items}</content-set>'.encode()
-
-
 class Screen(SourceClients):
     """One display under test, closed or open, and clients from chosen source addresses."""
 

@@ -13,7 +13,8 @@ import requests
 from cds.parser import parse
 from player.engine import QUEUE_LIMIT
 from player.store import DisplayStore
-from tests.display.conftest import Display, cds
+from tests.display.conftest import Display
+from tests.support.cdsdocs import cds
 
 JSON = {"Content-Type": "application/json"}
 XML = {"Content-Type": "text/xml"}

@@ -19,7 +19,7 @@ from player.engine import (
 )
 from player.playitem import PlayItem, RendererListener
 from player.store import DisplayStore
-from tests.display.conftest import cds
+from tests.support.cdsdocs import cds
 
 
 class Clock:

@@ -14,7 +14,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from server.display import create_app
-from tests.display.conftest import Display, cds
+from tests.display.conftest import Display
+from tests.support.cdsdocs import cds
 
 DOCUMENT: dict[str, Any] = json.loads(
     resources.files("server").joinpath("openapi/display.json").read_text()

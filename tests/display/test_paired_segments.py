@@ -25,8 +25,9 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.display.conftest import Screen, cds
+from tests.display.conftest import Screen
 from tests.display.test_webhooks import wait_for
+from tests.support.cdsdocs import cds
 
 PDN = str(Path(sys.executable).parent / "pdn")
 OPERATOR = "operator-token-0123456789abcdef"

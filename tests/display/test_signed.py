@@ -24,10 +24,11 @@ from server.platform.signing import load_or_make_secret, new_secret
 from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import Display, build_display, cds, close_display
+from tests.display.conftest import Display, build_display, close_display
 from tests.display.test_webhooks import wait_for
 from tests.segments.conftest import HttpPeer
 from tests.signed import signed_post
+from tests.support.cdsdocs import cds
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(24))).decode()
 

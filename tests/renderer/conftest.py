@@ -13,13 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from player.renderer.options import prepare_process
+from tests.support.reports import Reports
 
 if TYPE_CHECKING:
     from player.renderer import KioskRenderer
@@ -140,40 +140,12 @@ def http_server() -> Iterator[LoopbackServer]:
     stop()
 
 
-@dataclass
-class Reports:
-    """A RendererListener that records what the renderer reported."""
-
-    shown: list[tuple[int, datetime, float | None]] = field(default_factory=list)
-    failed: list[tuple[int, str]] = field(default_factory=list)
-    ended: list[int] = field(default_factory=list)
-    idle: list[datetime] = field(default_factory=list)
-
-    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
-        self.shown.append((token, at, natural_duration))
-
-    def item_failed(self, token: int, reason: str) -> None:
-        self.failed.append((token, reason))
-
-    def item_ended(self, token: int) -> None:
-        self.ended.append(token)
-
-    def idle_shown(self, at: datetime) -> None:
-        self.idle.append(at)
-
-    def shown_tokens(self) -> list[int]:
-        return [token for token, _, _ in self.shown]
-
-    def failed_tokens(self) -> list[int]:
-        return [token for token, _ in self.failed]
-
-
 @pytest.fixture
 def make_renderer(qapp: object) -> Iterator[Callable[..., tuple[KioskRenderer, Reports]]]:
     """Make real kiosk renderers in a 320x240 window (options override the defaults); each is
     closed after the test."""
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.renderer.pixels import process_for
+    from tests.support.pixels import process_for
 
     made: list[KioskRenderer] = []
 

@@ -85,7 +85,7 @@ def test_on_x_the_display_window_is_read_where_it_is(qapp: object) -> None:
     from PySide6.QtGui import QColor
     from PySide6.QtQuick import QQuickView
 
-    from tests.renderer.pixels import process_for, wait_until
+    from tests.support.pixels import process_for, wait_until
 
     window = QQuickView()
     window.setColor(QColor(0, 160, 0))

@@ -19,7 +19,7 @@ import pytest
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
 from tests.renderer.conftest import LoopbackServer
-from tests.renderer.pixels import RGB, near, process_for, uniform_colour, wait_until
+from tests.support.pixels import RGB, near, process_for, uniform_colour, wait_until
 
 pytestmark = pytest.mark.qt
 

@@ -23,9 +23,10 @@ from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.content import Kind, classify
 from player.renderer.videolayer import PlayerState
-from tests.renderer.conftest import LoopbackServer, Reports
-from tests.renderer.pixels import near, process_for, rgb, uniform_colour, wait_until
+from tests.renderer.conftest import LoopbackServer
 from tests.renderer.videoscreen import blend_of
+from tests.support.pixels import near, process_for, rgb, uniform_colour, wait_until
+from tests.support.reports import Reports
 from tests.videofiles import solid_video
 
 pytestmark = pytest.mark.qt

@@ -15,8 +15,9 @@ import pytest
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.webslot import SlotState
-from tests.renderer.conftest import COLOURS, LoopbackServer, Reports, write_png
-from tests.renderer.pixels import (
+from tests.renderer.conftest import COLOURS, LoopbackServer, write_png
+from tests.renderer.videoscreen import blend_of
+from tests.support.pixels import (
     FrameSampler,
     near,
     process_for,
@@ -25,7 +26,7 @@ from tests.renderer.pixels import (
     wait_for_colour,
     wait_until,
 )
-from tests.renderer.videoscreen import blend_of
+from tests.support.reports import Reports
 
 pytestmark = pytest.mark.qt
 

@@ -24,7 +24,6 @@ from player.qtloop import EngineDriver, Waker
 from player.renderer import KioskRenderer, RendererOptions
 from player.store import DisplayStore
 from tests.renderer.conftest import LoopbackServer
-from tests.renderer.pixels import process_for, wait_until
 from tests.renderer.videoscreen import (
     CLIP_COLOURS,
     CLIP_FRAMES,
@@ -35,6 +34,7 @@ from tests.renderer.videoscreen import (
     clip_bytes,
     which_clip,
 )
+from tests.support.pixels import process_for, wait_until
 
 pytestmark = pytest.mark.qt
 

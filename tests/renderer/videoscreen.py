@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QImage
 
-from tests.renderer.pixels import RGB, near, rgb
+from tests.support.pixels import RGB, near, rgb
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "video"
 CLIP_SIZE = (640, 360)

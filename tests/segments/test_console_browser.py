@@ -22,10 +22,11 @@ from player.follower import ScheduleFollower
 from server.display import create_app
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import build_display, cds, close_display
+from tests.display.conftest import build_display, close_display
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import LOCATION, Screen
 from tests.segments.test_fleetstatus import with_screen
+from tests.support.cdsdocs import cds
 from tests.tools import require_tools
 
 CHROMIUM = "/usr/bin/chromium"

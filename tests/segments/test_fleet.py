@@ -23,9 +23,10 @@ from player.follower import ScheduleFollower
 from server.display import create_app
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import Display, build_display, cds, close_display
+from tests.display.conftest import Display, build_display, close_display
 from tests.segments.conftest import wait_until
 from tests.signed import signed_post
+from tests.support.cdsdocs import cds
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 XML = {"Content-Type": "text/xml"}

@@ -21,11 +21,11 @@ import requests
 from server.ctl.fleet import describe_fleet_entry
 from server.scheduler.fleetstatus import downscale_png
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import cds
 from tests.segments import test_fleet
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import Screen, assign, put_schedule
 from tests.segments.test_openapi import Document
+from tests.support.cdsdocs import cds
 
 ROOT = Path(__file__).resolve().parents[2]
 

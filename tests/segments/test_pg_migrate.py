@@ -14,9 +14,9 @@ from server.cli import main
 from server.platform.exitcodes import EXIT_USAGE
 from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord
-from tests.display.conftest import cds
 from tests.segments.conftest import HttpPeer
 from tests.segments.test_fleet import assign, put_schedule
+from tests.support.cdsdocs import cds
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 

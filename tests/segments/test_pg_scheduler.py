@@ -12,9 +12,9 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import cds
 from tests.segments.conftest import HttpPeer, wait_until
 from tests.segments.test_fleet import put_schedule
+from tests.support.cdsdocs import cds
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 

@@ -25,12 +25,12 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.display.conftest import cds
 from tests.display.test_process import ContentServer
 from tests.display.test_webhooks import free_port
 from tests.segments.conftest import wait_until
 from tests.segments.test_fleet import put_schedule
 from tests.signed import signed_post
+from tests.support.cdsdocs import cds
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.usefixtures("scheduler_backend")]
 

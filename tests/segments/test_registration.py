@@ -20,7 +20,6 @@ import pytest
 
 from player.follower import ScheduleFollower
 from server.platform.signing import new_secret, signed_headers
-from tests.display.conftest import cds
 from tests.display.test_signed import closed_display
 from tests.segments.conftest import wait_until
 from tests.segments.test_enrolment import (
@@ -31,6 +30,7 @@ from tests.segments.test_enrolment import (
     bearer,
     make_scheduler,
 )
+from tests.support.cdsdocs import cds
 
 __all__ = ["make_scheduler"]  # the fixture, shared with test_enrolment
 pytestmark = pytest.mark.usefixtures("scheduler_backend")

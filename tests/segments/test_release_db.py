@@ -26,9 +26,9 @@ from server.scheduler.storage import (
     Assignment,
     SchedulerStorage,
 )
-from tests.display.conftest import cds
 from tests.segments.conftest import HttpPeer
 from tests.segments.test_fleet import put_schedule
+from tests.support.cdsdocs import cds
 
 RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "release-0618ddd"
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
