@@ -69,18 +69,16 @@ from typing import Any
 
 from tests.bench.memory_driver import MIXES, Driver
 from tests.bench.memory_tools import (
-    ROLES,
     BareView,
     Display,
     Framebuffer,
     XServer,
     classify,
-    foreign_engine_processes,
     private_qt,
     run_bare_view,
-    tree_memory,
     xvfb,
 )
+from tests.bench.proctree import ROLES, foreign_engine_processes, tree_memory
 from tests.bench.signage_content import ContentServer, Image, make_media
 
 ROOT = Path(__file__).resolve().parents[2]

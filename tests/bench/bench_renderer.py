@@ -40,6 +40,7 @@ os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.renderer.options import prepare_process
 from tests.bench.loopback import Answer, LoopbackSite
+from tests.bench.proctree import tree_processes
 from tests.bench.stats import percentile
 
 if TYPE_CHECKING:
@@ -158,31 +159,6 @@ class Transitions:
             self.done += 1
 
 
-def _chromium_type(pid: int) -> str:
-    """The ``--type`` a QtWebEngineProcess was started with ("" for none)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            arguments = stream.read().split(b"\0")
-    except OSError:
-        return ""
-    for argument in arguments:
-        if argument.startswith(b"--type="):
-            return argument[len(b"--type=") :].decode(errors="replace")
-    return ""
-
-
-def _process_role(pid: int, parent: int, root: int) -> str:
-    """What a process of the tree is: the browser (our own Python process, which also runs
-    Chromium's GPU/compositor thread here), a render process (forked by the zygote, whose
-    command line it keeps), or another of Chromium's helpers by its ``--type``."""
-    if pid == root:
-        return "browser"
-    kind = _chromium_type(pid)
-    if kind == "zygote" and _chromium_type(parent) == "zygote":
-        return "renderer"
-    return kind or "other"
-
-
 MEMORY_KEYS = ("rss_mb", "pss_mb", "anon_mb")
 
 
@@ -210,7 +186,7 @@ class MemorySample:
         return sum(float(getattr(p, key)) for p in self.processes if role is None or p.role == role)
 
     def roles(self) -> dict[str, dict[str, float]]:
-        """Figures summed per process role (browser, renderer, gpu-process, ...)."""
+        """Figures summed per process role (browser, render, gpu, zygote, ...)."""
         found: dict[str, dict[str, float]] = {}
         for process in self.processes:
             role = found.setdefault(process.role, dict.fromkeys(("count", *MEMORY_KEYS), 0.0))
@@ -238,50 +214,13 @@ class MemorySample:
         }
 
 
-def process_tree(root: int) -> list[tuple[int, int]]:
-    """``root`` and all its descendants, as (pid, parent pid)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stream:
-                fields = stream.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [(root, 0)]
-    while todo:
-        pid, parent = todo.pop()
-        tree.append((pid, parent))
-        todo.extend((child, pid) for child in children.get(pid, []))
-    return tree
-
-
 def process_tree_memory(root: int) -> list[ProcessMemory]:
     """RSS, PSS and anonymous memory (MB) of ``root`` and each of its descendants
-    (Chromium's processes too), from /proc/PID/smaps_rollup."""
-    found = []
-    for pid, parent in process_tree(root):
-        figures = {"Rss:": 0, "Pss:": 0, "Anonymous:": 0}
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as stream:
-                for line in stream:
-                    parts = line.split()
-                    if parts and parts[0] in figures:
-                        figures[parts[0]] += int(parts[1])
-        except OSError:
-            continue  # it ended meanwhile
-        found.append(
-            ProcessMemory(
-                pid,
-                _process_role(pid, parent, root),
-                figures["Rss:"] / 1024,
-                figures["Pss:"] / 1024,
-                figures["Anonymous:"] / 1024,
-            )
-        )
-    return found
+    (Chromium's processes too), by the role the display gives each."""
+    return [
+        ProcessMemory(pid, role, figures["Rss"], figures["Pss"], figures["Anonymous"])
+        for pid, role, figures in tree_processes(root)
+    ]
 
 
 def slope_per_1000(points: list[tuple[int, float]]) -> float | None:

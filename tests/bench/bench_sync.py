@@ -66,7 +66,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import Display, Framebuffer, XServer, process_tree, xvfb
+from tests.bench.memory_tools import Display, Framebuffer, XServer, xvfb
+from tests.bench.proctree import process_tree, tree_cpu
 from tests.bench.screen_probe import Running, read_probe
 from tests.bench.stats import percentile
 from tests.bench.sync_setup import (
@@ -79,7 +80,6 @@ from tests.bench.sync_setup import (
     cpu_busy,
     make_media,
     sha256,
-    tree_cpu,
 )
 from tests.bench.sync_tools import (
     FPS,

@@ -35,8 +35,8 @@ from typing import Any
 
 from tests.bench.bench_sync import REPO, size_of
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, tree_memory, xvfb
-from tests.bench.sync_setup import tree_cpu
+from tests.bench.memory_tools import Display, xvfb
+from tests.bench.proctree import tree_cpu, tree_memory
 from tests.bench.video_tools import MediaSite, require_ffmpeg
 
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><style>

@@ -30,8 +30,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-ROLES = ("browser", "render", "gpu", "zygote", "utility", "other")
-
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -161,115 +159,6 @@ def classify(pixels: list[tuple[int, int, int]]) -> str:
     if all(min(pixel) > 239 for pixel in pixels):
         return "white"
     return "content"
-
-
-# -- memory of a process tree ---------------------------------------------------------------
-
-
-def process_tree(root: int) -> list[tuple[int, int]]:
-    """``root`` and all its descendants, as (pid, parent pid)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stream:
-                fields = stream.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [(root, 0)]
-    while todo:
-        pid, parent = todo.pop()
-        tree.append((pid, parent))
-        todo.extend((child, pid) for child in children.get(pid, []))
-    return tree
-
-
-def _chromium_type(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            arguments = stream.read().split(b"\0")
-    except OSError:
-        return ""
-    for argument in arguments:
-        if argument.startswith(b"--type="):
-            return argument[len(b"--type=") :].decode(errors="replace")
-    return ""
-
-
-def role_of(pid: int, parent: int, root: int) -> str:
-    """The root is the browser process (Chromium's browser runs inside Qt's process); a
-    render process is forked by a zygote and keeps its command line (--type=zygote), so a
-    zygote whose parent is a zygote is a render process; the rest go by their --type."""
-    if pid == root:
-        return "browser"
-    kind = _chromium_type(pid)
-    if kind == "zygote" and _chromium_type(parent) == "zygote":
-        return "render"
-    if kind == "renderer":
-        return "render"
-    if kind == "gpu-process":
-        return "gpu"
-    return kind if kind in ROLES else "other"
-
-
-def _smaps_rollup(pid: int) -> tuple[float, float, float] | None:
-    """(PSS, RSS, anonymous) of one process in MB; None if it ended meanwhile."""
-    pss = rss = anon = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as stream:
-            for line in stream:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-                elif line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Anonymous:"):
-                    anon = int(line.split()[1])
-    except OSError:
-        return None
-    return pss / 1024, rss / 1024, anon / 1024
-
-
-def tree_memory(root: int) -> dict[str, Any]:
-    """PSS and RSS (MB) of ``root`` and its descendants, summed and by role (``role_of``)."""
-    by_role: dict[str, dict[str, float]] = {}
-    total_pss = total_rss = 0.0
-    count = 0
-    for pid, parent in process_tree(root):
-        figures = _smaps_rollup(pid)
-        if figures is None:
-            continue
-        pss, rss, anon = figures
-        role = by_role.setdefault(
-            role_of(pid, parent, root), {"count": 0, "pss_mb": 0.0, "rss_mb": 0.0, "anon_mb": 0.0}
-        )
-        role["count"] += 1
-        role["pss_mb"] += pss
-        role["rss_mb"] += rss
-        # Anonymous memory (heaps, V8, GL buffers): the part no other process shares.
-        role["anon_mb"] += anon
-        total_pss += pss
-        total_rss += rss
-        count += 1
-    return {"pss_mb": total_pss, "rss_mb": total_rss, "processes": count, "by_role": by_role}
-
-
-def foreign_engine_processes(root: int) -> int:
-    """QtWebEngineProcess processes on this machine outside ``root``'s tree: they map the same
-    libraries, so while they run, the tree's PSS reads lower than it would alone."""
-    ours = {pid for pid, _ in process_tree(root)}
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in ours:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as stream:
-                if b"QtWebEngineProcess" in stream.read(4096):
-                    count += 1
-        except OSError:
-            continue
-    return count
 
 
 # -- processes under test -------------------------------------------------------------------

@@ -28,13 +28,13 @@ from typing import Any
 
 from tests.bench.bench_memory import commit_of, snapshot
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, XServer, process_tree, sample_points
+from tests.bench.memory_tools import Display, XServer, sample_points
+from tests.bench.proctree import process_cpu, tree_cpu
 from tests.bench.signage_content import page
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cds", "server", "player", "pyproject.toml")  # what a display runs from
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 RGB = tuple[int, int, int]
 
 
@@ -104,36 +104,6 @@ def shows(url: str) -> Callable[[dict[str, Any]], bool]:
 
 def on_base(record: dict[str, Any]) -> bool:
     return record.get("origin") == "schedule"
-
-
-# -- CPU time ---------------------------------------------------------------------------------
-
-
-def _ticks(pid: int, children: bool) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stream:
-            fields = stream.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # After the command: state is field 3, so utime (14), stime, cutime, cstime are 11..14.
-    return sum(int(value) for value in fields[11 : 15 if children else 13])
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds used so far by ``root`` and its descendants. Each live process counts its
-    own time and, through cutime/cstime, that of the children it has reaped (a render
-    process that ended is in its zygote's figure), so every process is counted once."""
-    total = 0
-    for pid, _ in process_tree(root):
-        ticks = _ticks(pid, children=True)
-        total += ticks or 0
-    return total / CLOCK_TICKS
-
-
-def process_cpu(pid: int | None) -> float:
-    """CPU seconds of one process (its own, not its children's); 0 when there is none."""
-    ticks = _ticks(pid, children=False) if pid is not None else None
-    return (ticks or 0) / CLOCK_TICKS
 
 
 def xvfb_pid(server: XServer) -> int | None:

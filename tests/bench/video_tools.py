@@ -36,7 +36,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import process_tree
+from tests.bench.proctree import process_tree
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
 from tests.bench.stats import percentile
 
