@@ -1,15 +1,19 @@
-"""The renderer's stage, old against new, in one run: CPU, cross-fade steps, memory, latency.
+"""The renderer's stage against a bare Qt Quick scene, in one run: CPU, cross-fade steps,
+memory, latency.
 
-    .venv/bin/python -m tests.bench.bench_stage [--stages old,new] [--parts cpu,fade,memory,latency]
-        [--old-commit 136a1ed] [--new PATH] [--transitions 100] [--output FILE]
+    .venv/bin/python -m tests.bench.bench_stage [--parts cpu,fade,memory,latency]
+        [--checkout PATH] [--transitions 100] [--output FILE]
 
-Two stages: *old* is the QWidget stage, a copy of ``git archive <--old-commit>`` (136a1ed, the
-commit before the rewrite to one Qt Quick scene); *new* is ``--new PATH`` (default: this
-checkout), copied at the start (bench_memory.snapshot), so both are run from a tree nobody edits
-meanwhile. Every ``pdn display`` runs on an Xvfb of its own at 1920x1080 and is measured from the
-outside: the CPU time of its whole process tree (the Python process, which hosts Chromium's
-browser, and every QtWebEngineProcess; /proc/PID/stat, reaped children included), and Xvfb's
-own CPU beside it (not in the tree's figure). Parts, each for each stage:
+Two columns. *stage* is ``pdn display`` of ``--checkout`` (default: this checkout), copied at
+the start (bench_memory.snapshot), so it runs from a tree nobody edits meanwhile. *bare* is the
+baseline, measured in the same run on the same content: a bare Qt Quick scene with one picture
+and one web view and nothing else (bare_scene.py), told what to show on its standard input and
+switching at once; for the fade, the same recording of a bare scene's fade (fade_ceiling.py);
+for memory, the bare-view floor (bench_memory.measure_floor). Each stage figure is printed with
+its ratio to the bare one. Every process runs on an Xvfb of its own at 1920x1080 and is
+measured from the outside: the CPU time of its whole process tree (the Python process, which
+hosts Chromium's browser, and every QtWebEngineProcess; /proc/PID/stat, reaped children
+included), and Xvfb's own CPU beside it (not in the tree's figure). Parts:
 
 - cpu, at rotation 0 and at ``[screen] rotation = 90``: CPU seconds per second of the tree with
   a still picture on screen (a cached 1920x1080 JPEG of a CDS, drawn natively), over
@@ -22,6 +26,8 @@ own CPU beside it (not in the tree's figure). Parts, each for each stage:
   after them) over that time, per change. Beside: the page as signage_content has it, with
   its ticker and canvas animated at 60 fps (a frame-rate-bound load: where a stage's cost per
   frame shows; not used for the cost of a change, as it gives way to it).
+  The bare scene is measured the same way at the same rotation: the still, the calm page,
+  and the same changes, each sent on its input at the same interval.
   Target: CPU per change rotated / unrotated < 1.25x.
 - fade, at rotation 0 and 90: ``--fades`` cross-fades (``[screen] crossfade = 0.3``) from a
   pure red page to a pure blue one, recorded with ``ffmpeg -f x11grab -framerate 60`` for
@@ -42,14 +48,16 @@ own CPU beside it (not in the tree's figure). Parts, each for each stage:
   grey picture, POST /schedule of a red or blue page and read Xvfb's framebuffer (-fbdir,
   mapped; nothing asked of the X server) every millisecond: *first pixel* is the first sample
   whose centre left the grey (by more than 3 levels), *full* the first with all 13 points at
-  the colour; the playback record's ``started`` (stamped by the renderer) is kept beside.
-  Target (issue 4, for a page): first pixel p95 < 300 ms.
+  the colour; the playback record's ``started`` (stamped by the renderer) is kept beside. The
+  bare scene gets the same switches from the same grey picture on its input: its p50 and p95
+  are what a Qt Quick scene needs to put that page on the screen at all.
+  Target for a page: first pixel p95 < 300 ms.
   Blank frames (all 13 points near black or near white; bench_memory.ScreenWatch, every 5 ms)
   are counted during the memory transitions and these switches. Target: 0.
 
-Prints a side-by-side table (stage columns, new/old, target, pass per stage) and writes
-``bench-results/bench_stage.json``, after every session. A default run (both stages, all
-parts) took 21 minutes on a 2-core machine; ``--parts fade --stages new`` takes about 1.
+Prints a table (stage, bare, stage / bare, target, pass) and writes
+``bench-results/bench_stage.json`` (``--output``), after every session. The shortest run:
+``--parts latency --switches 2``.
 Needs Xvfb and ffmpeg (apt-get install -y xvfb ffmpeg). Network: 127.0.0.1 only.
 """
 
@@ -74,6 +82,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from tests.bench.bare_scene import BareScene, wait_until_alive
 from tests.bench.bench_memory import (
     ScreenWatch,
     low_memory_supported,
@@ -95,7 +104,6 @@ from tests.bench.stage_tools import (
     make_still,
     near,
     new_stage,
-    old_stage,
     on_base,
     record_screen,
     require_ffmpeg,
@@ -109,9 +117,9 @@ from tests.bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
-OLD_COMMIT = "136a1ed"
 SIZE = (1920, 1080)
 PARTS = ("cpu", "fade", "memory", "latency")
+COLUMNS = ("stage", "bare")
 RED: RGB = (255, 0, 0)
 BLUE: RGB = (0, 0, 255)
 GREY: RGB = (128, 128, 128)
@@ -131,7 +139,9 @@ class Bench:
     content: ContentServer
     pages: LocalPages
     picture: Image  # the still of the cpu part
+    picture_path: Path  # ... as a file, for the bare scene
     grey: Image  # the base between the latency part's items
+    grey_path: Path  # ... as a file, for the bare scene
 
 
 def display_config(bench: Bench, stage: Stage, rotation: int) -> str:
@@ -178,16 +188,24 @@ def show_base(bench: Bench, display: Display, image: Image) -> None:
 # -- cpu ---------------------------------------------------------------------------------------
 
 
-def steady(display: Display, trace: CpuTrace, settle: float, window: float) -> dict[str, Any]:
-    """CPU per second over ``window`` s, after ``settle`` s, and second by second. The playback
-    record is read once a second, as during the page changes, so that cost is in both."""
-    before = display.playback()
+def display_sequence(display: Display) -> Callable[[], object]:
+    """What says the display's screen changed: its playback record's sequence."""
+    return lambda: display.playback().get("sequence")
+
+
+def steady(
+    trace: CpuTrace, settle: float, window: float, sequence: Callable[[], object] | None
+) -> dict[str, Any]:
+    """CPU per second over ``window`` s, after ``settle`` s, and second by second. For the
+    display, its playback record is read once a second (``sequence``), as during the page
+    changes, so that cost is in both; the bare scene has none."""
+    before = sequence() if sequence else None
     time.sleep(settle)
     start = time.time()
     changed = False
     while time.time() < start + window:
         time.sleep(1)
-        changed |= display.playback().get("sequence") != before.get("sequence")
+        changed |= sequence is not None and sequence() != before
     end = time.time()
     tree, xserver = trace.between(start, end)
     seconds = [trace.at(start + k)[0] for k in range(int(end - start) + 1)]
@@ -210,7 +228,7 @@ def page_changes(bench: Bench, display: Display, trace: CpuTrace, first: int) ->
     urls = [bench.pages.calm(first + i) for i in range(args.changes + 2)]
     display.schedule_json(urls[0], hold)
     wait_record(display, shows(urls[0]), 60)
-    before = steady(display, trace, args.settle, args.window)
+    before = steady(trace, args.settle, args.window, display_sequence(display))
     for url in urls[1:-1]:
         display.schedule_json(url, args.interval)
     display.schedule_json(urls[-1], hold)
@@ -223,16 +241,28 @@ def page_changes(bench: Bench, display: Display, trace: CpuTrace, first: int) ->
         if time.monotonic() > deadline or not display.alive():
             raise RuntimeError(f"the page changes did not end; see {display.log_path}")
         time.sleep(1)
-    after = steady(display, trace, args.settle, args.window)
+    after = steady(trace, args.settle, args.window, display_sequence(display))
+    wait_record(display, on_base, 60)
+    return change_cost(trace, urls, starts, before, after)
+
+
+def change_cost(
+    trace: CpuTrace,
+    urls: list[str],
+    starts: dict[str, float],
+    before: dict[str, Any],
+    after: dict[str, Any],
+) -> dict[str, Any]:
+    """CPU per change: the CPU from the first change's start to the last's (whole periods)
+    minus the steady cost (the mean of ``before`` and ``after``) over that time, per change."""
     seen = [i for i, url in enumerate(urls) if url in starts]
     begin, end = starts[urls[seen[0]]], starts[urls[seen[-1]]]
     changes = seen[-1] - seen[0]
     if changes < 1:
-        raise RuntimeError(f"too few page changes seen on the record: {starts}")
+        raise RuntimeError(f"too few page changes seen: {starts}")
     tree, xserver = trace.between(begin, end)
     elapsed = end - begin
     rate = [(before[key] + after[key]) / 2 for key in ("cpu_s_per_s", "xvfb_cpu_s_per_s")]
-    wait_record(display, on_base, 60)
     return {
         "before": before,
         "after": after,
@@ -251,32 +281,58 @@ def page_changes(bench: Bench, display: Display, trace: CpuTrace, first: int) ->
     }
 
 
-def cpu_part(bench: Bench, display: Display, trace: CpuTrace, first: int) -> dict[str, Any]:
+def bare_page_changes(
+    bench: Bench, scene: BareScene, trace: CpuTrace, first: int
+) -> dict[str, Any]:
+    """:func:`page_changes` of the bare scene: the same pages, each sent on its input at the
+    same interval; a change starts when it is sent (the scene has no record to read)."""
     args = bench.args
-    still = steady(display, trace, args.settle, args.window)
+    urls = [bench.pages.calm(first + i) for i in range(args.changes + 2)]
+    scene.show(urls[0])
+    before = steady(trace, args.settle, args.window, None)
+    starts: dict[str, float] = {}
+    for url in urls[1:]:
+        starts[url] = time.time()
+        scene.show(url)
+        time.sleep(args.interval)
+    after = steady(trace, args.settle, args.window, None)
+    scene.show(bench.picture_path)
+    return change_cost(trace, urls, starts, before, after)
+
+
+def cpu_part(
+    bench: Bench,
+    trace: CpuTrace,
+    first: int,
+    show: Callable[[str], None],
+    changes: Callable[[], dict[str, Any]],
+    sequence: Callable[[], object] | None,
+) -> dict[str, Any]:
+    """The still picture (already on the screen), the signage page animated, then the page
+    changes; ``show`` puts a page on the screen and returns once it is there."""
+    args = bench.args
+    still = steady(trace, args.settle, args.window, sequence)
     print(
         f"  still picture: {still['cpu_s_per_s']:.3f} CPU s/s (Xvfb "
         f"{still['xvfb_cpu_s_per_s']:.3f})",
         flush=True,
     )
-    url = f"{bench.content.url}/page/{first}.html"
-    display.schedule_json(url, args.settle + args.window + 4)
-    wait_record(display, shows(url), 60)
-    animated = steady(display, trace, args.settle, args.window)
+    show(f"{bench.content.url}/page/{first}.html")
+    animated = steady(trace, args.settle, args.window, sequence)
     print(
         f"  signage page animated at 60 fps: {animated['cpu_s_per_s']:.3f} CPU s/s (Xvfb "
         f"{animated['xvfb_cpu_s_per_s']:.3f})",
         flush=True,
     )
-    changes = page_changes(bench, display, trace, first + 1)
+    found = changes()
     print(
-        f"  calm signage page: {changes['before']['cpu_s_per_s']:.3f} CPU s/s before the "
-        f"changes, {changes['after']['cpu_s_per_s']:.3f} after; {changes['changes']} changes "
-        f"every {changes['period_s']:.2f} s: {changes['cpu_s_per_change']:.3f} CPU s per "
-        f"change beyond the page's own (Xvfb {changes['xvfb_cpu_s_per_change']:.3f})",
+        f"  calm signage page: {found['before']['cpu_s_per_s']:.3f} CPU s/s before the "
+        f"changes, {found['after']['cpu_s_per_s']:.3f} after; {found['changes']} changes "
+        f"every {found['period_s']:.2f} s: {found['cpu_s_per_change']:.3f} CPU s per "
+        f"change beyond the page's own (Xvfb {found['xvfb_cpu_s_per_change']:.3f})",
         flush=True,
     )
-    return {"still": still, "animated": animated, "page": changes}
+    return {"still": still, "animated": animated, "page": found}
 
 
 # -- fade --------------------------------------------------------------------------------------
@@ -355,10 +411,67 @@ def view_session(bench: Bench, stage: Stage, rotation: int, parts: list[str]) ->
             if "fade" in parts:  # first: nothing that played before may weigh on it
                 result["fade"] = fade_part(bench, server, display, name)
             if "cpu" in parts:
-                result["cpu"] = cpu_part(bench, display, trace, 1000 + 100 * rotation)
+                hold = bench.args.settle + bench.args.window + 4
+
+                def show(url: str) -> None:
+                    display.schedule_json(url, hold)
+                    wait_record(display, shows(url), 60)
+
+                first = 1000 + 100 * rotation
+                result["cpu"] = cpu_part(
+                    bench,
+                    trace,
+                    first,
+                    show,
+                    partial(page_changes, bench, display, trace, first + 1),
+                    display_sequence(display),
+                )
         finally:
             trace.stop()
     return result
+
+
+@contextmanager
+def bare_running(bench: Bench, rotation: int, name: str) -> Iterator[tuple[XServer, BareScene]]:
+    """An Xvfb of its own and the bare Qt Quick scene on it, showing the still picture."""
+    with xvfb(*SIZE) as server:
+        scene = BareScene(
+            server, bench.workdir / name, SIZE, rotation, bench.workdir / f"{name}.log"
+        )
+        print(f"[{name}] bare Qt Quick scene, pid {scene.process.pid}", flush=True)
+        try:
+            scene.show(bench.picture_path)
+            wait_until_alive(scene, 5)
+            yield server, scene
+        finally:
+            scene.stop()
+
+
+def bare_view_session(bench: Bench, rotation: int) -> dict[str, Any]:
+    """The cpu part of the bare scene at ``rotation``; a page is on its screen once the
+    scene has had ``--bare-load`` s for it."""
+    name = f"bare-r{rotation}"
+    with bare_running(bench, rotation, name) as (server, scene):
+        trace = CpuTrace(scene.process.pid, xvfb_pid(server))
+        trace.start()
+
+        def show(url: str) -> None:
+            scene.show(url)
+            time.sleep(bench.args.bare_load)
+
+        first = 1000 + 100 * rotation
+        try:
+            found = cpu_part(
+                bench,
+                trace,
+                first,
+                show,
+                partial(bare_page_changes, bench, scene, trace, first + 1),
+                None,
+            )
+        finally:
+            trace.stop()
+    return {"rotation": rotation, "cpu": found}
 
 
 # -- memory and latency ------------------------------------------------------------------------
@@ -418,6 +531,64 @@ def memory_part(bench: Bench, display: Display, watch: ScreenWatch) -> dict[str,
     }
 
 
+def to_screen(
+    framebuffer: Framebuffer, colour: RGB, sent: float
+) -> tuple[float | None, float | None]:
+    """Seconds from ``sent`` (monotonic) to the first pixel that left the grey, and to all
+    13 points at ``colour``, read on the framebuffer every millisecond (None: not in 10 s)."""
+    first = full = None
+    while time.monotonic() < sent + 10 and full is None:
+        pixels = framebuffer.pixels()
+        now = time.monotonic()
+        if first is None and not near(pixels[4], GREY, 3):
+            first = now - sent
+        if first is not None and all(near(p, colour, 12) for p in pixels):
+            full = now - sent
+        time.sleep(0.001)
+    return first, full
+
+
+def back_to_grey(framebuffer: Framebuffer) -> None:
+    deadline = time.monotonic() + 10
+    while not all(near(p, GREY, 12) for p in framebuffer.pixels()):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    time.sleep(0.5)
+
+
+def switches(bench: Bench) -> list[tuple[RGB, str]]:
+    """The latency part's pages: red and blue in turn, each a new document."""
+    colours = [(RED, BLUE)[n % 2] for n in range(bench.args.switches)]
+    return [(c, bench.pages.solid(c, f"s{n}")) for n, c in enumerate(colours)]
+
+
+def latency_figures(firsts: list[float], fulls: list[float], missed: int) -> dict[str, Any]:
+    return {
+        "switches": len(firsts) + missed,
+        "never_in_full": missed,
+        "first_pixel_p50_ms": round(percentile(firsts, 0.5), 1) if firsts else None,
+        "first_pixel_p95_ms": round(percentile(firsts, 0.95), 1) if firsts else None,
+        "full_p50_ms": round(percentile(fulls, 0.5), 1) if fulls else None,
+        "full_p95_ms": round(percentile(fulls, 0.95), 1) if fulls else None,
+    }
+
+
+def print_latency(result: dict[str, Any]) -> None:
+    print(
+        f"  schedule to first pixel p50/p95 {result['first_pixel_p50_ms']}/"
+        f"{result['first_pixel_p95_ms']} ms, in full {result['full_p50_ms']}/"
+        f"{result['full_p95_ms']} ms"
+        + (
+            f"; the record's start {result['record_started_p50_ms']}/"
+            f"{result['record_started_p95_ms']} ms"
+            if "record_started_p50_ms" in result
+            else ""
+        ),
+        flush=True,
+    )
+
+
 def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> dict[str, Any]:
     """From the grey still, a red or blue page: ms from POST to its first pixel and to all of
     it, read on the framebuffer."""
@@ -425,19 +596,10 @@ def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> di
     fulls: list[float] = []
     swaps: list[float] = []
     missed = 0
-    for n in range(bench.args.switches):
-        colour, url = (RED, BLUE)[n % 2], bench.pages.solid((RED, BLUE)[n % 2], f"s{n}")
+    for colour, url in switches(bench):
         sent, sent_wall = time.monotonic(), time.time()
         display.schedule_json(url, 2)  # long enough to read its record after it is in full
-        first = full = None
-        while time.monotonic() < sent + 10 and full is None:
-            pixels = framebuffer.pixels()
-            now = time.monotonic()
-            if first is None and not near(pixels[4], GREY, 3):
-                first = now - sent
-            if first is not None and all(near(p, colour, 12) for p in pixels):
-                full = now - sent
-            time.sleep(0.001)
+        first, full = to_screen(framebuffer, colour, sent)
         if first is None or full is None:
             missed += 1
         else:
@@ -447,30 +609,48 @@ def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> di
         record = wait_record(display, shows(url), 30, poll=0.05)
         swaps.append((started_at(record) - sent_wall) * 1000)
         wait_record(display, on_base, 30)
-        deadline = time.monotonic() + 10
-        while not all(near(p, GREY, 12) for p in framebuffer.pixels()):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        time.sleep(0.5)
+        back_to_grey(framebuffer)
     result = {
-        "switches": bench.args.switches,
-        "never_in_full": missed,
-        "first_pixel_p50_ms": round(percentile(firsts, 0.5), 1),
-        "first_pixel_p95_ms": round(percentile(firsts, 0.95), 1),
-        "full_p50_ms": round(percentile(fulls, 0.5), 1),
-        "full_p95_ms": round(percentile(fulls, 0.95), 1),
+        **latency_figures(firsts, fulls, missed),
         "record_started_p50_ms": round(percentile(swaps, 0.5), 1),
         "record_started_p95_ms": round(percentile(swaps, 0.95), 1),
     }
-    print(
-        f"  schedule to first pixel p50/p95 {result['first_pixel_p50_ms']}/"
-        f"{result['first_pixel_p95_ms']} ms, in full {result['full_p50_ms']}/"
-        f"{result['full_p95_ms']} ms; the record's start {result['record_started_p50_ms']}/"
-        f"{result['record_started_p95_ms']} ms",
-        flush=True,
-    )
+    print_latency(result)
     return result
+
+
+def bare_latency_part(bench: Bench, scene: BareScene, framebuffer: Framebuffer) -> dict[str, Any]:
+    """The same switches on the bare scene: each page sent on its input, then the grey."""
+    firsts: list[float] = []
+    fulls: list[float] = []
+    missed = 0
+    for colour, url in switches(bench):
+        sent = time.monotonic()
+        scene.show(url)
+        first, full = to_screen(framebuffer, colour, sent)
+        if first is None or full is None:
+            missed += 1
+        else:
+            firsts.append(first * 1000)
+            fulls.append(full * 1000)
+        time.sleep(max(0.0, sent + 2 - time.monotonic()))  # as long as the display's item
+        scene.show(bench.grey_path)
+        back_to_grey(framebuffer)
+    result = latency_figures(firsts, fulls, missed)
+    print_latency(result)
+    return result
+
+
+def bare_play_session(bench: Bench) -> dict[str, Any]:
+    """The latency part of the bare scene, unrotated, from the same grey picture."""
+    with bare_running(bench, 0, "bare-play") as (server, scene):
+        scene.show(bench.grey_path)
+        time.sleep(2)
+        framebuffer = Framebuffer(server.framebuffer)
+        try:
+            return {"latency": bare_latency_part(bench, scene, framebuffer)}
+        finally:
+            framebuffer.close()
 
 
 def play_session(bench: Bench, stage: Stage, parts: list[str]) -> dict[str, Any]:
@@ -561,9 +741,20 @@ def derive(found: dict[str, Any], floor: dict[str, Any] | None) -> dict[str, Any
     derived = {
         "rotated_ratio": ratio(dig(found, "r90", *per_change), dig(found, "r0", *per_change)),
         "pss_ratio": ratio(dig(found, "play", "memory", "pss_mb"), dig(floor, "pss_mb")),
-        "floor_pss_mb": dig(floor, "pss_mb") if dig(found, "play", "memory") else None,
     }
     return {**found, "derived": derived}
+
+
+def bare_column(results: dict[str, Any]) -> dict[str, Any]:
+    """The baseline's figures where the stage's stand: its own sessions, the bare fade
+    (fade_ceiling, unrotated, for both rotations) and the bare-view floor's PSS."""
+    bare: dict[str, Any] = {key: dict(value) for key, value in results["bare"].items()}
+    pictures = dig(results, "fade_ceiling", "pictures", "median_steps")
+    for rotation in results["rotations"]:
+        bare.setdefault(f"r{rotation}", {})["fade"] = {"median_steps": pictures}
+    if dig(results, "floor", "pss_mb") is not None:
+        bare.setdefault("play", {})["memory"] = {"pss_mb": results["floor"]["pss_mb"]}
+    return bare
 
 
 def table_rows(args: argparse.Namespace) -> list[Row]:
@@ -589,8 +780,8 @@ def table_rows(args: argparse.Namespace) -> list[Row]:
             (">=", FADE_STEPS_TARGET)),
         Row("fade steps (median), 90°", ("r90", "fade", "median_steps"), 0,
             (">=", FADE_STEPS_TARGET)),
-        Row(f"PSS MB after {args.transitions} transitions", ("play", "memory", "pss_mb"), 0),
-        Row("  floor: bare view PSS MB", ("derived", "floor_pss_mb"), 0),
+        Row(f"PSS MB after {args.transitions} transitions (bare: floor)",
+            ("play", "memory", "pss_mb"), 0),
         Row("PSS / floor", ("derived", "pss_ratio"), 2, ("<=", PSS_RATIO_TARGET)),
         Row("schedule to first pixel p50 ms", (*latency, "first_pixel_p50_ms"), 0),
         Row("schedule to first pixel p95 ms", (*latency, "first_pixel_p95_ms"), 0,
@@ -603,39 +794,37 @@ def table_rows(args: argparse.Namespace) -> list[Row]:
 
 
 def table(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows as data (for the JSON), and printed: one column per stage, new/old, the
-    target, and pass or fail per stage."""
+    """The rows as data (for the JSON), and printed: the stage, the bare scene, the stage's
+    figure over the bare one, the target, and pass or fail (the stage's)."""
+    floor = results.get("floor")
     stages = {
-        name: derive(found, results.get("floor")) for name, found in results["stages"].items()
+        "stage": derive(results["stage"], floor),
+        "bare": derive(bare_column(results), None),
     }
     out: list[dict[str, Any]] = []
-    print(
-        f"\n{'':<40}"
-        + "".join(f"{name:>10}" for name in stages)
-        + f"{'new/old':>9}  {'target':<8} pass ({'/'.join(stages)})"
-    )
+    print(f"\n{'':<40}{'stage':>10}{'bare':>10}{'stage/bare':>11}  {'target':<8} pass")
     for row in table_rows(args):
         values = {name: dig(found, *row.path) for name, found in stages.items()}
         if all(value is None for value in values.values()):
             continue
         cells = ["-" if v is None else f"{v:.{row.digits}f}" for v in values.values()]
-        passes = {name: row.passes(value) for name, value in values.items()}
+        passes = row.passes(values["stage"])
         target = "" if row.target is None else f"{row.target[0]} {row.target[1]:g}"
-        change = ratio(values.get("new"), values.get("old"))
-        verdict = "/".join("-" if p is None else "PASS" if p else "FAIL" for p in passes.values())
+        against = ratio(values["stage"], values["bare"])
+        verdict = "-" if passes is None else "PASS" if passes else "FAIL"
         print(
             f"{row.label:<40}"
             + "".join(f"{cell:>10}" for cell in cells)
-            + f"{'' if change is None else f'{change:.2f}x':>9}  {target:<8} "
+            + f"{'' if against is None else f'{against:.2f}x':>11}  {target:<8} "
             + (verdict if row.target else "")
         )
         out.append(
             {
                 "metric": row.label,
                 "values": values,
-                "new_over_old": change,
+                "stage_over_bare": against,
                 "target": target or None,
-                "pass": passes if row.target else None,
+                "pass": passes,
             }
         )
     return out
@@ -647,16 +836,15 @@ def table(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, A
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add = parser.add_argument
-    add("--stages", default="old,new", help="which stages, comma-separated: old, new")
     add("--parts", default=",".join(PARTS), help=f"which parts: {', '.join(PARTS)}")
-    add("--old-commit", default=OLD_COMMIT, help="the old stage's commit (git archive)")
-    add("--new", type=Path, default=ROOT, help="the new stage's checkout (copied at the start)")
+    add("--checkout", type=Path, default=ROOT, help="the stage's checkout (copied at the start)")
     add("--rotations", default="0,90", help="rotations of the cpu and fade parts")
     add("--crossfade", type=float, default=0.3, help="[screen] crossfade, seconds")
     add("--settle", type=float, default=5.0, help="seconds before a steady CPU window")
     add("--window", type=float, default=15.0, help="seconds of a steady CPU window")
     add("--changes", type=int, default=20, help="page changes of the cpu part")
     add("--interval", type=float, default=3.0, help="seconds between those page changes")
+    add("--bare-load", type=float, default=3.0, help="seconds the bare scene gets for a page")
     add("--fades", type=int, default=4, help="recorded cross-fades per rotation")
     add("--fade-record", type=float, default=1.6, help="seconds recorded around a switch")
     add("--fade-lead", type=float, default=0.6, help="of which before the switch is due")
@@ -676,10 +864,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally clauses still run
     signal.signal(signal.SIGINT, signal.default_int_handler)
     parts = [part for part in args.parts.split(",") if part]
-    names = [name for name in args.stages.split(",") if name]
     rotations = [int(value) for value in args.rotations.split(",") if value]
-    if set(parts) - set(PARTS) or set(names) - {"old", "new"} or not parts or not names:
-        raise SystemExit(f"--parts is a list of {', '.join(PARTS)}; --stages of old, new")
+    if set(parts) - set(PARTS) or not parts:
+        raise SystemExit(f"--parts is a list of {', '.join(PARTS)}")
     require_ffmpeg()
     begun = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-stage-"))
@@ -688,26 +875,22 @@ def main() -> int:
     images, _ = make_media(media)
     grey_path = make_still(media, "grey-1080p.png", GREY)
     grey = Image(grey_path.name, "image/png", sha256(grey_path.read_bytes()).hexdigest())
+    picture = next(image for image in images if image.name == "bars.jpg")
     bench = Bench(
         args,
         workdir,
         ContentServer(media),
         LocalPages(),
-        next(image for image in images if image.name == "bars.jpg"),
+        picture,
+        media / picture.name,
         grey,
+        grey_path,
     )
-    stages = [
-        old_stage(args.old_commit, workdir / "old")
-        if name == "old"
-        else new_stage(args.new.resolve(), workdir / "new")
-        for name in names
-    ]
+    stage = new_stage(args.checkout.resolve(), workdir / "stage")
     results: dict[str, Any] = {
-        "stages": {stage.name: {} for stage in stages},
-        "sources": {
-            s.name: {"source": s.source, "commit": s.commit, "ran_from": str(s.tree)}
-            for s in stages
-        },
+        "stage": {},
+        "bare": {},
+        "source": {"source": stage.source, "commit": stage.commit, "ran_from": str(stage.tree)},
         "parts": parts,
         "rotations": rotations,
         "options": {key: str(value) for key, value in vars(args).items()},
@@ -721,20 +904,20 @@ def main() -> int:
         results["elapsed_s"] = round(time.monotonic() - begun, 1)
         args.output.write_text(json.dumps(results, indent=1) + "\n")
 
-    def session(stage: Stage, key: str, run: Callable[[], dict[str, Any]]) -> None:
-        print(f"== {stage.name} stage ({stage.commit}): {key}", flush=True)
+    def session(column: str, key: str, run: Callable[[], dict[str, Any]]) -> None:
+        print(f"== {column}: {key}", flush=True)
         try:
-            results["stages"][stage.name][key] = run()
+            results[column][key] = run()
         except (Exception, SystemExit) as error:  # one failed session must not end the run
             if isinstance(error, SystemExit) and error.code == 143:
                 raise
             print(f"  FAILED: {error}", flush=True)
-            results["stages"][stage.name][key] = {"error": str(error)}
+            results[column][key] = {"error": str(error)}
         save()
 
     print(
-        f"bench_stage: stages {', '.join(f'{s.name} = {s.source} ({s.commit})' for s in stages)}"
-        f"; parts {', '.join(parts)}; logs in {workdir}",
+        f"bench_stage: the stage of {stage.source} ({stage.commit}) against a bare Qt Quick "
+        f"scene; parts {', '.join(parts)}; logs in {workdir}",
         flush=True,
     )
     try:
@@ -743,28 +926,32 @@ def main() -> int:
             save()
         view_parts = [part for part in parts if part in ("cpu", "fade")]
         for rotation in rotations if view_parts else []:
-            for stage in stages:
-                run = partial(view_session, bench, stage, rotation, view_parts)
-                session(stage, f"r{rotation}", run)
-        if "fade" in parts:  # the machine's own limit, for the fade rows (no stage in it)
-            print("== the fade's ceiling on this machine", flush=True)
+            session(
+                "stage", f"r{rotation}", partial(view_session, bench, stage, rotation, view_parts)
+            )
+            if "cpu" in parts:
+                session("bare", f"r{rotation}", partial(bare_view_session, bench, rotation))
+        if "fade" in parts:  # the bare scene's fade, for the fade rows
+            print("== bare: the fade of two pictures and of two rectangles", flush=True)
             results["fade_ceiling"] = ceiling(
                 workdir / "ceiling", args.fades, round(args.crossfade * 1000)
             )
             save()
         play_parts = [part for part in parts if part in ("memory", "latency")]
-        for stage in stages if play_parts else []:
-            session(stage, "play", partial(play_session, bench, stage, play_parts))
+        if play_parts:
+            session("stage", "play", partial(play_session, bench, stage, play_parts))
+        if "latency" in parts:
+            session("bare", "play", partial(bare_play_session, bench))
     finally:
         bench.content.stop()
         bench.pages.stop()
         if args.qt is not None:
             shutil.rmtree(args.qt.parent, ignore_errors=True)
     results["table"] = table(args, results)
-    for kind, found in results.get("fade_ceiling", {}).items():
-        if isinstance(found, dict):
-            label = f"  ceiling: bare Qt Quick, two {kind}"
-            print(f"{label:<40}{found['median_steps']!s:>10}  (no stage: what this GL can show)")
+    rectangles = dig(results, "fade_ceiling", "rectangles", "median_steps")
+    if rectangles is not None:
+        label = "  bare: two rectangles' fade steps"
+        print(f"{label:<40}{'':>10}{rectangles!s:>10}  (what this GL shows with no texture)")
     save()
     print(
         f"\n{results['elapsed_s'] / 60:.1f} minutes; written to {args.output}; logs in {workdir}",
