@@ -3,7 +3,8 @@
 One ``QQuickView`` on an X server, full screen, holding one ``Image`` and one ``WebEngineView``
 and nothing else: no display, no engine, no HTTP API, no fade, no Python deciding anything.
 It is told what to show on its standard input, one line at a time (a page's URL, or
-``image:PATH`` for a picture), and switches to it at once. Rotated by ``--rotation`` the way
+``image:PATH`` for a picture), and switches to it at once: a picture as soon as it is
+read, a page as soon as it has loaded (what was on the screen stays until then). Rotated by ``--rotation`` the way
 the stage turns its scene. What bench_stage measures of the stage (CPU of the process tree, time
 from an order to the pixels on the screen) it measures of this scene on the same content, so
 each figure of the stage is read against what a Qt Quick scene costs on this machine at all.
@@ -30,7 +31,17 @@ Item {
     id: root
     property string source: ""
     property int turn: 0
-    readonly property bool picture: source.startsWith("image:")
+    property string picture: ""
+    property bool showPicture: true
+    // A picture at once; a page once it has loaded, the picture before it kept until then.
+    onSourceChanged: {
+        if (source.startsWith("image:")) {
+            picture = "file://" + source.substring(6)
+            showPicture = true
+        } else {
+            web.url = source
+        }
+    }
     Item {
         anchors.centerIn: parent
         rotation: root.turn
@@ -38,13 +49,18 @@ Item {
         height: root.turn % 180 === 0 ? root.height : root.width
         Image {
             anchors.fill: parent
-            visible: root.picture
-            source: root.picture ? "file://" + root.source.substring(6) : ""
+            visible: root.showPicture
+            source: root.picture
         }
         WebEngineView {
+            id: web
             anchors.fill: parent
-            visible: !root.picture && root.source !== ""
-            url: root.picture ? "about:blank" : root.source
+            visible: !root.showPicture
+            onLoadingChanged: (request) => {
+                if (request.status === WebEngineView.LoadSucceededStatus
+                        && request.url == root.source)
+                    root.showPicture = false
+            }
         }
     }
 }

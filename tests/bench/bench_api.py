@@ -42,6 +42,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come first
+
+from tests.bench.results import write_figures  # noqa: E402
+
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
 
 
@@ -457,9 +461,7 @@ def main() -> int:
         f"  screen: second change {fanout['screen_gap_between_changes_s']} s after the first"
         f" (asked: {fanout['screen_gap_asked_s']} s)"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.out}")
+    write_figures(args.out, results)
     return 0
 
 

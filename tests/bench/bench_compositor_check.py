@@ -18,7 +18,6 @@ one core; the target is under 1 %. Prints the figures and writes them as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from player.renderer.compositor import ppm_frame_class
+from tests.bench.results import write_figures
 from tests.compositor import sway
 from tests.tools import xvfb
 
@@ -166,10 +166,7 @@ def main() -> int:
         "wayland": bench_wayland(args.checks, args.every),
         "x11": bench_x11(args.checks, args.every),
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n")
+    write_figures(args.output, figures, echo=True)
     return 0
 
 

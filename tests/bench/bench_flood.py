@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import socket
@@ -40,8 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import ROOT, Display, insecure_context, percentile  # type: ignore[import-not-found]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+from tests.bench.bench_api import ROOT, Display, insecure_context, percentile
+from tests.bench.results import write_figures
 
 
 def probe(display: Display) -> float | None:
@@ -252,9 +252,7 @@ def main() -> int:
                     f"{label:5s} CPU per request, {kind}: {cost['cpu_ms_per_request']} ms"
                     f" ({cost['requests_per_s']} requests/s)"
                 )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.out}")
+    write_figures(args.out, results)
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 from player.renderer.options import prepare_process
 from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.proctree import tree_processes
+from tests.bench.results import write_figures
 from tests.bench.stats import percentile
 
 if TYPE_CHECKING:
@@ -469,8 +469,7 @@ def main() -> int:
     stop()
     default = "renderer-memory.json" if args.memory_only else "renderer.json"
     output = Path(args.output or ROOT / "bench-results" / default)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
+    write_figures(output, results)
     print(f"written to {output}", flush=True)
     # Leave without Python's final garbage collection of PySide objects, which can crash
     # after Qt WebEngine has shut down; every result is written by now.

@@ -23,7 +23,6 @@ are what to read. Prints the figures and writes them as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from tests.bench.bench_sync import REPO, size_of
 from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.memory_tools import Display, xvfb
 from tests.bench.proctree import tree_cpu, tree_memory
+from tests.bench.results import write_figures
 from tests.bench.video_tools import MediaSite, require_ffmpeg
 
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><style>
@@ -157,10 +157,7 @@ def main() -> int:
         }
         for key in single
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n")
+    write_figures(args.output, figures, echo=True)
     return 0
 
 

@@ -3,7 +3,6 @@ and the process figures (CPU seconds, resident memory) they report."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.bench.results import write_figures  # noqa: E402
 from tests.pgserver import free_port  # noqa: E402
 
 XML = {"Content-Type": "text/xml"}
@@ -112,5 +112,4 @@ def parallel(
 
 def save(path: Path, results: dict[str, Any]) -> None:
     """Written after every phase: a run stopped half-way keeps what it measured."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    write_figures(path, results)

@@ -30,7 +30,7 @@ from tests.bench.bench_memory import commit_of, snapshot
 from tests.bench.loopback import Answer, LoopbackSite
 from tests.bench.memory_tools import Display, XServer, sample_points
 from tests.bench.proctree import process_cpu, tree_cpu
-from tests.bench.signage_content import page
+from tests.bench.signage_content import lavfi_image, page
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,26 +229,11 @@ class LocalPages:
 
 
 def make_still(directory: Path, name: str, colour: RGB, size: str = "1920x1080") -> Path:
-    """A PNG of one colour (for a base between items that is never blank)."""
+    """A PNG of one colour (for a base between items that is never blank), made once."""
     path = directory / name
     if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                require_ffmpeg(),
-                "-v",
-                "error",
-                "-y",
-                "-f",
-                "lavfi",
-                "-i",
-                f"color=c=0x{hex_of(colour)}:size={size}",
-                "-frames:v",
-                "1",
-                str(path),
-            ],
-            check=True,
-        )
+        lavfi_image(f"color=c=0x{hex_of(colour)}:size={size}", path)
     return path
 
 

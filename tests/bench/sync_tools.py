@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.bench.signage_content import lavfi_image
 from tests.bench.video_tools import reap, require_ffmpeg
 
 COLUMNS, ROWS = 16, 9
@@ -87,12 +88,7 @@ def picture_video(path: Path, size: tuple[int, int], seconds: float, fps: int = 
 
 def solid_png(path: Path, size: tuple[int, int], colour: RGB) -> Path:
     hex_colour = "".join(f"{c:02x}" for c in colour)
-    subprocess.run(
-        [require_ffmpeg(), "-v", "error", "-y", "-f", "lavfi",
-         "-i", f"color=c=0x{hex_colour}:s={size[0]}x{size[1]}", "-frames:v", "1", str(path)],
-        check=True, timeout=60,
-    )  # fmt: skip
-    return path
+    return lavfi_image(f"color=c=0x{hex_colour}:s={size[0]}x{size[1]}", path)
 
 
 @dataclass(frozen=True)
