@@ -3,11 +3,12 @@
 One ``QQuickView`` on an X server, full screen, holding one ``Image`` and one ``WebEngineView``
 and nothing else: no display, no engine, no HTTP API, no fade, no Python deciding anything.
 It is told what to show on its standard input, one line at a time (a page's URL, or
-``image:PATH`` for a picture), and switches to it at once: a picture as soon as it is
-read, a page as soon as it has loaded (what was on the screen stays until then). Rotated by ``--rotation`` the way
-the stage turns its scene. What bench_stage measures of the stage (CPU of the process tree, time
-from an order to the pixels on the screen) it measures of this scene on the same content, so
-each figure of the stage is read against what a Qt Quick scene costs on this machine at all.
+``image:PATH`` for a picture): a picture shows as soon as it is read, a page as soon as it has
+loaded (what was on the screen stays until then). It is turned the way the stage turns its
+scene. What bench_stage measures of the stage (CPU of the process tree, time from an order to
+the pixels on the screen) it measures of this scene on the same content, so each figure of the
+stage is read against what a Qt Quick scene costs on this machine at all. fade_ceiling and
+video_ceiling start their bare viewers with :func:`start_view` too.
 
 :class:`BareScene` starts the scene as a process of its own (its CPU is its tree's, as the
 display's is) and sends it the lines.
@@ -21,6 +22,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.bench.memory_tools import XServer
 
@@ -66,36 +68,65 @@ Item {
 }
 """
 
-VIEWER = textwrap.dedent(
-    """
-    import sys
-    from PySide6.QtCore import QSocketNotifier, QUrl
-    from PySide6.QtGui import QColor, QGuiApplication
-    from PySide6.QtQuick import QQuickView
-    from PySide6.QtWebEngineQuick import QtWebEngineQuick
+# The start of every bare viewer: a full-screen QQuickView of the scene file argv[1], at the
+# size argv[2] x argv[3], on black; {setup} runs before the application is made. What follows
+# is the viewer's own (argv[4:] are its arguments).
+VIEW = """
+import sys, time
+from PySide6.QtCore import QSocketNotifier, QTimer, QUrl
+from PySide6.QtGui import QColor, QGuiApplication
+from PySide6.QtQuick import QQuickView
+{setup}
+app = QGuiApplication(sys.argv)
+view = QQuickView()
+view.setColor(QColor(0, 0, 0))
+view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
+view.setSource(QUrl.fromLocalFile(sys.argv[1]))
+view.setGeometry(0, 0, int(sys.argv[2]), int(sys.argv[3]))
+view.show()
+"""
 
-    QtWebEngineQuick.initialize()
-    app = QGuiApplication(sys.argv)
-    view = QQuickView()
-    view.setColor(QColor(0, 0, 0))
-    view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
-    view.setSource(QUrl.fromLocalFile(sys.argv[1]))
-    view.setGeometry(0, 0, int(sys.argv[2]), int(sys.argv[3]))
-    view.rootObject().setProperty("turn", int(sys.argv[4]))
-    view.show()
 
-    def read() -> None:
-        line = sys.stdin.readline()
-        if not line:
-            app.quit()
-        elif line.strip():
-            view.rootObject().setProperty("source", line.strip())
+def start_view(
+    server: XServer,
+    workdir: Path,
+    name: str,
+    qml: str,
+    code: str,
+    size: tuple[int, int],
+    arguments: list[str],
+    *,
+    setup: str = "",
+    **popen: Any,
+) -> subprocess.Popen[Any]:
+    """A bare viewer process on ``server``: the scene ``qml`` and the viewer's own ``code``
+    after :data:`VIEW`, written to ``workdir`` as ``name``.qml and ``name``_viewer.py."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    scene, viewer = workdir / f"{name}.qml", workdir / f"{name}_viewer.py"
+    scene.write_text(qml)
+    viewer.write_text(VIEW.format(setup=setup) + textwrap.dedent(code))
+    env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
+    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
+        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    command = [sys.executable, str(viewer), str(scene), *map(str, size), *arguments]
+    return subprocess.Popen(command, env=env, cwd=workdir, **popen)
 
-    notifier = QSocketNotifier(sys.stdin.fileno(), QSocketNotifier.Type.Read)
-    notifier.activated.connect(read)
-    sys.exit(app.exec())
-    """
-)
+
+SWITCHER = """
+view.rootObject().setProperty("turn", int(sys.argv[4]))
+
+def read() -> None:
+    line = sys.stdin.readline()
+    if not line:
+        app.quit()
+    elif line.strip():
+        view.rootObject().setProperty("source", line.strip())
+
+notifier = QSocketNotifier(sys.stdin.fileno(), QSocketNotifier.Type.Read)
+notifier.activated.connect(read)
+sys.exit(app.exec())
+"""
+WEB_ENGINE = "from PySide6.QtWebEngineQuick import QtWebEngineQuick\nQtWebEngineQuick.initialize()"
 
 
 class BareScene:
@@ -104,22 +135,20 @@ class BareScene:
     def __init__(
         self, server: XServer, workdir: Path, size: tuple[int, int], rotation: int, log: Path
     ) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        scene, viewer = workdir / "bare_scene.qml", workdir / "bare_scene_viewer.py"
-        scene.write_text(SCENE_QML)
-        viewer.write_text(VIEWER)
-        env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
-        if os.geteuid() == 0:  # Chromium refuses its sandbox as root
-            env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
         self.log_path = log
         with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, str(viewer), str(scene), *map(str, size), str(rotation)],
+            self.process = start_view(
+                server,
+                workdir,
+                "bare_scene",
+                SCENE_QML,
+                SWITCHER,
+                size,
+                [str(rotation)],
+                setup=WEB_ENGINE,
                 stdin=subprocess.PIPE,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=env,
-                cwd=workdir,
             )
 
     def show(self, source: str | Path) -> None:

@@ -83,7 +83,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +93,7 @@ from tests.bench.stage_tools import (
     hex_of,
     new_stage,
     old_stage,
+    started_at,
     xvfb_pid,
 )
 from tests.bench.stats import percentile
@@ -210,10 +210,6 @@ def running(bench: Bench, stage: Stage) -> Iterator[tuple[XServer, Display]]:
             yield server, display
         finally:
             display.stop()
-
-
-def started_at(record: dict[str, Any]) -> float:
-    return datetime.fromisoformat(str(record["started"])).timestamp()
 
 
 def wait_for(
