@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import operator
 import os
 import shutil
 import signal
@@ -75,7 +74,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from hashlib import sha256
 from itertools import pairwise
@@ -93,8 +91,22 @@ from tests.bench.bench_memory import (
 from tests.bench.fade_ceiling import ceiling
 from tests.bench.memory_tools import Display, Framebuffer, XServer, private_qt, xvfb
 from tests.bench.signage_content import ContentServer, Image, make_media
+from tests.bench.stage_measure import (
+    BLUE,
+    GREY,
+    RED,
+    Bench,
+    back_to_grey,
+    change_cost,
+    cpu_part,
+    latency_figures,
+    print_latency,
+    steady,
+    switches,
+    to_screen,
+)
+from tests.bench.stage_table import dig, table
 from tests.bench.stage_tools import (
-    RGB,
     CpuTrace,
     LocalPages,
     Stage,
@@ -102,7 +114,6 @@ from tests.bench.stage_tools import (
     fade_steps,
     frame_colour,
     make_still,
-    near,
     new_stage,
     on_base,
     record_screen,
@@ -120,28 +131,7 @@ RESULTS = ROOT / "bench-results"
 SIZE = (1920, 1080)
 PARTS = ("cpu", "fade", "memory", "latency")
 COLUMNS = ("stage", "bare")
-RED: RGB = (255, 0, 0)
-BLUE: RGB = (0, 0, 255)
-GREY: RGB = (128, 128, 128)
 RED_SECONDS = 4.0  # the fade's first page; the second page comes after it
-ROTATED_RATIO_TARGET = 1.25
-FADE_STEPS_TARGET = 12
-PSS_RATIO_TARGET = 1.25
-FIRST_PIXEL_P95_TARGET_MS = 300.0
-
-
-@dataclass
-class Bench:
-    """What every session shares."""
-
-    args: argparse.Namespace
-    workdir: Path
-    content: ContentServer
-    pages: LocalPages
-    picture: Image  # the still of the cpu part
-    picture_path: Path  # ... as a file, for the bare scene
-    grey: Image  # the base between the latency part's items
-    grey_path: Path  # ... as a file, for the bare scene
 
 
 def display_config(bench: Bench, stage: Stage, rotation: int) -> str:
@@ -193,31 +183,6 @@ def display_sequence(display: Display) -> Callable[[], object]:
     return lambda: display.playback().get("sequence")
 
 
-def steady(
-    trace: CpuTrace, settle: float, window: float, sequence: Callable[[], object] | None
-) -> dict[str, Any]:
-    """CPU per second over ``window`` s, after ``settle`` s, and second by second. For the
-    display, its playback record is read once a second (``sequence``), as during the page
-    changes, so that cost is in both; the bare scene has none."""
-    before = sequence() if sequence else None
-    time.sleep(settle)
-    start = time.time()
-    changed = False
-    while time.time() < start + window:
-        time.sleep(1)
-        changed |= sequence is not None and sequence() != before
-    end = time.time()
-    tree, xserver = trace.between(start, end)
-    seconds = [trace.at(start + k)[0] for k in range(int(end - start) + 1)]
-    return {
-        "seconds": round(end - start, 2),
-        "cpu_s_per_s": round(tree / (end - start), 4),
-        "xvfb_cpu_s_per_s": round(xserver / (end - start), 4),
-        "per_second": [round(b - a, 3) for a, b in pairwise(seconds)],
-        "screen_changed": changed,  # an item change in the window spoils it
-    }
-
-
 def page_changes(bench: Bench, display: Display, trace: CpuTrace, first: int) -> dict[str, Any]:
     """The steady cost of a calm page (before: the page that precedes the changes; after: the
     last one), and ``--changes`` changes of calm pages, one every ``--interval`` s, between.
@@ -246,41 +211,6 @@ def page_changes(bench: Bench, display: Display, trace: CpuTrace, first: int) ->
     return change_cost(trace, urls, starts, before, after)
 
 
-def change_cost(
-    trace: CpuTrace,
-    urls: list[str],
-    starts: dict[str, float],
-    before: dict[str, Any],
-    after: dict[str, Any],
-) -> dict[str, Any]:
-    """CPU per change: the CPU from the first change's start to the last's (whole periods)
-    minus the steady cost (the mean of ``before`` and ``after``) over that time, per change."""
-    seen = [i for i, url in enumerate(urls) if url in starts]
-    begin, end = starts[urls[seen[0]]], starts[urls[seen[-1]]]
-    changes = seen[-1] - seen[0]
-    if changes < 1:
-        raise RuntimeError(f"too few page changes seen: {starts}")
-    tree, xserver = trace.between(begin, end)
-    elapsed = end - begin
-    rate = [(before[key] + after[key]) / 2 for key in ("cpu_s_per_s", "xvfb_cpu_s_per_s")]
-    return {
-        "before": before,
-        "after": after,
-        "changes": changes,
-        "missed_records": len(urls) - 1 - len(seen),  # never seen on the record (read at 1 Hz)
-        "seconds": round(elapsed, 2),
-        "period_s": round(elapsed / changes, 3),
-        "cpu_s": round(tree, 3),
-        "cpu_s_per_s": round(rate[0], 4),
-        "xvfb_cpu_s_per_s": round(rate[1], 4),
-        "cpu_s_per_change": round((tree - rate[0] * elapsed) / changes, 4),
-        "xvfb_cpu_s_per_change": round((xserver - rate[1] * elapsed) / changes, 4),
-        "per_second": [
-            round(trace.between(begin + k, begin + k + 1)[0], 3) for k in range(int(elapsed))
-        ],
-    }
-
-
 def bare_page_changes(
     bench: Bench, scene: BareScene, trace: CpuTrace, first: int
 ) -> dict[str, Any]:
@@ -298,41 +228,6 @@ def bare_page_changes(
     after = steady(trace, args.settle, args.window, None)
     scene.show(bench.picture_path)
     return change_cost(trace, urls, starts, before, after)
-
-
-def cpu_part(
-    bench: Bench,
-    trace: CpuTrace,
-    first: int,
-    show: Callable[[str], None],
-    changes: Callable[[], dict[str, Any]],
-    sequence: Callable[[], object] | None,
-) -> dict[str, Any]:
-    """The still picture (already on the screen), the signage page animated, then the page
-    changes; ``show`` puts a page on the screen and returns once it is there."""
-    args = bench.args
-    still = steady(trace, args.settle, args.window, sequence)
-    print(
-        f"  still picture: {still['cpu_s_per_s']:.3f} CPU s/s (Xvfb "
-        f"{still['xvfb_cpu_s_per_s']:.3f})",
-        flush=True,
-    )
-    show(f"{bench.content.url}/page/{first}.html")
-    animated = steady(trace, args.settle, args.window, sequence)
-    print(
-        f"  signage page animated at 60 fps: {animated['cpu_s_per_s']:.3f} CPU s/s (Xvfb "
-        f"{animated['xvfb_cpu_s_per_s']:.3f})",
-        flush=True,
-    )
-    found = changes()
-    print(
-        f"  calm signage page: {found['before']['cpu_s_per_s']:.3f} CPU s/s before the "
-        f"changes, {found['after']['cpu_s_per_s']:.3f} after; {found['changes']} changes "
-        f"every {found['period_s']:.2f} s: {found['cpu_s_per_change']:.3f} CPU s per "
-        f"change beyond the page's own (Xvfb {found['xvfb_cpu_s_per_change']:.3f})",
-        flush=True,
-    )
-    return {"still": still, "animated": animated, "page": found}
 
 
 # -- fade --------------------------------------------------------------------------------------
@@ -531,64 +426,6 @@ def memory_part(bench: Bench, display: Display, watch: ScreenWatch) -> dict[str,
     }
 
 
-def to_screen(
-    framebuffer: Framebuffer, colour: RGB, sent: float
-) -> tuple[float | None, float | None]:
-    """Seconds from ``sent`` (monotonic) to the first pixel that left the grey, and to all
-    13 points at ``colour``, read on the framebuffer every millisecond (None: not in 10 s)."""
-    first = full = None
-    while time.monotonic() < sent + 10 and full is None:
-        pixels = framebuffer.pixels()
-        now = time.monotonic()
-        if first is None and not near(pixels[4], GREY, 3):
-            first = now - sent
-        if first is not None and all(near(p, colour, 12) for p in pixels):
-            full = now - sent
-        time.sleep(0.001)
-    return first, full
-
-
-def back_to_grey(framebuffer: Framebuffer) -> None:
-    deadline = time.monotonic() + 10
-    while not all(near(p, GREY, 12) for p in framebuffer.pixels()):
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    time.sleep(0.5)
-
-
-def switches(bench: Bench) -> list[tuple[RGB, str]]:
-    """The latency part's pages: red and blue in turn, each a new document."""
-    colours = [(RED, BLUE)[n % 2] for n in range(bench.args.switches)]
-    return [(c, bench.pages.solid(c, f"s{n}")) for n, c in enumerate(colours)]
-
-
-def latency_figures(firsts: list[float], fulls: list[float], missed: int) -> dict[str, Any]:
-    return {
-        "switches": len(firsts) + missed,
-        "never_in_full": missed,
-        "first_pixel_p50_ms": round(percentile(firsts, 0.5), 1) if firsts else None,
-        "first_pixel_p95_ms": round(percentile(firsts, 0.95), 1) if firsts else None,
-        "full_p50_ms": round(percentile(fulls, 0.5), 1) if fulls else None,
-        "full_p95_ms": round(percentile(fulls, 0.95), 1) if fulls else None,
-    }
-
-
-def print_latency(result: dict[str, Any]) -> None:
-    print(
-        f"  schedule to first pixel p50/p95 {result['first_pixel_p50_ms']}/"
-        f"{result['first_pixel_p95_ms']} ms, in full {result['full_p50_ms']}/"
-        f"{result['full_p95_ms']} ms"
-        + (
-            f"; the record's start {result['record_started_p50_ms']}/"
-            f"{result['record_started_p95_ms']} ms"
-            if "record_started_p50_ms" in result
-            else ""
-        ),
-        flush=True,
-    )
-
-
 def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> dict[str, Any]:
     """From the grey still, a red or blue page: ms from POST to its first pixel and to all of
     it, read on the framebuffer."""
@@ -693,141 +530,6 @@ def floor_part(bench: Bench) -> dict[str, Any]:
         flush=True,
     )
     return floor
-
-
-# -- the table ---------------------------------------------------------------------------------
-
-
-def dig(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, dict) or key not in data:
-            return None
-        data = data[key]
-    return data
-
-
-def ratio(top: Any, bottom: Any) -> float | None:
-    if not isinstance(top, int | float) or not isinstance(bottom, int | float):
-        return None
-    if top <= 0 or bottom <= 0:  # a ratio of a figure at or below nothing means nothing
-        return None
-    return round(float(top) / float(bottom), 3)
-
-
-CHECKS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">=": operator.ge,
-    "==": operator.eq,
-}
-
-
-@dataclass(frozen=True)
-class Row:
-    label: str
-    path: tuple[str, ...]  # into one stage's results
-    digits: int
-    target: tuple[str, float] | None = None  # (one of CHECKS, the value)
-
-    def passes(self, value: Any) -> bool | None:
-        if self.target is None or not isinstance(value, int | float):
-            return None
-        return CHECKS[self.target[0]](float(value), self.target[1])
-
-
-def derive(found: dict[str, Any], floor: dict[str, Any] | None) -> dict[str, Any]:
-    """The figures made of two others: rotated over unrotated, PSS over the floor."""
-    per_change = ("cpu", "page", "cpu_s_per_change")
-    derived = {
-        "rotated_ratio": ratio(dig(found, "r90", *per_change), dig(found, "r0", *per_change)),
-        "pss_ratio": ratio(dig(found, "play", "memory", "pss_mb"), dig(floor, "pss_mb")),
-    }
-    return {**found, "derived": derived}
-
-
-def bare_column(results: dict[str, Any]) -> dict[str, Any]:
-    """The baseline's figures where the stage's stand: its own sessions, the bare fade
-    (fade_ceiling, unrotated, for both rotations) and the bare-view floor's PSS."""
-    bare: dict[str, Any] = {key: dict(value) for key, value in results["bare"].items()}
-    pictures = dig(results, "fade_ceiling", "pictures", "median_steps")
-    for rotation in results["rotations"]:
-        bare.setdefault(f"r{rotation}", {})["fade"] = {"median_steps": pictures}
-    if dig(results, "floor", "pss_mb") is not None:
-        bare.setdefault("play", {})["memory"] = {"pss_mb": results["floor"]["pss_mb"]}
-    return bare
-
-
-def table_rows(args: argparse.Namespace) -> list[Row]:
-    rows: list[Row] = []
-    for rotation in (0, 90):
-        turn, cpu = f"{rotation}°", (f"r{rotation}", "cpu")
-        rows += [
-            Row(f"still picture, CPU s/s, {turn}", (*cpu, "still", "cpu_s_per_s"), 3),
-            Row(f"signage page, CPU s/s, {turn}", (*cpu, "page", "cpu_s_per_s"), 3),
-            Row(f"CPU s per page change, {turn}", (*cpu, "page", "cpu_s_per_change"), 3),
-            Row(f"animated page (60 fps), CPU s/s, {turn}", (*cpu, "animated", "cpu_s_per_s"), 3),
-            Row(f"  Xvfb: still CPU s/s, {turn}", (*cpu, "still", "xvfb_cpu_s_per_s"), 3),
-            Row(f"  Xvfb: page CPU s/s, {turn}", (*cpu, "page", "xvfb_cpu_s_per_s"), 3),
-            Row(f"  Xvfb: CPU s per change, {turn}", (*cpu, "page", "xvfb_cpu_s_per_change"), 3),
-            Row(f"  Xvfb: animated CPU s/s, {turn}", (*cpu, "animated", "xvfb_cpu_s_per_s"), 3),
-        ]
-    latency = ("play", "latency")
-    return [
-        *rows,
-        Row("CPU per change, rotated / unrotated", ("derived", "rotated_ratio"), 2,
-            ("<", ROTATED_RATIO_TARGET)),
-        Row("fade steps (median), 0°", ("r0", "fade", "median_steps"), 0,
-            (">=", FADE_STEPS_TARGET)),
-        Row("fade steps (median), 90°", ("r90", "fade", "median_steps"), 0,
-            (">=", FADE_STEPS_TARGET)),
-        Row(f"PSS MB after {args.transitions} transitions (bare: floor)",
-            ("play", "memory", "pss_mb"), 0),
-        Row("PSS / floor", ("derived", "pss_ratio"), 2, ("<=", PSS_RATIO_TARGET)),
-        Row("schedule to first pixel p50 ms", (*latency, "first_pixel_p50_ms"), 0),
-        Row("schedule to first pixel p95 ms", (*latency, "first_pixel_p95_ms"), 0,
-            ("<", FIRST_PIXEL_P95_TARGET_MS)),
-        Row("schedule to item in full p50 ms", (*latency, "full_p50_ms"), 0),
-        Row("schedule to item in full p95 ms", (*latency, "full_p95_ms"), 0),
-        Row("blank frames (memory, latency parts)", ("play", "blank", "blank_frames"), 0,
-            ("==", 0)),
-    ]  # fmt: skip
-
-
-def table(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows as data (for the JSON), and printed: the stage, the bare scene, the stage's
-    figure over the bare one, the target, and pass or fail (the stage's)."""
-    floor = results.get("floor")
-    stages = {
-        "stage": derive(results["stage"], floor),
-        "bare": derive(bare_column(results), None),
-    }
-    out: list[dict[str, Any]] = []
-    print(f"\n{'':<40}{'stage':>10}{'bare':>10}{'stage/bare':>11}  {'target':<8} pass")
-    for row in table_rows(args):
-        values = {name: dig(found, *row.path) for name, found in stages.items()}
-        if all(value is None for value in values.values()):
-            continue
-        cells = ["-" if v is None else f"{v:.{row.digits}f}" for v in values.values()]
-        passes = row.passes(values["stage"])
-        target = "" if row.target is None else f"{row.target[0]} {row.target[1]:g}"
-        against = ratio(values["stage"], values["bare"])
-        verdict = "-" if passes is None else "PASS" if passes else "FAIL"
-        print(
-            f"{row.label:<40}"
-            + "".join(f"{cell:>10}" for cell in cells)
-            + f"{'' if against is None else f'{against:.2f}x':>11}  {target:<8} "
-            + (verdict if row.target else "")
-        )
-        out.append(
-            {
-                "metric": row.label,
-                "values": values,
-                "stage_over_bare": against,
-                "target": target or None,
-                "pass": passes,
-            }
-        )
-    return out
 
 
 # -- main --------------------------------------------------------------------------------------
