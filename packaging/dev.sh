@@ -17,7 +17,7 @@ python=${PYTHON:-python3}
 # Libraries Qt WebEngine loads at run time, Xvfb for a virtual screen when none is
 # attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick, xset, curl
 # for the documentation's commands; sway, cage, grim and wlr-randr: real Wayland compositors,
-# read back, in tests/display/test_wayland.py and test_cage.py; xwayland, without which cage
+# read back, in tests/player/test_wayland.py and test_cage.py; xwayland, without which cage
 # does not start).
 # packaging/fresh-root.sh proves this list complete: both jobs, in a bare Debian root.
 system_packages=(

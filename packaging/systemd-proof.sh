@@ -12,7 +12,7 @@
 #   good upgrade    this checkout as a wheel of a higher version (install.sh --wheel): switched,
 #                   its trial passed
 #   broken release  the same at the next version, whose display exits at once (the recipe of
-#                   tests/appliance/test_release.py): nobody touches it; systemd restarts it, its
+#                   tests/packaging/test_release.py): nobody touches it; systemd restarts it, its
 #                   ExecStartPre counts the exits, and the 5th start runs the previous release
 #   rollback        pdn-release rollback run in pdn-release-check.service's sandbox (its unit,
 #                   another ExecStart): switches 'current' and restarts the display on it
@@ -117,8 +117,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, ".")
-from tests.appliance.test_release import BROKEN_MAIN, source_copy
-from tests.release import build_venv, build_wheel, make_wheelhouse
+from tests.packaging.test_release import BROKEN_MAIN, source_copy
+from tests.support.release import build_venv, build_wheel, make_wheelhouse
 
 out = Path(sys.argv[1])
 major, minor = re.search(r'(?m)^version = "(\d+)\.(\d+)', Path("pyproject.toml").read_text()).groups()

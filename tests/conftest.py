@@ -18,9 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.pgserver import PgServer, PostgresMissingError
-from tests.release import PREVIOUS_WHEEL, make_wheelhouse, release_venv
-from tests.tools import xvfb
+from tests.support.pgserver import PgServer, PostgresMissingError
+from tests.support.release import PREVIOUS_WHEEL, make_wheelhouse, release_venv
+from tests.support.tools import xvfb
+
+# Fixtures every test directory may use, kept in the support package.
+pytest_plugins = [
+    "tests.support.inprocess_display",
+    "tests.support.notify",
+    "tests.support.peer",
+]
 
 _shared_x = contextlib.ExitStack()
 
@@ -64,7 +71,7 @@ def _root_logger_restored() -> Iterator[None]:
     root.setLevel(level)
 
 
-# Releases (issue 25, tests/release.py): made once a session, for every test that reads them.
+# Releases (tests/support/release.py): made once a session, for every test that reads them.
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The lock's pip and setuptools: the session's one download from the package index."""
@@ -77,7 +84,7 @@ def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return release_venv(tmp_path_factory.mktemp("release-0.1.0"), PREVIOUS_WHEEL)
 
 
-# A real PostgreSQL (tests/pgserver.py): one server per test session, a database per test.
+# A real PostgreSQL (tests/support/pgserver.py): one server per test session, a database per test.
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PgServer]:
     try:

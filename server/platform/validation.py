@@ -11,7 +11,7 @@ return the cleaned value (a parsed duration, a URI as given).
 Each value grammar is one regular expression below, written in the subset where Python's ``re``
 and ECMA-262 (JSON Schema ``pattern``) agree (ASCII classes spelled out, no class escapes).
 The segments' OpenAPI documents carry the very same strings (``PATTERNS``), and
-tests/segments/test_openapi.py keeps them equal, so a document says exactly what is accepted.
+tests/server/platform/test_openapi.py keeps them equal, so a document says exactly what is accepted.
 
 This module imports neither Flask nor ``server.platform.http`` (the display reads its configuration
 with

@@ -3,7 +3,8 @@
     .venv/bin/python -m tests.bench.bench_compositor_check [--checks 20] [--every 30]
         [--output tests/bench/figures/compositor_check.json]
 
-- Wayland: a headless sway at 1920x1080 (tests/compositor.py) with a fullscreen client on it;
+- Wayland: a headless sway at 1920x1080 (tests/support/compositor.py) with a fullscreen client
+  on it;
   each check is what the watchdog runs: ``grim -t ppm -`` (wlr-screencopy), its 6 MB read from
   the pipe, 13 samples classified (``ppm_frame_class``).
 - X11: an Xvfb at 1920x1080; each check is ``CompositorView.look`` on the ``xcb`` platform
@@ -29,8 +30,8 @@ from typing import Any
 
 from player.renderer.compositor import ppm_frame_class
 from tests.bench.results import write_figures
-from tests.compositor import sway
-from tests.tools import xvfb
+from tests.support.compositor import sway
+from tests.support.tools import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
 TICK = os.sysconf("SC_CLK_TCK")
@@ -78,7 +79,7 @@ def bench_wayland(checks: int, every: float) -> dict[str, Any]:
     with sway(WIDTH, HEIGHT) as compositor:
         server = child_of(compositor.process.pid, "sway")
         client = subprocess.Popen(
-            [sys.executable, "-m", "tests.display.black_window"],
+            [sys.executable, "-m", "tests.player.black_window"],
             env=compositor.env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

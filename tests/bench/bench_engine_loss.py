@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/bench_engine_loss.py [--runs 5]
 
-Plays the service manager (``Restart=always``, no delay: tests/display/test_engine_loss.py's
+Plays the service manager (``Restart=always``, no delay: tests/player/test_engine_loss.py's
 Supervisor), shows a red page, then ``--runs`` times kills every QtWebEngineProcess of the
 display and times how long until the red page is on screen again and ``/playback/`` says so
 with a new record. The restart back-off file is cleared before each loss, so each is a first
@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
-import tests.display.test_process as process_module  # noqa: E402
+import tests.player.test_process as process_module  # noqa: E402
 from player.crashonly import EXITS_FILE  # noqa: E402
-from tests.display.test_engine_loss import (  # noqa: E402
+from tests.player.test_engine_loss import (  # noqa: E402
     RED,
     Supervisor,
     lose_and_recover,

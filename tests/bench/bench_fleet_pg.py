@@ -3,9 +3,10 @@
     .venv/bin/python tests/bench/bench_fleet_pg.py [--displays 10000] [--followers 1000]
         [--phases delivery,followers,registrations]
 
-Starts a real PostgreSQL (tests/pgserver.py), two ``pdn scheduler --database`` processes on it
+Starts a real PostgreSQL (tests/support/pgserver.py), two ``pdn scheduler --database`` processes
+on it
 (``PDN_MAX_SUBSCRIPTIONS=50000``: the default allows 100 subscribers per schedule) and one
-asyncio webhook receiver (tests/webhook_receiver.py, in this process, one path per simulated
+asyncio webhook receiver (tests/support/webhook_receiver.py, in this process, one path per simulated
 display) on loopback, then measures:
 
 1. **delivery**: ``--displays`` subscribers of one schedule (half subscribed through each
@@ -59,8 +60,8 @@ from tests.bench.fleetbench import (  # noqa: E402
     schedule_document,
 )
 from tests.bench.stats import percentile  # noqa: E402
-from tests.pgserver import PgServer, free_port  # noqa: E402
-from tests.webhook_receiver import Receiver  # noqa: E402
+from tests.support.pgserver import PgServer, free_port  # noqa: E402
+from tests.support.webhook_receiver import Receiver  # noqa: E402
 
 PHASES = ("delivery", "followers", "registrations")
 

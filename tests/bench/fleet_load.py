@@ -13,8 +13,8 @@ import requests
 
 from player.follower import ScheduleFollower
 from tests.bench.fleetbench import Scheduler, cpu_seconds, load, parallel
-from tests.pgserver import free_port
-from tests.webhook_receiver import Receiver
+from tests.support.pgserver import free_port
+from tests.support.webhook_receiver import Receiver
 
 
 def followers_minute(

@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/bench/profile_followers.py [--checks 1000] [--top 30]
 
-One scheduler on a real PostgreSQL (tests/pgserver.py), in this process, its Flask app called
+One scheduler on a real PostgreSQL (tests/support/pgserver.py), in this process, its Flask app
+called
 through its WSGI test client (no sockets: waitress's share is not in these figures). A check
 is what player/follower.py sends: ``GET /schedule/<id>/`` with ``If-None-Match`` (304), then
 the idempotent re-subscription ``POST /schedule/<id>/subscribe/``. Prints the CPU per check of
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from server.scheduler.service import SchedulerService  # noqa: E402
-from tests.pgserver import PgServer  # noqa: E402
-from tests.support.cdsdocs import cds  # noqa: E402
+from tests.support.inprocess_display import cds  # noqa: E402
+from tests.support.pgserver import PgServer  # noqa: E402
 
 
 def main() -> int:

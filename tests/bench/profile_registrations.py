@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/bench/profile_registrations.py [--upto 8000] [--sample]
 
-Two ``pdn scheduler --database`` processes on a real PostgreSQL (tests/pgserver.py); displays
+Two ``pdn scheduler --database`` processes on a real PostgreSQL (tests/support/pgserver.py);
+displays
 that are switched off (a port nobody listens on), registered by 16 clients over both. Measures
 the rate of 300 registrations with 0, 2,000 and ``--upto`` displays already registered, the
 schedulers' CPU seconds during each, and their idle CPU per minute in the two minutes after.
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.fleetbench import cpu_seconds, load, parallel, rss_mib  # noqa: E402
-from tests.pgserver import PgServer, free_port  # noqa: E402
+from tests.support.pgserver import PgServer, free_port  # noqa: E402
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 

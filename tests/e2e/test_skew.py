@@ -1,7 +1,7 @@
 """Version skew (issue 25): a scheduler and a display one minor version apart work together.
 
 This checkout's scheduler against a display of the previous release, pdn 0.1.0 installed from
-its wheel into a venv of its own (tests/release.py), and the reverse: each a real process on
+its wheel into a venv of its own (tests/support/release.py), and the reverse: each a real process on
 loopback, the display on the shared Xvfb. The display registers with the scheduler's enrolment
 token, the operator puts a schedule and assigns it to the display, the display shows it, and
 its plays arrive at the scheduler (GET /x/plays); the fleet view names the display's version.
@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.e2e.test_network import free_port, wait_for
-from tests.release import PREVIOUS_VERSION, release_env
+from tests.support.release import PREVIOUS_VERSION, release_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.qt]
 

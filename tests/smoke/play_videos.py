@@ -31,7 +31,7 @@ from typing import Any
 import requests
 
 from tests.smoke.screenpoints import BLACK, RGB, near, read_points
-from tests.videofiles import solid_video
+from tests.support.videofiles import solid_video
 
 # name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
 VIDEOS: dict[str, tuple[RGB, str, tuple[str, str], str, str]] = {

@@ -1,0 +1,125 @@
+"""``GET /x/docs`` on every segment: the API docs page shipped with the package, self-contained."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
+from server.content.app import create_app as create_content_app
+from server.content.displays import DisplayDirectory
+from server.display import create_app as create_display_app
+from server.platform.displaycreds import DisplayCredentials
+from server.platform.http import DOCS_POLICY
+from server.platform.wsgi import WsgiServer
+from server.scheduler.service import SchedulerService
+from server.sensor.service import SensorService
+from server.sensor.source import FileSource
+from tests.server.scheduler.test_scheduler import LOBBY
+
+SEGMENTS = ("display", "scheduler", "content", "sensor")
+
+
+@contextlib.contextmanager
+def serve_segment(name: str, tmp_path: Path) -> Iterator[str]:
+    """One segment's real app on a real server on 127.0.0.1; yields its base URL."""
+    with contextlib.ExitStack() as stack:
+        if name == "display":
+            placeholder: Any = type("Placeholder", (), {"api_token": None})()
+            server = WsgiServer(create_display_app(placeholder), "127.0.0.1", 0).start()
+            stack.callback(server.stop)
+            yield server.url
+        elif name == "content":
+            forwarder = DisplayForwarder(timeout=1.0)
+            stack.callback(forwarder.close)
+            app = create_content_app(
+                AppCatalog([BUILTIN_APPS]),
+                forwarder,
+                lambda _: "http://c",
+                displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
+            )
+            server = WsgiServer(app, "127.0.0.1", 0).start()
+            stack.callback(server.stop)
+            yield server.url
+        elif name == "scheduler":
+            schedules = tmp_path / "schedules"
+            schedules.mkdir()
+            (schedules / "lobby.xml").write_bytes(LOBBY)
+            scheduler = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
+            scheduler.start()
+            scheduler.server.start()
+            stack.callback(scheduler.stop)
+            yield scheduler.url
+        else:
+            reading = tmp_path / "lux"
+            reading.write_text("300")
+            sensor = SensorService(
+                FileSource(reading),
+                sensor_id="lux-1",
+                sensor_type="light",
+                data_dir=tmp_path / "sensor",
+                interval=60.0,
+            )
+            sensor.start()
+            sensor.server.start()
+            stack.callback(sensor.stop)
+            yield sensor.url
+
+
+class References(HTMLParser):
+    """Every address an HTML page refers to (attributes a browser would fetch or follow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "action", "srcset", "poster", "data", "manifest"):
+                self.found.append(value or "")
+
+
+def external_references(page: str) -> list[str]:
+    """Anything in the page that would make a browser reach beyond the page's own server."""
+    parser = References()
+    parser.feed(page)
+    problems = [ref for ref in parser.found if re.match(r"^([a-z][a-z0-9+.-]*:|//)", ref, re.I)]
+    problems += [tag for tag in parser.tags if tag in ("link", "iframe", "object", "embed")]
+    problems += re.findall(r"""(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}""", page)
+    problems += re.findall(r"@import|url\(|importScripts|\bimport\(", page)
+    return problems
+
+
+def test_the_page_is_package_data_with_nothing_external() -> None:
+    page = resources.files("server").joinpath("openapi/docs.html").read_text()
+    assert external_references(page) == []
+    assert 'fetch("openapi.json"' in page  # relative: /x/docs reads /x/openapi.json
+    assert "innerHTML" not in page  # document text never becomes markup
+    # The detector does catch what it looks for.
+    assert external_references('<script src="https://cdn.example.com/x.js"></script>')
+    assert external_references('<link rel="stylesheet" href="s.css">')
+
+
+@pytest.mark.parametrize("name", SEGMENTS)
+def test_every_segment_serves_its_docs(name: str, tmp_path: Path) -> None:
+    with serve_segment(name, tmp_path) as base:
+        page = requests.get(f"{base}/x/docs", timeout=5)
+        assert page.status_code == 200
+        assert page.headers["Content-Type"].startswith("text/html")
+        assert page.headers["Content-Security-Policy"] == DOCS_POLICY
+        assert "default-src 'none'" in DOCS_POLICY and "connect-src 'self'" in DOCS_POLICY
+        assert external_references(page.text) == []
+        document = requests.get(f"{base}/x/openapi.json", timeout=5)
+        assert document.status_code == 200
+        assert "/x/docs" in document.json()["paths"]
+        assert requests.get(f"{base}/x/docs/", timeout=5).status_code == 200

@@ -1,0 +1,259 @@
+"""The console in a real browser: Debian's chromium, headless, driven by Selenium through
+Debian's chromedriver (nothing is downloaded: both paths are given and Selenium Manager is
+offline). A real scheduler with an API token and a real display on loopback.
+
+Screenshots of the pages go to ``$PDN_CONSOLE_SHOTS`` (default: the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from player.config import DisplayConfig
+from player.follower import ScheduleFollower
+from server.display import create_app
+from server.platform.wsgi import WsgiServer
+from server.scheduler.service import SchedulerService
+from tests.server.scheduler.test_fleet import LOCATION, Screen
+from tests.server.scheduler.test_fleetstatus import with_screen
+from tests.support.inprocess_display import build_display, cds, close_display
+from tests.support.peer import wait_until
+from tests.support.tools import require_tools
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+TOKEN = "console-t0k"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(autouse=True)
+def debian_chromium() -> None:
+    """Debian's chromium and chromium-driver, which packaging/dev.sh installs."""
+    require_tools(CHROMIUM, CHROMEDRIVER)
+
+
+@pytest.fixture
+def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
+    schedules = tmp_path / "schedules"
+    schedules.mkdir()
+    service = SchedulerService(
+        data_dir=tmp_path / "scheduler",
+        schedules_dir=schedules,
+        refresh_interval=0.3,
+        token=TOKEN,
+    )
+    service.start()
+    service.server.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Screen]:
+    placeholder: Any = type("Placeholder", (), {"api_token": None})()
+    app = create_app(placeholder)
+    server = WsgiServer(app, "127.0.0.1", 0, name="console-display").start()
+    config = DisplayConfig(timezone="UTC", name="Reception", location=LOCATION)
+    display = build_display(app, server, tmp_path / "display", config)
+    display.url = server.url
+    follower = ScheduleFollower(
+        apply_cds=display.service.apply_cds,
+        display_url=lambda: server.url,
+        state_dir=tmp_path / "display",
+        register_url=scheduler.url,
+        location=LOCATION,
+        name="Reception",
+        groups=["lobby"],
+        token=TOKEN,
+        first_retry=0.1,
+        poll_interval=0.5,
+    )
+    follower.start()
+    made = Screen(display, server, follower, app, int(server.url.rsplit(":", 1)[1]))
+    with_screen(made)
+    wait_until(lambda: scheduler.storage.display(server.url) is not None)
+    yield made
+    follower.stop()
+    server.stop()
+    close_display(display)
+
+
+@pytest.fixture
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never fetches anything
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-background-networking",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
+    folder = Path(os.environ.get("PDN_CONSOLE_SHOTS") or tmp_path / "shots")
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def shot(driver: Any, name: str) -> Path:
+        path = folder / f"console-{name}.png"
+        driver.save_screenshot(str(path))
+        return path
+
+    return shot
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except Exception:  # the page is changing under us: look again
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("the page never showed it")
+        time.sleep(0.1)
+
+
+def test_console_in_chromium(
+    scheduler: SchedulerService,
+    screen: Screen,
+    browser: Any,
+    shots: Callable[[Any, str], Path],
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    assert shutil.which("chromium") or os.path.exists(CHROMIUM)
+    base = scheduler.url
+    red = cds("welcome", "http://127.0.0.1:9/red-welcome.html")
+    put = requests.put(
+        f"{base}/x/schedules/welcome",
+        data=red,
+        headers={**AUTH, "Content-Type": "text/xml"},
+        timeout=5,
+    )
+    assert put.status_code == 201
+
+    # Sign in.
+    browser.get(f"{base}/console/")
+    assert browser.current_url.endswith("/console/signin?next=/console/")
+    browser.find_element(By.ID, "token").send_keys("wrong")
+    browser.find_element(By.ID, "signin").click()
+    # The click only starts the form's POST: wait for the answer's page.
+    wait_for(lambda: "not the scheduler's operator token" in browser.page_source)
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "signin").click()
+    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
+    assert "Reception" in card.text
+
+    # Its thumbnail and now playing, live: idle first, then what is assigned (through the API).
+    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".state").text == "online")
+    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").is_displayed())
+    wait_for(
+        lambda: "live" and browser.find_element(By.ID, "live").get_attribute("class") == "live on"
+    )
+    first = card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src")
+    assert card.find_element(By.CSS_SELECTOR, ".playing").text == "nothing (idle)"
+    shots(browser, "displays-idle")
+    assigned = requests.post(
+        f"{base}/x/assignments",
+        json={"schedule": "welcome", "group": "lobby"},
+        headers=AUTH,
+        timeout=5,
+    )
+    assert assigned.status_code == 201
+    wait_for(
+        lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("red-welcome.html")
+    )
+    assert card.find_element(By.CSS_SELECTOR, ".set").text == "welcome"
+    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first)
+    # The new thumbnail is the red screen.
+    thumb = card.find_element(By.CSS_SELECTOR, "img.thumb")
+    wait_for(lambda: browser.execute_script("return arguments[0].complete", thumb))
+    time.sleep(0.3)
+    shots(browser, "displays-live")
+
+    # A schedule with an error: the line at fault is shown; nothing is saved.
+    browser.get(f"{base}/console/schedules")
+    browser.find_element(By.ID, "new-id").send_keys("menu")
+    browser.find_element(By.CSS_SELECTOR, "form.row button").click()
+    wait_for(lambda: browser.find_element(By.ID, "cds"))
+    broken = (
+        '<content-set name="menu" type="inline">\n'
+        "  <constraints><scheduling-constraints>"
+        '<priority level="high"/></scheduling-constraints></constraints>\n'
+        '  <content-item content-type="text/html">\n'
+        "    <requires-file><sources><uri>not a url</uri></sources></requires-file>\n"
+        "  </content-item>\n"
+        "</content-set>\n"
+    )
+    area = browser.find_element(By.ID, "cds")
+    area.clear()
+    browser.execute_script("arguments[0].value = arguments[1]", area, broken)
+    browser.find_element(By.ID, "save").click()
+    fault = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".excerpt .fault"))
+    assert fault.get_attribute("data-line") == "4" and "not a url" in fault.text
+    assert "line 4" in browser.find_element(By.ID, "problems").text
+    assert requests.get(f"{base}/schedule/menu/", timeout=5).status_code == 404
+    shots(browser, "schedule-error")
+
+    # Fixed, saved, assigned to the display in the console: the screen changes.
+    area = browser.find_element(By.ID, "cds")
+    browser.execute_script(
+        "arguments[0].value = arguments[1]",
+        area,
+        broken.replace("not a url", "http://127.0.0.1:9/blue-menu.html"),
+    )
+    browser.find_element(By.ID, "save").click()
+    wait_for(lambda: browser.find_element(By.ID, "saved"))
+    Select(browser.find_element(By.ID, "target")).select_by_value(f"display:{screen.url}")
+    browser.find_element(By.ID, "assign-button").click()
+    wait_until(lambda: (screen.item() or "").endswith("blue-menu.html"))
+
+    browser.get(f"{base}/console/display?url={screen.url}")
+    card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
+    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html"))
+    page = browser.page_source
+    assert "blue-menu.html" in page and "The next 24 hours" in page
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
+    time.sleep(0.5)  # let the thumbnail of the blue screen come in
+    browser.set_window_size(1280, 1900)
+    shots(browser, "display-page")
+    browser.set_window_size(1280, 900)
+
+    for name in ("assignments", "groups", "plays", "broadcasts"):
+        browser.get(f"{base}/console/{name}")
+        assert browser.find_element(By.TAG_NAME, "h1")
+        shots(browser, name)
+
+    # Readable on a phone.
+    browser.set_window_size(390, 844)
+    browser.get(f"{base}/console/")
+    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 400, f"the page is {width} px wide on a phone"
+    shots(browser, "phone")

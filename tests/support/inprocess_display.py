@@ -1,0 +1,291 @@
+"""The Display Segment in-process on a real waitress server, with a real store (a pytest plugin:
+the ``display``, ``make_display``, ``display_server`` and ``make_screen`` fixtures).
+
+The engine is driven by a plain thread here (the Qt driver of ``player.qtloop`` is tested by the
+end-to-end tests of the real ``pdn display``); the renderer is a stand-in that paints every
+item at once, except URLs containing ``/fail``, which it reports as failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from flask import Flask
+
+from cds.playlist import Playlist
+from player.config import DisplayConfig
+from player.display import ClockStatus
+from player.display import Display as DisplayCore
+from player.engine import Engine
+from player.playback import PlaybackRecord
+from player.playitem import PlayItem, RendererListener
+from player.store import DisplayStore
+from server.display import DisplaySecurity, create_app
+from server.platform.net import is_loopback
+from server.platform.outbox import Outbox
+from server.platform.pairing import Pairing
+from server.platform.tls import ensure_certificate, fingerprint, server_context
+from server.platform.wsgi import WsgiServer
+from tests.support.tools import SourceClients
+
+
+class InstantRenderer:
+    """Paints every item the moment it is asked to (failing URLs with '/fail' in them)."""
+
+    def __init__(self) -> None:
+        self.listener: RendererListener | None = None
+        self.shown: list[PlayItem] = []
+        self.prepared: list[PlayItem] = []
+        self.idle = 0
+
+    def set_listener(self, listener: RendererListener) -> None:
+        self.listener = listener
+
+    def prepare(self, item: PlayItem) -> None:
+        self.prepared.append(item)
+
+    def show(self, item: PlayItem) -> None:
+        assert self.listener is not None
+        if "/fail" in item.url:
+            self.listener.item_failed(item.token, "test: this URL fails")
+            return
+        self.shown.append(item)
+        self.listener.item_shown(item.token, datetime.now(UTC), None)
+
+    def show_idle(self) -> None:
+        assert self.listener is not None
+        self.idle += 1
+        self.listener.idle_shown(datetime.now(UTC))
+
+
+class ThreadDriver:
+    """Calls ``engine.tick`` when woken or due, on its own thread (the Qt driver's job)."""
+
+    def __init__(self, engine: Engine, wake: threading.Event) -> None:
+        self._engine = engine
+        self._event = wake
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="engine-driver", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            wakeup = self._engine.tick()
+            timeout = 1.0
+            if wakeup is not None:
+                timeout = min(1.0, max(0.0, (wakeup - datetime.now(UTC)).total_seconds()))
+            self._event.wait(timeout)
+            self._event.clear()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._event.set()
+        self._thread.join(5)
+
+
+@dataclass
+class Display:
+    """One display under test: its URL, parts, and small HTTP helpers."""
+
+    url: str
+    service: DisplayCore
+    store: DisplayStore
+    outbox: Outbox
+    renderer: InstantRenderer
+    config: DisplayConfig
+    data_dir: Path
+    driver: ThreadDriver
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return requests.get(self.url + path, timeout=10, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return requests.post(self.url + path, timeout=10, **kwargs)
+
+    def playback(self) -> dict[str, Any]:
+        response = self.get("/playback/")
+        assert response.status_code == 200
+        body: dict[str, Any] = response.json()
+        return body
+
+    def wait_playback(
+        self, check: Callable[[dict[str, Any]], bool], timeout: float = 15.0
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        record = self.playback()
+        while not check(record):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"playback never matched; last record: {record}")
+            time.sleep(0.02)
+            record = self.playback()
+        return record
+
+
+@pytest.fixture(scope="session")
+def display_server() -> Iterator[tuple[Flask, WsgiServer]]:
+    """One waitress server for the session; each test installs its own display into it."""
+    placeholder: Any = type("Placeholder", (), {"api_token": None})()
+    app = create_app(placeholder)
+    server = WsgiServer(app, "127.0.0.1", 0, name="test-display").start()
+    yield app, server
+    server.stop()
+
+
+def build_display(
+    app: Flask,
+    server: WsgiServer,
+    data_dir: Path,
+    config: DisplayConfig,
+    clock_sync: ClockStatus | None = None,
+) -> Display:
+    config.data_dir = data_dir
+    store = DisplayStore(data_dir / "display.db")
+    outbox = Outbox(store.path, name="display", first_retry=0.2, max_backoff=1.0)
+    playlist = Playlist(config.tzinfo())
+    playback = PlaybackRecord(
+        store=store, outbox=outbox, display_url=lambda: server.url, clock=lambda: datetime.now(UTC)
+    )
+    renderer = InstantRenderer()
+    wake = threading.Event()
+    engine = Engine(
+        clock=lambda: datetime.now(UTC),
+        schedule=playlist,
+        store=store,
+        renderer=renderer,
+        on_playback=playback.changed,
+        wake=wake.set,
+    )
+    renderer.set_listener(engine)
+    service = DisplayCore(
+        config=config,
+        store=store,
+        engine=engine,
+        playlist=playlist,
+        playback=playback,
+        clock_sync=clock_sync,
+    )
+    driver = ThreadDriver(engine, wake)
+    outbox.start()
+    app.extensions["pdn.display"] = service
+    # The first tick shows what should show now (idle on a new display): wait for it, so
+    # tests start from a settled screen.
+    deadline = time.monotonic() + 5
+    while service.engine.status().idle is False and service.engine.status().current is None:
+        if time.monotonic() > deadline:
+            raise AssertionError("the engine never settled")
+        time.sleep(0.005)
+    return Display(server.url, service, store, outbox, renderer, config, data_dir, driver)
+
+
+def close_display(display: Display) -> None:
+    display.driver.stop()
+    display.service._playback.close()
+    display.outbox.stop()
+    display.store.close()
+
+
+@pytest.fixture
+def make_display(
+    display_server: tuple[Flask, WsgiServer], tmp_path: Path
+) -> Iterator[Callable[..., Display]]:
+    """Build a display (optionally with config fields set); closed after the test."""
+    app, server = display_server
+    made: list[Display] = []
+
+    def make(data_dir: Path | None = None, **settings: Any) -> Display:
+        config = DisplayConfig(timezone="UTC", **settings)
+        display = build_display(app, server, data_dir or tmp_path / f"data{len(made)}", config)
+        made.append(display)
+        return display
+
+    yield make
+    for display in made:
+        close_display(display)
+
+
+@pytest.fixture
+def display(make_display: Callable[..., Display]) -> Display:
+    return make_display(name="Lobby", location={"latitude": "N54.0104", "longitude": "W2 47.22"})
+
+
+def cds(name: str, *urls: str, extra: str = "", priority: str | None = None) -> bytes:
+    """A small CDS with one item per URL."""
+    constraints = ""
+    if priority or extra:
+        level = f'<priority level="{priority}"/>' if priority else ""
+        constraints = (
+            f"<constraints><scheduling-constraints>{level}{extra}"
+            "</scheduling-constraints></constraints>"
+        )
+    items = "".join(
+        f'<content-item content-type="text/html"><requires-file><sources><uri>{url}</uri>'
+        "</sources></requires-file></content-item>"
+        for url in urls
+    )
+    return f'<content-set name="{name}" type="inline">{constraints}{items}</content-set>'.encode()
+
+
+class Screen(SourceClients):
+    """One display under test, closed or open, and clients from chosen source addresses."""
+
+    def __init__(
+        self, display: Display, security: DisplaySecurity, port: int, scheme: str = "http"
+    ) -> None:
+        super().__init__(f"{scheme}://127.0.0.1:{port}")
+        self.display = display
+        self.security = security
+        self.extra: dict[str, Any] = {}
+
+    def code(self) -> str:
+        assert self.security.pairing is not None
+        return self.security.pairing.current_code()[0]
+
+    def pair(self, name: str, source: str = "127.0.0.9") -> str:
+        answer = self.client(source).post("/x/pair", json={"code": self.code(), "name": name})
+        assert answer.status_code == 201, answer.text
+        token: str = answer.json()["token"]
+        return token
+
+
+@pytest.fixture
+def make_screen(tmp_path: Path) -> Iterator[Callable[..., Screen]]:
+    made: list[tuple[Screen, WsgiServer]] = []
+
+    def make(host: str = "0.0.0.0", tls: bool = False, **settings: Any) -> Screen:
+        data_dir = tmp_path / f"data{len(made)}"
+        data_dir.mkdir()
+        security = DisplaySecurity(pairing=Pairing(data_dir))
+        placeholder: Any = type("Placeholder", (), {"api_token": None})()
+        app = create_app(placeholder, security)
+        context = None
+        if tls:  # as player.app does it: a self-signed certificate in the data directory
+            cert, key = ensure_certificate(data_dir)
+            context = server_context(cert, key)
+            security.tls_fingerprint = fingerprint(cert)
+        server = WsgiServer(app, host, 0, name="secure-display", tls=context).start()
+        # As player.app decides it: from the address the socket is bound to.
+        security.beyond_loopback = not is_loopback(server.host)
+        config = DisplayConfig(timezone="UTC", **settings)
+        display = build_display(app, server, data_dir, config)
+        screen = Screen(display, security, server.port, "https" if tls else "http")
+        screen.extra = {"app": app, "server": server}
+        made.append((screen, server))
+        return screen
+
+    yield make
+    for screen, server in made:
+        screen.close()
+        screen.extra["server"].stop()
+        server.stop()
+        close_display(screen.display)
+        assert screen.security.pairing is not None
+        screen.security.pairing.close()
