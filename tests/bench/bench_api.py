@@ -45,14 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come first
 
 from tests.bench.results import write_figures  # noqa: E402
+from tests.support.pgserver import free_port  # noqa: E402
 
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -16,7 +16,6 @@ import mmap
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -28,13 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.pgserver import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # -- the X server and its framebuffer -------------------------------------------------------
