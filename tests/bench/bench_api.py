@@ -37,25 +37,18 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come first
 
+from tests.bench.loopback import Answer, LoopbackSite  # noqa: E402
 from tests.bench.results import write_figures  # noqa: E402
+from tests.bench.stats import percentile  # noqa: E402
 from tests.support.pgserver import free_port  # noqa: E402
 
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    # As tests/bench/stats.py; kept here because this file also runs as a plain script
-    # (bench_flood.py imports it by path, with no package).
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(latencies: list[float], elapsed: float) -> dict[str, Any]:
@@ -72,25 +65,9 @@ def summary(latencies: list[float], elapsed: float) -> dict[str, Any]:
     }
 
 
-class ContentServer:
-    """The page the display shows while it is measured."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(PAGE)))
-                self.end_headers()
-                self.wfile.write(PAGE)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+def page_site() -> LoopbackSite:
+    """The page the display shows while it is measured, whatever the path."""
+    return LoopbackSite(lambda path: Answer(PAGE, "text/html"))
 
 
 class FanoutReceivers:
@@ -315,15 +292,15 @@ async def _load(
 
 
 def bench_api(
-    display: Display, content: ContentServer, clients: int, per_client: int
+    display: Display, content: LoopbackSite, clients: int, per_client: int
 ) -> dict[str, Any]:
     # The renderer runs: a scheduled page is on screen and rotates while we measure.
     cds = (
         f'<content-set name="bench"><content-item content-type="text/html"><constraints>'
         f"<scheduling-constraints><preferred-duration>2 seconds</preferred-duration>"
-        f"</scheduling-constraints></constraints><requires-file><sources><uri>{content.url}/a</uri>"
+        f"</scheduling-constraints></constraints><requires-file><sources><uri>{content.base}/a</uri>"
         f"</sources></requires-file></content-item><content-item content-type='text/html'>"
-        f"<requires-file><sources><uri>{content.url}/b</uri></sources></requires-file>"
+        f"<requires-file><sources><uri>{content.base}/b</uri></sources></requires-file>"
         f"</content-item></content-set>"
     ).encode()
     connection = http.client.HTTPConnection("127.0.0.1", display.port, timeout=30)
@@ -339,7 +316,7 @@ def bench_api(
     results["get_playback"] = {**summary(latencies, elapsed), "outcomes": outcomes}
 
     def item(i: int, n: int) -> dict[str, str]:
-        return {"content-item": f"{content.url}/req/{i}/{n}", "preferred-duration": "10 minutes"}
+        return {"content-item": f"{content.base}/req/{i}/{n}", "preferred-duration": "10 minutes"}
 
     per = max(1, 100 // clients)
     latencies, elapsed, outcomes = load(display, clients, per, "POST", "/schedule", item)
@@ -349,7 +326,7 @@ def bench_api(
     return results
 
 
-def bench_fanout(display: Display, content: ContentServer, subscribers: int) -> dict[str, Any]:
+def bench_fanout(display: Display, content: LoopbackSite, subscribers: int) -> dict[str, Any]:
     receivers = FanoutReceivers()
     dead_count = subscribers // 10
     live_paths = [f"/live/{n}" for n in range(subscribers - dead_count)]
@@ -361,7 +338,7 @@ def bench_fanout(display: Display, content: ContentServer, subscribers: int) -> 
         assert display.request("POST", "/playback/subscribe/", {"subscriber-uri": uri})[0] == 201
 
     before = display.playback()["sequence"]
-    first_url, second_url = f"{content.url}/fanout/1", f"{content.url}/fanout/2"
+    first_url, second_url = f"{content.base}/fanout/1", f"{content.base}/fanout/2"
     display.request("POST", "/schedule", {"content-item": first_url, "preferred-duration": "2 s"})
     display.request("POST", "/schedule", {"content-item": second_url, "preferred-duration": "2 s"})
     first = display.wait_playback(
@@ -409,7 +386,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench_api.json")
     args = parser.parse_args()
 
-    content = ContentServer()
+    content = page_site()
     with tempfile.TemporaryDirectory(prefix="pdn-bench-") as temp:
         results: dict[str, Any] = {
             "machine": {

@@ -40,8 +40,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
-from tests.bench.bench_api import ROOT, Display, insecure_context, percentile
+from tests.bench.bench_api import ROOT, Display, insecure_context
 from tests.bench.results import write_figures
+from tests.bench.stats import percentile
 
 
 def probe(display: Display) -> float | None:
