@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from player.framepoints import DARK, sample_points
 from tests.support.pgserver import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +81,6 @@ def xvfb(width: int, height: int) -> Iterator[XServer]:
         server.terminate()
         server.wait(10)
         shutil.rmtree(fbdir, ignore_errors=True)
-
-
-def sample_points(width: int, height: int) -> list[tuple[int, int]]:
-    """The 13 points player/renderer/webslot.py's classify_frame reads: a 3x3 grid at the
-    quarters and the four corners."""
-    points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
-    return [*points, (1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
 
 
 class Framebuffer:
@@ -149,7 +143,7 @@ def classify(pixels: list[tuple[int, int, int]]) -> str:
     """ "black" (every point near black: an unpainted view, a cleared window, the bare root,
     or a black frame), "white" (every point near white: a page before its styles), else
     "content". A cross-fade between two items of ours is never either."""
-    if all(max(pixel) < 16 for pixel in pixels):
+    if all(max(pixel) < DARK for pixel in pixels):
         return "black"
     if all(min(pixel) > 239 for pixel in pixels):
         return "white"

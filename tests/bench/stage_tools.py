@@ -26,9 +26,10 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from player.framepoints import sample_points
 from tests.bench.bench_memory import commit_of, snapshot
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, XServer, sample_points
+from tests.bench.memory_tools import Display, XServer
 from tests.bench.proctree import process_cpu, tree_cpu
 from tests.bench.signage_content import lavfi_image, page
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
