@@ -29,18 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from player.renderer.compositor import ppm_frame_class
+from tests.bench.proctree import process_cpu
 from tests.bench.results import write_figures
 from tests.support.compositor import sway
 from tests.support.tools import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) of one process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def children_cpu() -> float:
@@ -95,7 +89,7 @@ def bench_wayland(checks: int, every: float) -> dict[str, Any]:
             for n in range(checks + 2):
                 time.sleep(0.2)
                 wall, own, helper, served = (
-                    time.monotonic(), time.process_time(), children_cpu(), cpu_of(server)
+                    time.monotonic(), time.process_time(), children_cpu(), process_cpu(server)
                 )  # fmt: skip
                 done = subprocess.run(
                     command, env=compositor.env(), capture_output=True, check=True, timeout=10
@@ -105,7 +99,7 @@ def bench_wayland(checks: int, every: float) -> dict[str, Any]:
                     "wall": time.monotonic() - wall,
                     "cpu_display": time.process_time() - own,
                     "cpu_grim": children_cpu() - helper,
-                    "cpu_compositor": cpu_of(server) - served,
+                    "cpu_compositor": process_cpu(server) - served,
                 }
                 row["cpu_total"] = row["cpu_display"] + row["cpu_grim"] + row["cpu_compositor"]
                 assert frame == "black", frame
@@ -134,12 +128,12 @@ def bench_x11(checks: int, every: float) -> dict[str, Any]:
         rows: list[dict[str, float]] = []
         for n in range(checks + 2):
             time.sleep(0.2)
-            wall, own, served = time.monotonic(), time.process_time(), cpu_of(server)
+            wall, own, served = time.monotonic(), time.process_time(), process_cpu(server)
             view.look(time.monotonic())
             row = {
                 "wall": time.monotonic() - wall,
                 "cpu_display": time.process_time() - own,
-                "cpu_compositor": cpu_of(server) - served,
+                "cpu_compositor": process_cpu(server) - served,
             }
             row["cpu_total"] = row["cpu_display"] + row["cpu_compositor"]
             assert view.frame == "black", view.frame
