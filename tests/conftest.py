@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.pgserver import PgServer, PostgresMissingError
 from tests.support.release import PREVIOUS_WHEEL, make_wheelhouse, release_venv
-from tests.support.tools import xvfb
+from tests.support.xvfb import xvfb
 
 # Fixtures every test directory may use, kept in the support package.
 pytest_plugins = [

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come f
 from tests.bench.loopback import Answer, LoopbackSite  # noqa: E402
 from tests.bench.results import write_figures  # noqa: E402
 from tests.bench.stats import percentile  # noqa: E402
-from tests.support.pgserver import free_port  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
 

@@ -32,7 +32,7 @@ from player.renderer.compositor import ppm_frame_class
 from tests.bench.proctree import process_cpu
 from tests.bench.results import write_figures
 from tests.support.compositor import sway
-from tests.support.tools import xvfb
+from tests.support.xvfb import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
 

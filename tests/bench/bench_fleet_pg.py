@@ -60,7 +60,8 @@ from tests.bench.fleetbench import (  # noqa: E402
     schedule_document,
 )
 from tests.bench.stats import percentile  # noqa: E402
-from tests.support.pgserver import PgServer, free_port  # noqa: E402
+from tests.support.pgserver import PgServer  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 from tests.support.webhook_receiver import Receiver  # noqa: E402
 
 PHASES = ("delivery", "followers", "registrations")

@@ -13,7 +13,7 @@ import requests
 
 from player.follower import ScheduleFollower
 from tests.bench.fleetbench import Scheduler, cpu_seconds, load, parallel
-from tests.support.pgserver import free_port
+from tests.support.ports import free_port
 from tests.support.webhook_receiver import Receiver
 
 

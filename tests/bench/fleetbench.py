@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.results import write_figures  # noqa: E402
-from tests.support.pgserver import free_port  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 XML = {"Content-Type": "text/xml"}
 

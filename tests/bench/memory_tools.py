@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from player.framepoints import DARK, sample_points
-from tests.support.pgserver import free_port
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

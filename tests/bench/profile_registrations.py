@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.fleetbench import cpu_seconds, load, parallel, rss_mib  # noqa: E402
-from tests.support.pgserver import PgServer, free_port  # noqa: E402
+from tests.support.pgserver import PgServer  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 

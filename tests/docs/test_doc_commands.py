@@ -44,7 +44,7 @@ import urllib3
 
 from server.cli import build_parser
 from tests.player.test_process import ContentServer
-from tests.server.platform.test_webhooks import free_port
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -20,7 +20,8 @@ import requests
 from server.platform.signing import new_secret, signed_headers
 from tests.player.test_process import ContentServer, DisplayProcess
 from tests.server.display.test_security import PDN
-from tests.server.platform.test_webhooks import free_port, wait_for
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
@@ -147,7 +148,7 @@ def test_secrets_are_0600_and_a_replay_after_a_restart_is_dropped(
         }
         taken = requests.post(url + "/schedule", data=signed, headers=headers, timeout=5)
         assert taken.status_code == 202, taken.text
-        wait_for(
+        wait_until(
             lambda: (
                 requests.get(url + "/playback/", timeout=5).json()["content-item"]
                 == content.url + "/signed"

@@ -37,9 +37,9 @@ import pytest
 import requests
 
 from server.platform.pairing import read_code_file
-from tests.server.platform.test_webhooks import free_port
+from tests.support.ports import free_port
 from tests.support.tools import require_tools
-from tests.support.tools import xvfb as start_xvfb
+from tests.support.xvfb import xvfb as start_xvfb
 
 pytestmark = [pytest.mark.qt, pytest.mark.xvfb, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from PySide6.QtGui import QImage
 from player.crashonly import EXITS_FILE
 from server.platform.exitcodes import EXIT_SCREEN_LOST
 from tests.player.test_process import ContentServer, DisplayProcess
-from tests.server.platform.test_webhooks import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 

@@ -17,8 +17,9 @@ from cds.parser import parse
 from player.follower import ScheduleFollower
 from player.remotesets import RemoteSetFetcher
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_scheduler import LOBBY, LOBBY_V2, start, write
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.scheduler import LOBBY, LOBBY_V2, start, write
+from tests.support.waiting import wait_until
 
 LOCATION = {"latitude": "N 54 00.624", "longitude": "W 2 47.298"}
 
@@ -38,7 +39,7 @@ class Applied:
 
 
 def follower_for(
-    tmp_path: Path, scheduler_url: str, display: HttpPeer, applied: Applied, **options: object
+    tmp_path: Path, scheduler_url: str, display: PageServer, applied: Applied, **options: object
 ) -> ScheduleFollower:
     return ScheduleFollower(
         apply_cds=applied,
@@ -62,7 +63,7 @@ def schedules_dir(tmp_path: Path) -> Path:
 
 
 def test_follow_subscribe_register_and_keep(
-    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+    tmp_path: Path, schedules_dir: Path, peer: PageServer
 ) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     scheduler = start(tmp_path, schedules_dir)
@@ -87,7 +88,7 @@ def test_follow_subscribe_register_and_keep(
         scheduler.stop()
 
 
-def test_kept_schedule_plays_without_network(tmp_path: Path, peer: HttpPeer) -> None:
+def test_kept_schedule_plays_without_network(tmp_path: Path, peer: PageServer) -> None:
     (tmp_path / "display").mkdir()
     (tmp_path / "display" / "followed-schedule.xml").write_bytes(LOBBY)
     applied = Applied()
@@ -98,7 +99,7 @@ def test_kept_schedule_plays_without_network(tmp_path: Path, peer: HttpPeer) -> 
 
 
 def test_resubscribes_when_the_scheduler_comes_back(
-    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+    tmp_path: Path, schedules_dir: Path, peer: PageServer
 ) -> None:
     scheduler = start(tmp_path, schedules_dir)
     url = scheduler.url
@@ -146,7 +147,7 @@ class Clock:
         return self.now
 
 
-def test_remote_sets_fetch_fallback_cache_and_backoff(tmp_path: Path, peer: HttpPeer) -> None:
+def test_remote_sets_fetch_fallback_cache_and_backoff(tmp_path: Path, peer: PageServer) -> None:
     source = tmp_path / "remote.xml"
     source.write_bytes(LOBBY)
     delivered: list[tuple[str, bytes]] = []
@@ -197,7 +198,7 @@ def test_remote_sets_fetch_fallback_cache_and_backoff(tmp_path: Path, peer: Http
     assert again == [("r1", LOBBY)]
 
 
-def test_remote_set_over_http_with_default_refresh(tmp_path: Path, peer: HttpPeer) -> None:
+def test_remote_set_over_http_with_default_refresh(tmp_path: Path, peer: PageServer) -> None:
     with pytest.raises(CdsError):
         parse(b"{}")
     delivered: list[bytes] = []
@@ -212,7 +213,7 @@ def test_remote_set_over_http_with_default_refresh(tmp_path: Path, peer: HttpPee
 
 
 def test_periodic_checks_are_conditional(
-    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+    tmp_path: Path, schedules_dir: Path, peer: PageServer
 ) -> None:
     """The scheduler answers a strong ETag (the document's SHA-256) and 304 to If-None-Match;
     the follower sends it on every check and a 304 is 'unchanged': nothing applied again."""

@@ -12,7 +12,7 @@ import requests
 from player.memory import measure_tree
 from player.renderer.options import LOW_MEMORY_FLAGS
 from tests.player.test_process import ContentServer, DisplayProcess
-from tests.server.platform.test_webhooks import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 

@@ -28,7 +28,8 @@ from player.power import (
     default_methods,
     parse_power_config,
 )
-from tests.support.tools import require_tools, xvfb
+from tests.support.tools import require_tools
+from tests.support.xvfb import xvfb
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.server.platform.test_webhooks import Receiver, free_port, wait_for
+from tests.support.pages import HookReceiver
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
@@ -139,7 +141,7 @@ def wait_playback(
 def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
     start: Callable[..., tuple[DisplayProcess, str]], content: ContentServer
 ) -> None:
-    receiver = Receiver()
+    receiver = HookReceiver()
     try:
         first, url = start()
         assert requests.get(url + "/", timeout=5).json() == {
@@ -166,7 +168,7 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
         assert answer.json() == {"request-status": "scheduling"}
         record = wait_playback(url, lambda r: r["content-item"] == item["content-item"])
         assert record["origin"] == "request" and record["duration"] == 120.0
-        wait_for(
+        wait_until(
             lambda: any(json.loads(b)["sequence"] == record["sequence"] for b in receiver.bodies()),
             timeout=10,
         )
@@ -195,7 +197,7 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
             {"sensor-id": "t1", "sensor-type": "air temperature"}
         ]
         # The subscription survived: the restart's changes are delivered too.
-        wait_for(lambda: len(receiver.received) > seen_before, timeout=10)
+        wait_until(lambda: len(receiver.received) > seen_before, timeout=10)
         assert json.loads(receiver.bodies()[-1])["sequence"] >= after["sequence"]
         assert (
             requests.post(url + "/playback/unsubscribe/", json=hook, timeout=5).status_code == 200
@@ -306,7 +308,9 @@ def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> No
         )
         assert answer.json() == {"request-status": "scheduling"}
         # The idle page was given the new code (the renderer's own test checks the page).
-        wait_for(lambda: run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip() != code)
+        wait_until(
+            lambda: run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip() != code
+        )
         display.process.send_signal(signal.SIGTERM)
         assert display.process.wait(30) == 0
         log = display.text()

@@ -29,8 +29,8 @@ import requests
 from player.commands import run_command
 from player.power import WaylandOutputPower
 from player.renderer.compositor import ppm_frame_class
-from tests.server.platform.test_webhooks import free_port
 from tests.support.compositor import Compositor, Sway, ppm_pixel, ppm_size, sway
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 

@@ -9,7 +9,6 @@ item at once, except URLs containing ``/fail``, which it reports as failed.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from server.platform.pairing import Pairing
 from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.wsgi import WsgiServer
 from tests.support.tools import SourceClients
+from tests.support.waiting import wait_for_value, wait_until
 
 
 class InstantRenderer:
@@ -120,14 +120,7 @@ class Display:
     def wait_playback(
         self, check: Callable[[dict[str, Any]], bool], timeout: float = 15.0
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        record = self.playback()
-        while not check(record):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"playback never matched; last record: {record}")
-            time.sleep(0.02)
-            record = self.playback()
-        return record
+        return wait_for_value(self.playback, check, timeout, "a playback record as wanted")
 
 
 @pytest.fixture(scope="session")
@@ -178,11 +171,12 @@ def build_display(
     app.extensions["pdn.display"] = service
     # The first tick shows what should show now (idle on a new display): wait for it, so
     # tests start from a settled screen.
-    deadline = time.monotonic() + 5
-    while service.engine.status().idle is False and service.engine.status().current is None:
-        if time.monotonic() > deadline:
-            raise AssertionError("the engine never settled")
-        time.sleep(0.005)
+    wait_until(
+        lambda: service.engine.status().idle or service.engine.status().current is not None,
+        5,
+        "the engine settled",
+        step=0.005,
+    )
     return Display(server.url, service, store, outbox, renderer, config, data_dir, driver)
 
 

@@ -23,12 +23,13 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 __all__ = ["PgServer", "PostgresMissingError", "find_bin"]
 
@@ -59,12 +60,6 @@ def find_bin() -> Path:
         "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: bash packaging/dev.sh setup"
         " (or apt-get install postgresql)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -10,6 +10,7 @@ from PySide6.QtCore import QCoreApplication, QEventLoop, QTimer
 from PySide6.QtGui import QColor, QImage
 
 from player.renderer import KioskRenderer
+from tests.support.waiting import poll_until
 
 RGB = tuple[int, int, int]
 
@@ -44,14 +45,10 @@ def process_for(seconds: float) -> None:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.005) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        app = QCoreApplication.instance()
-        assert app is not None
-        process_for(step)
-    return predicate()
+    """Whether ``predicate()`` came true within ``timeout`` seconds, the Qt event loop
+    running between tries (the renderer paints only while it runs)."""
+    assert QCoreApplication.instance() is not None
+    return bool(poll_until(predicate, timeout, step, pause=process_for))
 
 
 def wait_for_colour(renderer: KioskRenderer, colour: RGB, timeout: float = 10.0) -> float | None:

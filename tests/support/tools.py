@@ -1,4 +1,5 @@
-"""Helpers for tests that need programs from the system (Xvfb, xset, systemd-analyze ...).
+"""Helpers for tests that need programs from the system (xset, systemd-analyze ...), and
+clients of one server from several loopback addresses.
 
 `bash packaging/dev.sh test` installs every one of them, so a missing program is a broken
 set-up, not a limit of the platform: the test fails, naming what to run.
@@ -6,14 +7,7 @@ set-up, not a limit of the platform: the test fails, naming what to run.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shlex
 import shutil
-import signal
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -24,42 +18,6 @@ def require_tools(*names: str) -> None:
     if not missing:
         return
     pytest.fail(f"{', '.join(missing)} not installed (bash packaging/dev.sh setup installs it)")
-
-
-@contextmanager
-def xvfb(width: int, height: int, detached: bool = False) -> Iterator[str]:
-    """A real X server of its own on a free display number; yields the DISPLAY value.
-
-    ``detached``: the server is not a child of this process (a shell starts it in the
-    background and exits), so the test process's own tree holds no X server."""
-    require_tools("Xvfb")
-    read, write = os.pipe()
-    command = ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
-               "-nolisten", "tcp", "-noreset"]  # fmt: skip
-    if detached:
-        shell = f"{shlex.join(command)} >/dev/null 2>&1 </dev/null & echo $!"
-        launcher = subprocess.run(
-            ["sh", "-c", shell], pass_fds=(write,), capture_output=True, text=True, check=True
-        )
-        pid = int(launcher.stdout.strip())
-    else:
-        server = subprocess.Popen(
-            command, pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        pid = server.pid
-    os.close(write)
-    with os.fdopen(read) as stream:
-        number = stream.readline().strip()
-    try:
-        assert number, "Xvfb did not start"
-        yield f":{number}"
-    finally:
-        if detached:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        else:
-            server.terminate()
-            server.wait(10)
 
 
 class SourceClients:

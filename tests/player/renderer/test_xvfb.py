@@ -14,7 +14,7 @@ import pytest
 
 from tests.player.conftest import COLOURS, LoopbackServer
 from tests.support.tools import require_tools
-from tests.support.tools import xvfb as start_xvfb
+from tests.support.xvfb import xvfb as start_xvfb
 
 pytestmark = [pytest.mark.qt, pytest.mark.xvfb]
 

@@ -20,7 +20,7 @@ from server.content.displays import DisplayDirectory
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
-from tests.support.peer import HttpPeer
+from tests.support.pages import PageServer
 
 REQUESTOR = {"device-id": "phone-7", "user-id": "alice"}
 
@@ -58,7 +58,7 @@ def listing(displays_file: Path, *urls: str) -> DisplayCredentials:
 
 
 @pytest.fixture
-def peer(peer: HttpPeer, displays_file: Path) -> HttpPeer:
+def peer(peer: PageServer, displays_file: Path) -> PageServer:
     """The fake display, listed in the content server's displays file."""
     listing(displays_file, peer.url)
     return peer
@@ -100,7 +100,7 @@ def test_apps_are_served(content: str) -> None:
     assert [a["name"] for a in listing] == ["clock", "message"]
 
 
-def test_schedule_forwards_to_the_display(content: str, peer: HttpPeer) -> None:
+def test_schedule_forwards_to_the_display(content: str, peer: PageServer) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     body = request_body(peer.url, text="Fire drill at 3 pm", background="#c0392b", size=3)
     body["preferred-duration"] = "2 minutes"
@@ -118,7 +118,7 @@ def test_schedule_forwards_to_the_display(content: str, peer: HttpPeer) -> None:
     }
 
 
-def test_root_schedule_is_the_message_app(content: str, peer: HttpPeer) -> None:
+def test_root_schedule_is_the_message_app(content: str, peer: PageServer) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     answer = requests.post(f"{content}/schedule", json=request_body(peer.url + "/"), timeout=10)
     assert answer.json() == {"request-status": "forwarded"}
@@ -127,7 +127,7 @@ def test_root_schedule_is_the_message_app(content: str, peer: HttpPeer) -> None:
     assert "preferred-duration" not in sent
 
 
-def test_display_rejects(content: str, peer: HttpPeer) -> None:
+def test_display_rejects(content: str, peer: PageServer) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "rejected", "reason": "queue full"})
     answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
     assert answer.status_code == 202
@@ -138,7 +138,7 @@ def test_display_rejects(content: str, peer: HttpPeer) -> None:
     }
 
 
-def test_display_answers_something_else(content: str, peer: HttpPeer) -> None:
+def test_display_answers_something_else(content: str, peer: PageServer) -> None:
     peer.route("POST", "/schedule", 415, {"error": "unsupported-media-type", "message": "no"})
     answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
     assert answer.status_code == 202
@@ -163,7 +163,7 @@ def test_unreachable_display_is_504(content: str, displays_file: Path) -> None:
     assert answer.json()["error"] == "display-unreachable"
 
 
-def test_silent_display_is_504_within_5_seconds(content: str, peer: HttpPeer) -> None:
+def test_silent_display_is_504_within_5_seconds(content: str, peer: PageServer) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"}, delay=7)
     started = time.monotonic()
     answer = requests.post(f"{content}/message/schedule", json=request_body(peer.url), timeout=10)
@@ -188,7 +188,7 @@ def test_silent_display_is_504_within_5_seconds(content: str, peer: HttpPeer) ->
     ],
 )
 def test_malformed_requests_are_400(
-    content: str, peer: HttpPeer, change: dict[str, object], field: str
+    content: str, peer: PageServer, change: dict[str, object], field: str
 ) -> None:
     body = request_body(peer.url)
     for key, value in change.items():
@@ -202,7 +202,7 @@ def test_malformed_requests_are_400(
     assert peer.received("/schedule") == []
 
 
-def test_bad_bodies_and_unknown_app(content: str, peer: HttpPeer) -> None:
+def test_bad_bodies_and_unknown_app(content: str, peer: PageServer) -> None:
     url = f"{content}/message/schedule"
     assert (
         requests.post(
@@ -239,7 +239,7 @@ class socket_closed_port:  # noqa: N801 (used as a context manager)
 
 
 def test_schedule_requests_are_rate_limited_per_address(
-    peer: HttpPeer, displays_file: Path
+    peer: PageServer, displays_file: Path
 ) -> None:
     """POST /<app>/schedule stays open (a visitor's phone), also with the content server's own
     token set, and is limited per address."""

@@ -12,8 +12,8 @@ import pytest
 from server.cli import main
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE, EXIT_USAGE
 from tests.server.content.test_content import socket_closed_port
-from tests.server.scheduler.test_scheduler import LOBBY
-from tests.support.peer import HttpPeer
+from tests.support.pages import PageServer
+from tests.support.scheduler import LOBBY
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +37,7 @@ PLAYING = {
 }
 
 
-def test_schedule_a_url(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_schedule_a_url(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     code = main(["ctl", "schedule", peer.url, "http://example.org/a.html", "--for", "2 minutes"])
     assert code == EXIT_OK
@@ -49,7 +49,7 @@ def test_schedule_a_url(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> N
     assert "scheduling" in capsys.readouterr().out
 
 
-def test_schedule_a_cds_file(peer: HttpPeer, tmp_path: Path) -> None:
+def test_schedule_a_cds_file(peer: PageServer, tmp_path: Path) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     path = tmp_path / "lobby.xml"
     path.write_bytes(LOBBY)
@@ -59,7 +59,9 @@ def test_schedule_a_cds_file(peer: HttpPeer, tmp_path: Path) -> None:
     assert sent.headers["Content-Type"] == "text/xml"
 
 
-def test_schedule_refused_and_rejected(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_schedule_refused_and_rejected(
+    peer: PageServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     peer.route("POST", "/schedule", 202, {"request-status": "rejected", "reason": "queue full"})
     assert main(["ctl", "schedule", peer.url, "http://example.org/a"]) == EXIT_REFUSED
     assert "queue full" in capsys.readouterr().err
@@ -70,7 +72,7 @@ def test_schedule_refused_and_rejected(peer: HttpPeer, capsys: pytest.CaptureFix
     assert main(["ctl", "schedule", peer.url, "http://example.org/a"]) == EXIT_UNEXPECTED
 
 
-def test_usage_errors(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ctl", "schedule", peer.url, "http://x/", "--for", "soon"]) == EXIT_USAGE
     assert main(["ctl", "schedule", peer.url, "/no/such/file.xml"]) == EXIT_USAGE
     assert main(["ctl", "schedule", "display-7", "http://x/"]) == EXIT_USAGE
@@ -85,7 +87,7 @@ def test_unreachable_display(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot reach" in capsys.readouterr().err
 
 
-def test_playing(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_playing(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     peer.route("GET", "/playback/", 200, PLAYING)
     assert main(["ctl", "playing", peer.url]) == EXIT_OK
     line = capsys.readouterr().out
@@ -95,7 +97,7 @@ def test_playing(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out) == PLAYING
 
 
-def test_displays(peer: HttpPeer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_displays(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     records = [
         {
             "url": "http://192.0.2.1:8080",

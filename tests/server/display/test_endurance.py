@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from player.engine import Playback
-from tests.server.platform.test_webhooks import Receiver, wait_for
 from tests.support.inprocess_display import Display
+from tests.support.pages import HookReceiver
+from tests.support.waiting import wait_until
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
@@ -108,7 +109,7 @@ def fill(disk: Path) -> Path:
 def test_a_full_disk_refuses_writes_with_507_and_playback_stays_true(
     make_display: Callable[..., Display], small_disk: Path
 ) -> None:
-    receiver = Receiver()
+    receiver = HookReceiver()
     display = make_display(data_dir=small_disk / "data")
     display.service._playback.retry_interval = 0.2
     try:
@@ -155,7 +156,7 @@ def test_a_full_disk_refuses_writes_with_507_and_playback_stays_true(
         # Space returns: the record kept in memory is stored and sent, its sequence after a
         # gap the subscriber can see.
         filler.unlink()
-        wait_for(
+        wait_until(
             lambda: record["sequence"] in [json.loads(b)["sequence"] for b in receiver.bodies()]
         )
         got = [json.loads(b)["sequence"] for b in receiver.bodies()]

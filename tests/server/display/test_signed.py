@@ -24,16 +24,16 @@ from server.platform.signing import load_or_make_secret, new_secret
 from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.server.platform.test_webhooks import wait_for
 from tests.support.inprocess_display import Display, build_display, cds, close_display
-from tests.support.peer import HttpPeer
+from tests.support.peer import json_peer
 from tests.support.signed import signed_post
+from tests.support.waiting import wait_until
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(24))).decode()
 
 
 def test_playback_updates_are_signed_and_a_retry_keeps_its_id(display: Display) -> None:
-    peer = HttpPeer()
+    peer = json_peer()
     try:
         for bad in ("whsec_short", "secret", "whsec_" + base64.b64encode(b"x" * 70).decode()):
             refused = display.post(
@@ -157,11 +157,11 @@ def test_a_closed_display_follows_its_scheduler_by_signed_pushes(
     )
     try:
         follower.start()
-        wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
+        wait_until(lambda: display.service.document_names() == ["lobby"], timeout=10)
         # A change is pushed (signed) to the display's /schedule, which has no token to give.
         changed = cds("lobby", "http://127.0.0.1:9/two")
         (schedules / "lobby.xml").write_bytes(changed)
-        wait_for(lambda: display.store.cds_documents()[0][1] == changed, timeout=10)
+        wait_until(lambda: display.store.cds_documents()[0][1] == changed, timeout=10)
     finally:
         follower.stop()
         scheduler.stop()
@@ -201,23 +201,23 @@ def test_a_closed_display_registered_with_its_scheduler_takes_its_assignments(
     )
     try:
         follower.start()
-        wait_for(lambda: scheduler.storage.push_secret(url) == security.webhook_secret)
+        wait_until(lambda: scheduler.storage.push_secret(url) == security.webhook_secret)
         assigned = requests.post(
             f"{scheduler.url}/x/assignments",
             json={"schedule": "lobby", "display": url},
             timeout=5,
         )
         assert assigned.status_code in (200, 201), assigned.text
-        wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
+        wait_until(lambda: display.service.document_names() == ["lobby"], timeout=10)
         # The scheduler subscribed to the display's playback with the token that goes with
         # that secret, and the display's signed updates reach its proof of play.
-        wait_for(lambda: display.outbox.subscribers("playback") != [], timeout=10)
+        wait_until(lambda: display.outbox.subscribers("playback") != [], timeout=10)
 
         def played() -> list[Any]:
             answer = requests.get(f"{scheduler.url}/x/plays", timeout=5).json()
             return [p for p in answer["plays"] if p["set"] == "lobby"]
 
-        wait_for(lambda: bool(played()), timeout=15)
+        wait_until(lambda: bool(played()), timeout=15)
     finally:
         follower.stop()
         scheduler.stop()
@@ -247,7 +247,7 @@ def test_a_display_serving_https_is_pinned_by_its_scheduler(tmp_path: Path) -> N
             )
             follower.start()
             try:
-                wait_for(lambda: scheduler.storage.tls_pin(url) == security.tls_fingerprint)
+                wait_until(lambda: scheduler.storage.tls_pin(url) == security.tls_fingerprint)
                 assigned = requests.post(
                     f"{scheduler.url}/x/assignments",
                     json={"schedule": "lobby", "display": url},
@@ -255,8 +255,8 @@ def test_a_display_serving_https_is_pinned_by_its_scheduler(tmp_path: Path) -> N
                 )
                 assert assigned.status_code in (200, 201), assigned.text
                 # Pushed over HTTPS, pinned, signed; and the proof-of-play subscription too.
-                wait_for(lambda: display.service.document_names() == ["lobby"], timeout=10)
-                wait_for(lambda: display.outbox.subscribers("playback") != [], timeout=10)
+                wait_until(lambda: display.service.document_names() == ["lobby"], timeout=10)
+                wait_until(lambda: display.outbox.subscribers("playback") != [], timeout=10)
             finally:
                 follower.stop()
         # Another certificate for the same URL is not taken without the display's secret.

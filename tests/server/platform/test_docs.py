@@ -23,7 +23,7 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.server.scheduler.test_scheduler import LOBBY
+from tests.support.scheduler import LOBBY
 
 SEGMENTS = ("display", "scheduler", "content", "sensor")
 

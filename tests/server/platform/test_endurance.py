@@ -22,7 +22,8 @@ from server.platform.limits import Limits, limits
 from server.platform.outbox import Outbox
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.server.platform.test_webhooks import Receiver, wait_for
+from tests.support.pages import HookReceiver
+from tests.support.waiting import wait_until
 
 
 def echo_app(token: str | None = None) -> Flask:
@@ -307,7 +308,7 @@ def test_dead_subscribers_expire_and_backlogs_are_bounded(tmp_path: Path, dead_p
             box.publish("t", str(n).encode(), "text/plain")
         assert box.stats()["pending-events"] <= 5
         assert box.stats()["dropped-events"] >= 45
-        wait_for(lambda: box.subscribers("t") == [], timeout=10)
+        wait_until(lambda: box.subscribers("t") == [], timeout=10)
         assert box.stats()["pending-events"] == 0
         assert box.stats()["expired-subscriptions"] == 1
     finally:
@@ -317,7 +318,7 @@ def test_dead_subscribers_expire_and_backlogs_are_bounded(tmp_path: Path, dead_p
 def test_a_dead_sensor_subscriber_keeps_the_newest_reading_alone(
     tmp_path: Path, dead_port: int
 ) -> None:
-    receiver = Receiver(port=dead_port, answer=lambda n: 503)
+    receiver = HookReceiver(port=dead_port, answer=lambda n: 503)
     box = Outbox(
         tmp_path / "o.db", name="test", first_retry=0.05, max_backoff=0.1, give_up_after=30
     )
@@ -328,12 +329,12 @@ def test_a_dead_sensor_subscriber_keeps_the_newest_reading_alone(
         # A second attempt comes only after the first failure was stored: now it is failing
         # (after the first attempt alone, readings published before the outbox stored the 503
         # would still queue behind it).
-        wait_for(lambda: receiver.attempts >= 2)
+        wait_until(lambda: receiver.attempts >= 2)
         for n in range(1, 200):
             box.publish("sensor", str(n).encode(), "application/json", latest_only=True)
         assert box.stats()["pending-events"] == 1
         receiver.answer = lambda n: 200  # it comes back: it gets the newest reading alone
-        wait_for(lambda: receiver.bodies() != [])
+        wait_until(lambda: receiver.bodies() != [])
         time.sleep(0.3)
         # The newest reading, after at most the one POST that was in flight when it came back.
         assert receiver.bodies()[-1] == b"199"

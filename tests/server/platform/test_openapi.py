@@ -26,8 +26,9 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.server.scheduler.test_scheduler import LOBBY
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.scheduler import LOBBY
+from tests.support.waiting import wait_until
 
 
 class Document:
@@ -115,7 +116,7 @@ def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
     service.stop()
 
 
-def test_scheduler_document(scheduler: SchedulerService, peer: HttpPeer) -> None:
+def test_scheduler_document(scheduler: SchedulerService, peer: PageServer) -> None:
     document = Document("scheduler")
     assert app_operations(scheduler.app) == document.operations()
     base = scheduler.url
@@ -177,7 +178,7 @@ def test_scheduler_document(scheduler: SchedulerService, peer: HttpPeer) -> None
     assert served.json() == document.data
 
 
-def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
+def test_content_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("content")
     credentials = DisplayCredentials(tmp_path / "none.toml", listed=[peer.url])
     forwarder = DisplayForwarder(timeout=1.0, credentials=credentials)
@@ -235,7 +236,7 @@ def test_content_document(tmp_path: Path, peer: HttpPeer) -> None:
         forwarder.close()
 
 
-def test_sensor_document(tmp_path: Path, peer: HttpPeer) -> None:
+def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("sensor")
     reading = tmp_path / "lux"
     reading.write_text("300")

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from server.platform.outbox import Outbox
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.waiting import wait_until
 
 
 class Recorder:
@@ -92,7 +93,7 @@ def test_events_to_one_subscriber_share_a_kept_alive_connection(
 
 
 def test_proxy_from_the_environment_is_used(
-    tmp_path: Path, peer: HttpPeer, no_proxy_env: pytest.MonkeyPatch
+    tmp_path: Path, peer: PageServer, no_proxy_env: pytest.MonkeyPatch
 ) -> None:
     no_proxy_env.setenv("HTTP_PROXY", peer.url)
     box = Outbox(tmp_path / "o.db", name="test")

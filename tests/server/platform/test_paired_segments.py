@@ -25,8 +25,8 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.server.platform.test_webhooks import wait_for
 from tests.support.inprocess_display import Screen, cds
+from tests.support.waiting import wait_until
 
 PDN = str(Path(sys.executable).parent / "pdn")
 OPERATOR = "operator-token-0123456789abcdef"
@@ -115,7 +115,7 @@ def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
         assert put.status_code == 201
         assign = api.post("/x/assignments", json={"schedule": "lobby", "display": screen.url})
         assert assign.status_code == 201
-        wait_for(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
+        wait_until(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
         # No secret in a log line or a health answer (the code is one once used).
         (token,) = scheduler.storage.push_tokens().values()
         answers = [
@@ -137,7 +137,7 @@ def test_the_scheduler_adds_a_display_by_its_code_and_pins_its_certificate(
             return entry["online"] is False and "Fingerprints did not match" in error
 
         scheduler.fleet_status.poke(screen.url)
-        wait_for(refused_by_pin, timeout=20)
+        wait_until(refused_by_pin, timeout=20)
         assert screen.display.service.document_names() == ["lobby"]
 
 
@@ -183,7 +183,7 @@ def test_a_sensor_and_a_content_server_carry_the_token_paired_for_them(
             )
             assert answer.status_code == 201
         # The paired display takes the readings; the other refuses them (no token of its own).
-        wait_for(lambda: sensors_of(paired) != [], timeout=15)
+        wait_until(lambda: sensors_of(paired) != [], timeout=15)
         assert sensors_of(paired)[0]["sensor-id"] == "hall-temp"
         assert sensors_of(stranger) == []
         request = {
@@ -242,7 +242,7 @@ def test_pdn_ctl_add_display_pairs_the_scheduler_with_a_display(
         lobby = cds("lobby", "http://127.0.0.1:9/a")
         api.put("/x/schedules/lobby", content=lobby, headers={"Content-Type": "text/xml"})
         api.post("/x/assignments", json={"schedule": "lobby", "display": screen.url})
-        wait_for(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
+        wait_until(lambda: screen.display.service.document_names() == ["lobby"], timeout=15)
         used = {"url": screen.url, "code": result.args[-1]}
         assert api.post("/x/displays/pair", json=used).status_code == 409
 

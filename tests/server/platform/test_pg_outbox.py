@@ -25,7 +25,7 @@ from server.platform.db import SchemaTooNewError
 from server.platform.limits import SubscriptionLimitError
 from server.platform.pg import Connection, migrate, open_pool, schema_version, transaction
 from server.platform.pgoutbox import PgOutbox
-from tests.support.peer import wait_until
+from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
 REPO = Path(__file__).resolve().parents[3]

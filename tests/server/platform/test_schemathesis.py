@@ -18,8 +18,8 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.server.scheduler.test_scheduler import LOBBY
 from tests.support.apifuzz import Finding, assert_agrees, run
+from tests.support.scheduler import LOBBY
 
 #: Examples per operation in the fuzzing phase (the coverage phase adds its own).
 MAX_EXAMPLES = 50

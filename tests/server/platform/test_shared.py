@@ -18,8 +18,8 @@ from server.platform.displaycreds import DisplayCredentials
 from server.platform.exitcodes import EPILOG, EXIT_START_FAILED
 from server.platform.net import local_address, url_host
 from server.sensor.source import FileSource
-from tests.server.scheduler.test_scheduler import start as start_scheduler
 from tests.server.sensor.test_sensor import start as start_sensor
+from tests.support.scheduler import start as start_scheduler
 
 SEGMENTS = ("scheduler", "content", "sensor")
 

@@ -17,9 +17,10 @@ from server.platform.signing import new_secret
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
-from tests.server.scheduler.test_scheduler import LOBBY, LOBBY_V2, write
-from tests.support.peer import HttpPeer, Received, wait_until
+from tests.support.pages import PageServer, Request
+from tests.support.scheduler import LOBBY, LOBBY_V2, write
 from tests.support.signed import signed_post
+from tests.support.waiting import wait_until
 
 SECRET = "whsec_" + base64.b64encode(bytes(range(32))).decode()
 MALFORMED = [
@@ -32,7 +33,7 @@ MALFORMED = [
 ]
 
 
-def verified(secret: str, update: Received) -> bytes:
+def verified(secret: str, update: Request) -> bytes:
     """The update's body once standardwebhooks has verified it (it raises otherwise)."""
     Webhook(secret).verify(update.body, update.headers, json_parse=False)
     assert update.headers["webhook-id"] == update.headers["X-PDN-Event-Id"]
@@ -41,7 +42,7 @@ def verified(secret: str, update: Received) -> bytes:
 
 @pytest.fixture
 def scheduler(
-    tmp_path: Path, scheduler_backend: str, peer: HttpPeer
+    tmp_path: Path, scheduler_backend: str, peer: PageServer
 ) -> Iterator[tuple[SchedulerService, Path]]:
     schedules = tmp_path / "schedules"
     schedules.mkdir()
@@ -54,7 +55,7 @@ def scheduler(
 
 
 def test_schedule_updates_are_signed_and_a_retry_keeps_its_id(
-    scheduler: tuple[SchedulerService, Path], peer: HttpPeer
+    scheduler: tuple[SchedulerService, Path], peer: PageServer
 ) -> None:
     service, schedules = scheduler
     subscribe = f"{service.url}/schedule/lobby/subscribe/"
@@ -92,7 +93,7 @@ def test_schedule_updates_are_signed_and_a_retry_keeps_its_id(
     assert {u.path for u in peer.received()} == {"/hook", "/plain"}
 
 
-def test_sensor_updates_are_signed(tmp_path: Path, peer: HttpPeer) -> None:
+def test_sensor_updates_are_signed(tmp_path: Path, peer: PageServer) -> None:
     thermal = tmp_path / "temp"
     thermal.write_text("48312\n")
     service = SensorService(

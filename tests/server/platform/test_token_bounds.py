@@ -20,8 +20,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from server.scheduler.service import SchedulerService
-from tests.server.platform.test_webhooks import free_port
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.peer import json_peer
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 PDN = str(Path(sys.executable).parent / "pdn")
@@ -68,14 +70,13 @@ class PdnProcess:
                 self.process.wait(10)
 
 
-def peers(*hosts: str) -> list[HttpPeer]:
-    return [HttpPeer(host) for host in hosts]
+def peers(*hosts: str) -> list[PageServer]:
+    return [json_peer(host) for host in hosts]
 
 
-def authorizations(peer: HttpPeer) -> list[str | None]:
+def authorizations(peer: PageServer) -> list[str | None]:
     """The Authorization header of every request the peer received, in order."""
-    with peer._lock:
-        return [r.headers.get("Authorization") for r in peer.requests]
+    return [r.headers.get("Authorization") for r in peer.received(method=None)]
 
 
 def displays_file(path: Path, tables: dict[str, dict[str, str]]) -> Path:
@@ -91,7 +92,7 @@ def displays_file(path: Path, tables: dict[str, dict[str, str]]) -> Path:
 
 
 @pytest.fixture
-def listeners() -> Iterator[dict[str, HttpPeer]]:
+def listeners() -> Iterator[dict[str, PageServer]]:
     """Displays on hosts of their own, a stranger, and a scheduler that registered one."""
     named = dict(
         zip(
@@ -110,7 +111,7 @@ def listeners() -> Iterator[dict[str, HttpPeer]]:
 
 
 def test_the_content_server_forwards_only_to_its_displays_with_their_own_tokens(
-    tmp_path: Path, listeners: dict[str, HttpPeer]
+    tmp_path: Path, listeners: dict[str, PageServer]
 ) -> None:
     listed, paired, registered = listeners["listed"], listeners["paired"], listeners["registered"]
     stranger, other_port = listeners["stranger"], listeners["other-port"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from server.platform.webhookpost import MAX_ANSWER, Delivery, Poster
-from tests.support.peer import HttpPeer
+from tests.support.pages import PageServer
 
 
 @dataclass
@@ -176,7 +176,7 @@ def test_failures_are_results_that_say_what_went_wrong() -> None:
 
 
 def test_a_proxy_in_the_environment_sends_through_httpx(
-    peer: HttpPeer, no_proxy_env: pytest.MonkeyPatch
+    peer: PageServer, no_proxy_env: pytest.MonkeyPatch
 ) -> None:
     no_proxy_env.setenv("HTTP_PROXY", peer.url)
 

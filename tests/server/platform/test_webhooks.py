@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,88 +14,17 @@ import pytest
 from server.platform.db import connect, transaction
 from server.platform.outbox import Outbox, backoff
 from tests.support.inprocess_display import Display
-
-
-class Receiver:
-    """An HTTP server that records POSTs; ``answer(n)`` decides the status of the n-th."""
-
-    def __init__(
-        self, port: int = 0, answer: Callable[[int], int] = lambda n: 200, delay: float = 0.0
-    ):
-        self.received: list[dict[str, Any]] = []
-        self.attempts = 0
-        self.answer = answer
-        self.delay = delay
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = self.rfile.read(length)
-                with receiver.lock:
-                    receiver.attempts += 1
-                    status = receiver.answer(receiver.attempts)
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                if 200 <= status < 300:
-                    with receiver.lock:
-                        receiver.received.append(
-                            {
-                                "path": self.path,
-                                "event-id": self.headers.get("X-PDN-Event-Id"),
-                                "topic": self.headers.get("X-PDN-Topic"),
-                                "content-type": self.headers.get("Content-Type"),
-                                "authorization": self.headers.get("Authorization"),
-                                "body": body,
-                                "at": time.monotonic(),
-                            }
-                        )
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def bodies(self) -> list[bytes]:
-        with self.lock:
-            return [r["body"] for r in self.received]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+from tests.support.pages import HookReceiver
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
-def receivers() -> Iterator[Callable[..., Receiver]]:
-    made: list[Receiver] = []
+def receivers() -> Iterator[Callable[..., HookReceiver]]:
+    made: list[HookReceiver] = []
 
-    def make(**kwargs: Any) -> Receiver:
-        receiver = Receiver(**kwargs)
+    def make(**kwargs: Any) -> HookReceiver:
+        receiver = HookReceiver(**kwargs)
         made.append(receiver)
         return receiver
 
@@ -121,23 +47,25 @@ def test_backoff_schedule() -> None:
     assert backoff(30) == 300.0
 
 
-def test_delivers_in_order_with_headers(outbox: Outbox, receivers: Callable[..., Receiver]) -> None:
+def test_delivers_in_order_with_headers(
+    outbox: Outbox, receivers: Callable[..., HookReceiver]
+) -> None:
     receiver = receivers()
     assert outbox.subscribe("playback", receiver.url()) is True
     assert outbox.subscribe("playback", receiver.url()) is False
     for n in range(5):
         assert outbox.publish("playback", json.dumps({"n": n}).encode(), "application/json") == 1
-    wait_for(lambda: len(receiver.received) == 5)
+    wait_until(lambda: len(receiver.received) == 5)
     assert [json.loads(b)["n"] for b in receiver.bodies()] == [0, 1, 2, 3, 4]
     ids = [r["event-id"] for r in receiver.received]
     assert len(set(ids)) == 5 and all(ids)
     assert {r["topic"] for r in receiver.received} == {"playback"}
     assert {r["content-type"] for r in receiver.received} == {"application/json"}
-    wait_for(lambda: outbox.stats()["pending-events"] == 0)
+    wait_until(lambda: outbox.stats()["pending-events"] == 0)
 
 
 def test_bearer_token_reaches_token_protected_subscribers(
-    tmp_path: Path, receivers: Callable[..., Receiver]
+    tmp_path: Path, receivers: Callable[..., HookReceiver]
 ) -> None:
     box = Outbox(tmp_path / "outbox.db", name="test", bearer_token="s3cret")
     box.start()
@@ -147,7 +75,7 @@ def test_bearer_token_reaches_token_protected_subscribers(
         # Credentials in the subscriber-uri win: they are that subscriber's own.
         box.subscribe("schedule:lobby", plain.url().replace("//", "//ops:pw@") + "?basic")
         box.publish("schedule:lobby", b"<content-set/>", "text/xml")
-        wait_for(lambda: len(plain.received) == 2)
+        wait_until(lambda: len(plain.received) == 2)
         by_path = {r["path"]: r["authorization"] for r in plain.received}
         assert by_path["/hook"] == "Bearer s3cret"
         assert by_path["/hook?basic"].startswith("Basic ")
@@ -156,19 +84,19 @@ def test_bearer_token_reaches_token_protected_subscribers(
 
 
 def test_500_is_retried_with_the_same_event_id_and_order_kept(
-    outbox: Outbox, receivers: Callable[..., Receiver]
+    outbox: Outbox, receivers: Callable[..., HookReceiver]
 ) -> None:
     receiver = receivers(answer=lambda n: 500 if n <= 3 else 204)
     outbox.subscribe("t", receiver.url())
     for n in range(3):
         outbox.publish("t", str(n).encode(), "text/plain")
-    wait_for(lambda: len(receiver.received) == 3)
+    wait_until(lambda: len(receiver.received) == 3)
     assert receiver.bodies() == [b"0", b"1", b"2"]
     assert receiver.attempts == 6  # three failures of the first event, then one each
 
 
 def test_subscriber_down_then_back_gets_everything_in_order(
-    outbox: Outbox, receivers: Callable[..., Receiver]
+    outbox: Outbox, receivers: Callable[..., HookReceiver]
 ) -> None:
     port = free_port()  # nothing listens there yet
     outbox.subscribe("t", f"http://127.0.0.1:{port}/hook")
@@ -177,12 +105,12 @@ def test_subscriber_down_then_back_gets_everything_in_order(
     time.sleep(1.0)  # several failed attempts
     assert outbox.stats()["pending-events"] == 10
     receiver = receivers(port=port)
-    wait_for(lambda: len(receiver.received) == 10)
+    wait_until(lambda: len(receiver.received) == 10)
     assert receiver.bodies() == [str(n).encode() for n in range(10)]
 
 
 def test_slow_and_dead_subscribers_do_not_delay_a_live_one(
-    outbox: Outbox, receivers: Callable[..., Receiver]
+    outbox: Outbox, receivers: Callable[..., HookReceiver]
 ) -> None:
     slow = receivers(delay=2.0)  # longer than the 0.5 s timeout
     live = receivers()
@@ -193,13 +121,13 @@ def test_slow_and_dead_subscribers_do_not_delay_a_live_one(
     started = time.monotonic()
     for n in range(3):
         assert outbox.publish("t", str(n).encode(), "text/plain") == 3
-    wait_for(lambda: len(live.received) == 3)
+    wait_until(lambda: len(live.received) == 3)
     assert live.received[-1]["at"] - started < 0.4
     assert live.bodies() == [b"0", b"1", b"2"]
 
 
 def test_subscription_dropped_after_failing_too_long(
-    tmp_path: Path, receivers: Callable[..., Receiver], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, receivers: Callable[..., HookReceiver], caplog: pytest.LogCaptureFixture
 ) -> None:
     box = Outbox(
         tmp_path / "o.db", name="test", first_retry=0.05, max_backoff=0.1, give_up_after=0.5
@@ -210,14 +138,14 @@ def test_subscription_dropped_after_failing_too_long(
         box.subscribe("t", failing.url())
         with caplog.at_level(logging.WARNING, logger="pdn.outbox"):
             box.publish("t", b"x", "text/plain")
-            wait_for(lambda: box.subscribers("t") == [])
+            wait_until(lambda: box.subscribers("t") == [])
         assert any("dropped the subscription" in r.getMessage() for r in caplog.records)
         assert box.stats()["pending-events"] == 0
     finally:
         box.stop()
 
 
-def test_events_survive_a_restart(tmp_path: Path, receivers: Callable[..., Receiver]) -> None:
+def test_events_survive_a_restart(tmp_path: Path, receivers: Callable[..., HookReceiver]) -> None:
     receiver = receivers()
     path = tmp_path / "o.db"
     first = Outbox(path, name="test")
@@ -228,13 +156,13 @@ def test_events_survive_a_restart(tmp_path: Path, receivers: Callable[..., Recei
     second = Outbox(path, name="test")
     second.start()
     try:
-        wait_for(lambda: receiver.bodies() == [b"kept"])
+        wait_until(lambda: receiver.bodies() == [b"kept"])
     finally:
         second.stop()
 
 
 def test_publish_joins_the_callers_transaction(
-    outbox: Outbox, receivers: Callable[..., Receiver]
+    outbox: Outbox, receivers: Callable[..., HookReceiver]
 ) -> None:
     receiver = receivers()
     outbox.subscribe("t", receiver.url())
@@ -245,7 +173,7 @@ def test_publish_joins_the_callers_transaction(
     with transaction(connection):
         outbox.publish("t", b"committed", "text/plain", connection=connection)
     outbox.notify()
-    wait_for(lambda: receiver.bodies() == [b"committed"])
+    wait_until(lambda: receiver.bodies() == [b"committed"])
     connection.close()
 
 
@@ -259,7 +187,7 @@ def test_unsubscribe_drops_pending_events(outbox: Outbox) -> None:
 
 
 def test_playback_updates_reach_subscribers(
-    display: Display, receivers: Callable[..., Receiver]
+    display: Display, receivers: Callable[..., HookReceiver]
 ) -> None:
     receiver = receivers()
     assert (
@@ -270,7 +198,7 @@ def test_playback_updates_reach_subscribers(
         "/schedule", json={"content-item": "http://example.org/a", "preferred-duration": "1 min"}
     )
     record = display.wait_playback(lambda r: r["content-item"] == "http://example.org/a")
-    wait_for(
+    wait_until(
         lambda: any(json.loads(b)["sequence"] == record["sequence"] for b in receiver.bodies())
     )
     update = json.loads(receiver.bodies()[-1])

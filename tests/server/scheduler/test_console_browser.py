@@ -25,8 +25,8 @@ from server.scheduler.service import SchedulerService
 from tests.server.scheduler.test_fleet import LOCATION, Screen
 from tests.server.scheduler.test_fleetstatus import with_screen
 from tests.support.inprocess_display import build_display, cds, close_display
-from tests.support.peer import wait_until
 from tests.support.tools import require_tools
+from tests.support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -3,7 +3,7 @@ display by the code on its screen (issue 22).
 
 Real schedulers listen on 0.0.0.0, as ``install.sh`` runs them; clients connect from several
 loopback source addresses (127.0.0.2, 127.0.0.3, ...), which the scheduler sees as different
-client addresses. Displays are stand-ins recording what is pushed to them (``HttpPeer``), or
+client addresses. Displays are stand-ins recording what is pushed to them (``PageServer``), or
 real closed displays (engine, store, outbox, pairing) on their own waitress server, over HTTPS.
 """
 
@@ -21,8 +21,10 @@ import httpx
 import pytest
 
 from server.scheduler.service import SchedulerService
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.peer import json_peer
 from tests.support.tools import SourceClients
+from tests.support.waiting import wait_until
 
 PDN = str(Path(sys.executable).parent / "pdn")
 OPERATOR = "operator-token-0123456789abcdef"
@@ -131,7 +133,7 @@ def test_the_operator_token_guards_schedules_assignments_groups_and_broadcasts(
 
 
 def test_a_display_without_the_enrolment_token_waits_for_approval(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer
+    make_scheduler: Callable[..., Scheduler], peer: PageServer
 ) -> None:
     scheduler = make_scheduler()
     scheduler.operator(
@@ -171,7 +173,7 @@ def test_a_display_without_the_enrolment_token_waits_for_approval(
 
 
 def test_the_enrolment_token_admits_a_display_at_once_and_a_wrong_one_is_refused(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer
+    make_scheduler: Callable[..., Scheduler], peer: PageServer
 ) -> None:
     scheduler = make_scheduler()
     registration = {"url": peer.url, "location": LOCATION}
@@ -211,7 +213,7 @@ def test_wrong_tokens_lock_out_one_address_only(make_scheduler: Callable[..., Sc
 
 
 def test_beyond_loopback_without_an_operator_token_nothing_changes(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer
+    make_scheduler: Callable[..., Scheduler], peer: PageServer
 ) -> None:
     scheduler = make_scheduler(token=None, enrolment=None)
     client = scheduler.client("127.0.0.2")
@@ -225,7 +227,7 @@ def test_beyond_loopback_without_an_operator_token_nothing_changes(
 
 
 def test_the_console_signs_in_with_the_operator_token_and_approves(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer
+    make_scheduler: Callable[..., Scheduler], peer: PageServer
 ) -> None:
     scheduler = make_scheduler()
     scheduler.client("127.0.0.3").post("/displays", json={"url": peer.url, "location": LOCATION})
@@ -249,7 +251,7 @@ def test_the_console_signs_in_with_the_operator_token_and_approves(
 
 
 def test_pdn_ctl_lists_and_approves_a_waiting_display(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer
+    make_scheduler: Callable[..., Scheduler], peer: PageServer
 ) -> None:
     scheduler = make_scheduler()
     scheduler.client("127.0.0.3").post("/displays", json={"url": peer.url, "location": LOCATION})
@@ -278,13 +280,13 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
 
 
 def test_the_shared_display_token_goes_to_approved_displays_alone(
-    make_scheduler: Callable[..., Scheduler], peer: HttpPeer, monkeypatch: pytest.MonkeyPatch
+    make_scheduler: Callable[..., Scheduler], peer: PageServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``PDN_DISPLAY_TOKEN`` is a credential of the displays: a schedule's other subscriber (one
     that subscribed with the enrolment token) gets the same push with no token."""
     monkeypatch.setenv("PDN_DISPLAY_TOKEN", "shared-display-token")
     scheduler = make_scheduler()
-    stranger = HttpPeer("127.0.0.9")
+    stranger = json_peer("127.0.0.9")
     try:
         xml = {"Content-Type": "text/xml"}
         assert scheduler.operator("PUT", "/x/schedules/lobby", content=LOBBY, headers=xml)

@@ -25,8 +25,8 @@ from server.display import create_app
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from tests.support.inprocess_display import Display, build_display, cds, close_display
-from tests.support.peer import wait_until
 from tests.support.signed import signed_post
+from tests.support.waiting import wait_until
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 XML = {"Content-Type": "text/xml"}

@@ -22,7 +22,7 @@ from tests.server.platform.test_openapi import Document
 from tests.server.scheduler import test_fleet
 from tests.server.scheduler.test_fleet import Screen, assign, put_schedule
 from tests.server.scheduler.test_fleetstatus import entry
-from tests.support.peer import wait_until
+from tests.support.waiting import wait_until
 
 scheduler = test_fleet.scheduler
 make_screen = test_fleet.make_screen

@@ -25,7 +25,7 @@ from tests.server.platform.test_openapi import Document
 from tests.server.scheduler import test_fleet
 from tests.server.scheduler.test_fleet import Screen, assign, put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import wait_until
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 

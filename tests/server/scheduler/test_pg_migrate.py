@@ -16,13 +16,13 @@ from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord
 from tests.server.scheduler.test_fleet import assign, put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import HttpPeer
+from tests.support.pages import PageServer
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
 def test_migrate_to_copies_the_registry(
-    tmp_path: Path, postgres_url: str, peer: HttpPeer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, postgres_url: str, peer: PageServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PDN_DATABASE_URL", raising=False)
     data = tmp_path / "data"

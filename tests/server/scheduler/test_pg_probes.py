@@ -21,21 +21,22 @@ import requests
 from server.scheduler.service import SchedulerService
 from tests.server.scheduler.test_fleet import put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import HttpPeer, wait_until
-from tests.support.pgserver import free_port
+from tests.support.pages import PageServer
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
-def health_reads(peer: HttpPeer) -> Counter[str]:
+def health_reads(peer: PageServer) -> Counter[str]:
     """Reads of each display's /x/health (displays are paths /d<n> of the peer)."""
     return Counter(
         r.path.split("/x/health")[0] for r in peer.received(method="GET") if "/x/health" in r.path
     )
 
 
-def subscribers(peer: HttpPeer) -> list[str]:
+def subscribers(peer: PageServer) -> list[str]:
     """The scheduler (its base URL) behind each playback subscription, in order."""
     return [
         r.json()["subscriber-uri"].split("/x/ingest")[0]
@@ -67,7 +68,7 @@ def three(tmp_path: Path, postgres_url: str) -> Iterator[list[SchedulerService]]
 
 
 def test_each_display_is_read_once_a_round_by_one_of_three(
-    three: list[SchedulerService], peer: HttpPeer
+    three: list[SchedulerService], peer: PageServer
 ) -> None:
     displays = [f"/d{n}" for n in range(4)]
     for n, path in enumerate(displays):
@@ -83,7 +84,7 @@ def test_each_display_is_read_once_a_round_by_one_of_three(
 
 
 def test_fleet_status_is_the_same_from_every_process(
-    three: list[SchedulerService], peer: HttpPeer
+    three: list[SchedulerService], peer: PageServer
 ) -> None:
     peer.route("GET", "/d0/x/health", body={"status": "degraded", "version": "9.9"})
     peer.route("GET", "/d1/x/health", status=500)
@@ -113,7 +114,7 @@ def test_fleet_status_is_the_same_from_every_process(
 
 
 def test_written_through_one_answered_at_once_by_another(
-    three: list[SchedulerService], peer: HttpPeer
+    three: list[SchedulerService], peer: PageServer
 ) -> None:
     first, second, _third = three
     for n in range(5):
@@ -179,7 +180,7 @@ class SchedulerProcess:
 
 
 def test_a_killed_process_leaves_its_displays_to_the_other(
-    tmp_path: Path, postgres_url: str, peer: HttpPeer
+    tmp_path: Path, postgres_url: str, peer: PageServer
 ) -> None:
     started = [SchedulerProcess(postgres_url, tmp_path / f"p{n}") for n in range(2)]
     try:

@@ -14,7 +14,8 @@ import requests
 from server.scheduler.service import SchedulerService
 from tests.server.scheduler.test_fleet import put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.waiting import wait_until
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
@@ -54,7 +55,7 @@ def test_a_registration_on_one_is_seen_on_the_others(schedulers: list[SchedulerS
 
 
 def test_each_display_is_read_by_one_scheduler(
-    schedulers: list[SchedulerService], peer: HttpPeer
+    schedulers: list[SchedulerService], peer: PageServer
 ) -> None:
     peer.route("GET", "/", body={"name": "hall"})
     requests.post(
@@ -92,12 +93,12 @@ def two_without_folders(tmp_path: Path, postgres_url: str) -> Iterator[list[Sche
     yield from _schedulers(tmp_path, postgres_url, [None, None])
 
 
-def _events(peer: HttpPeer, path: str) -> list[str]:
+def _events(peer: PageServer, path: str) -> list[str]:
     return [r.headers["X-PDN-Event-Id"] for r in peer.received(path)]
 
 
 def test_a_schedule_put_through_one_is_served_by_the_other_and_pushed_once(
-    two_without_folders: list[SchedulerService], peer: HttpPeer
+    two_without_folders: list[SchedulerService], peer: PageServer
 ) -> None:
     first, second = two_without_folders
     assert first.library.directory is None  # --schedules is optional
@@ -138,7 +139,7 @@ def test_a_schedule_put_through_one_is_served_by_the_other_and_pushed_once(
 
 
 def test_processes_watching_one_folder_push_a_file_change_once(
-    tmp_path: Path, postgres_url: str, peer: HttpPeer
+    tmp_path: Path, postgres_url: str, peer: PageServer
 ) -> None:
     folder = tmp_path / "shared"
     folder.mkdir()

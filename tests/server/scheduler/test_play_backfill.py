@@ -26,11 +26,11 @@ import requests
 
 from server.scheduler.service import SchedulerService
 from tests.player.test_process import ContentServer
-from tests.server.platform.test_webhooks import free_port
 from tests.server.scheduler.test_fleet import put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import wait_until
+from tests.support.ports import free_port
 from tests.support.signed import signed_post
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.usefixtures("scheduler_backend")]
 

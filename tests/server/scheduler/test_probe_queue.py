@@ -18,7 +18,7 @@ from server.scheduler.probes import (
     connect_problem,
 )
 from server.scheduler.storage import SchedulerStorage
-from tests.support.pgserver import free_port
+from tests.support.ports import free_port
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 LEASE = 60.0

@@ -30,7 +30,7 @@ from tests.server.scheduler.test_enrolment import (
     make_scheduler,
 )
 from tests.support.inprocess_display import cds
-from tests.support.peer import wait_until
+from tests.support.waiting import wait_until
 
 __all__ = ["make_scheduler"]  # the fixture, shared with test_enrolment
 pytestmark = pytest.mark.usefixtures("scheduler_backend")

@@ -28,7 +28,7 @@ from server.scheduler.storage import (
 )
 from tests.server.scheduler.test_fleet import put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.peer import HttpPeer
+from tests.support.pages import PageServer
 
 RELEASE = Path(__file__).resolve().parents[2] / "fixtures" / "release-0618ddd"
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
@@ -165,7 +165,7 @@ def test_a_release_database_opens_with_its_registry(
 
 
 def test_a_release_database_carries_on(
-    release: tuple[str, SchedulerService, dict[str, int]], peer: HttpPeer
+    release: tuple[str, SchedulerService, dict[str, int]], peer: PageServer
 ) -> None:
     _backend, service, _before = release
     storage = service.storage

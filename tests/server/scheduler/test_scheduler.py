@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,16 +12,10 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.scheduler import LOBBY, LOBBY_V2, start, write
+from tests.support.waiting import wait_until
 
-LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
-<content-set name="lobby" type="inline">
-  <content-item content-type="text/html">
-    <requires-file><sources><uri>http://127.0.0.1:9/one.html</uri></sources></requires-file>
-  </content-item>
-</content-set>
-"""
-LOBBY_V2 = LOBBY.replace(b"one.html", b"two.html")
 BROKEN = b'<content-set name="lobby">\n  <content-item>\n</content-set>\n'
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
@@ -38,17 +31,6 @@ def schedules_dir(tmp_path: Path) -> Path:
     return directory
 
 
-def start(tmp_path: Path, schedules_dir: Path, **options: object) -> SchedulerService:
-    service = SchedulerService(
-        data_dir=tmp_path / "data",
-        schedules_dir=schedules_dir,
-        **options,  # type: ignore[arg-type]
-    )
-    service.start()
-    service.server.start()
-    return service
-
-
 @pytest.fixture
 def scheduler(tmp_path: Path, schedules_dir: Path) -> Iterator[SchedulerService]:
     service = start(tmp_path, schedules_dir)
@@ -58,13 +40,6 @@ def scheduler(tmp_path: Path, schedules_dir: Path) -> Iterator[SchedulerService]
 
 def post(url: str, body: object) -> requests.Response:
     return requests.post(url, json=body, timeout=5)
-
-
-def write(path: Path, data: bytes) -> None:
-    """Write so the watcher sees a new mtime even within one clock tick."""
-    path.write_bytes(data)
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
 
 
 # -- displays --------------------------------------------------------------------------------
@@ -165,7 +140,7 @@ def test_register_refuses_bad_bodies(scheduler: SchedulerService) -> None:
 
 
 def test_display_info_is_read_in_the_background(
-    scheduler: SchedulerService, peer: HttpPeer
+    scheduler: SchedulerService, peer: PageServer
 ) -> None:
     peer.route(
         "GET",
@@ -215,7 +190,7 @@ def test_schedule_without_a_name_is_served_with_its_id(
 
 
 def test_subscribe_push_on_change_delete_and_create(
-    scheduler: SchedulerService, schedules_dir: Path, peer: HttpPeer
+    scheduler: SchedulerService, schedules_dir: Path, peer: PageServer
 ) -> None:
     base = scheduler.url
     hook = f"{peer.url}/hook"
@@ -249,7 +224,7 @@ def test_subscribe_push_on_change_delete_and_create(
 def test_broken_file_keeps_the_last_good_version(
     scheduler: SchedulerService,
     schedules_dir: Path,
-    peer: HttpPeer,
+    peer: PageServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     post(f"{scheduler.url}/schedule/lobby/subscribe/", {"subscriber-uri": f"{peer.url}/hook"})
@@ -262,7 +237,7 @@ def test_broken_file_keeps_the_last_good_version(
     assert peer.wait_for(1, "/hook", timeout=3)[0].body == LOBBY_V2
 
 
-def test_unsubscribe(scheduler: SchedulerService, schedules_dir: Path, peer: HttpPeer) -> None:
+def test_unsubscribe(scheduler: SchedulerService, schedules_dir: Path, peer: PageServer) -> None:
     base = scheduler.url
     hook = {"subscriber-uri": f"{peer.url}/hook"}
     post(f"{base}/schedule/lobby/subscribe/", hook)
@@ -343,7 +318,7 @@ def test_x_schedules_lists_what_is_served(scheduler: SchedulerService) -> None:
 
 
 def test_restart_keeps_displays_subscriptions_and_last_good_schedule(
-    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+    tmp_path: Path, schedules_dir: Path, peer: PageServer
 ) -> None:
     first = start(tmp_path, schedules_dir)
     post(f"{first.url}/displays", {"url": "http://192.0.2.1:8080", "location": LOCATION})
@@ -364,7 +339,7 @@ def test_restart_keeps_displays_subscriptions_and_last_good_schedule(
 
 
 def test_change_made_while_down_is_pushed_at_start(
-    tmp_path: Path, schedules_dir: Path, peer: HttpPeer
+    tmp_path: Path, schedules_dir: Path, peer: PageServer
 ) -> None:
     first = start(tmp_path, schedules_dir)
     post(f"{first.url}/schedule/lobby/subscribe/", {"subscriber-uri": f"{peer.url}/hook"})

@@ -17,7 +17,8 @@ from server.sensor.source import (
     SourceError,
     make_reading,
 )
-from tests.support.peer import HttpPeer, wait_until
+from tests.support.pages import PageServer
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_get_reports_the_reading_as_a_string(sensor: SensorService) -> None:
 
 
 def test_subscribers_get_the_reading_now_and_at_once_on_change(
-    sensor: SensorService, thermal: Path, peer: HttpPeer
+    sensor: SensorService, thermal: Path, peer: PageServer
 ) -> None:
     hook = {"subscriber-uri": f"{peer.url}/sensing"}
     answer = requests.post(f"{sensor.url}/subscribe", json=hook, timeout=5)
@@ -75,7 +76,7 @@ def test_subscribers_get_the_reading_now_and_at_once_on_change(
     assert readings == [51]
 
 
-def test_readings_repeat_every_interval(tmp_path: Path, thermal: Path, peer: HttpPeer) -> None:
+def test_readings_repeat_every_interval(tmp_path: Path, thermal: Path, peer: PageServer) -> None:
     service = start(tmp_path, FileSource(thermal), interval=0.3, poll=0.1)
     try:
         requests.post(
@@ -87,7 +88,7 @@ def test_readings_repeat_every_interval(tmp_path: Path, thermal: Path, peer: Htt
         service.stop()
 
 
-def test_unsubscribe_stops_updates(sensor: SensorService, thermal: Path, peer: HttpPeer) -> None:
+def test_unsubscribe_stops_updates(sensor: SensorService, thermal: Path, peer: PageServer) -> None:
     hook = {"subscriber-uri": f"{peer.url}/sensing"}
     requests.post(f"{sensor.url}/subscribe", json=hook, timeout=5)
     peer.wait_for(1, "/sensing")
@@ -125,7 +126,7 @@ def test_subscription_errors(sensor: SensorService, path: str) -> None:
     assert requests.get(f"{sensor.url}{path}", timeout=5).status_code == 405
 
 
-def test_subscriptions_survive_a_restart(tmp_path: Path, thermal: Path, peer: HttpPeer) -> None:
+def test_subscriptions_survive_a_restart(tmp_path: Path, thermal: Path, peer: PageServer) -> None:
     first = start(tmp_path, FileSource(thermal), interval=60.0, poll=0.05)
     requests.post(f"{first.url}/subscribe", json={"subscriber-uri": f"{peer.url}/s"}, timeout=5)
     peer.wait_for(1, "/s")
@@ -139,7 +140,7 @@ def test_subscriptions_survive_a_restart(tmp_path: Path, thermal: Path, peer: Ht
         second.stop()
 
 
-def test_data_source_sensor(tmp_path: Path, peer: HttpPeer) -> None:
+def test_data_source_sensor(tmp_path: Path, peer: PageServer) -> None:
     service = start(tmp_path, DataSourceUri("rtsp://192.0.2.5/stream"), interval=60.0)
     try:
         assert requests.get(f"{service.url}/", timeout=5).json() == {
