@@ -335,16 +335,22 @@ def print_memory(memory: dict[str, object], total: int) -> None:
         )
     slope = memory["trend_second_half"]
     by_role = ", ".join(
-        f"{role} {value:+.1f}" if value is not None else f"{role} n/a"
+        f"{role} {signed(value)}"
         for role, value in slope["pss_mb_per_1000_by_role"].items()  # type: ignore[index]
     )
     print(
-        f"memory growth 100 -> {total}: RSS {memory['growth_rss_mb']:+.1f} MB, "
-        f"PSS {memory['growth_pss_mb']:+.1f} MB; trend over the second half: "
-        f"RSS {slope['rss_mb_per_1000']:+.1f}, PSS {slope['pss_mb_per_1000']:+.1f} "  # type: ignore[index]
+        f"memory growth 100 -> {total}: RSS {signed(memory['growth_rss_mb'])} MB, "
+        f"PSS {signed(memory['growth_pss_mb'])} MB; trend over the second half: "
+        f"RSS {signed(slope['rss_mb_per_1000'])}, "  # type: ignore[index]
+        f"PSS {signed(slope['pss_mb_per_1000'])} "  # type: ignore[index]
         f"MB per 1000 transitions (PSS per role: {by_role})",
         flush=True,
     )
+
+
+def signed(value: object) -> str:
+    """A growth or a trend, signed; "n/a" for a run too short to have one."""
+    return f"{value:+.1f}" if isinstance(value, int | float) else "n/a"
 
 
 def cold_start(size: tuple[int, int]) -> float:
