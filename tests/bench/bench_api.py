@@ -30,7 +30,6 @@ import platform
 import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +45,7 @@ sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come f
 from tests.bench.loopback import Answer, LoopbackSite  # noqa: E402
 from tests.bench.results import write_figures  # noqa: E402
 from tests.bench.stats import percentile  # noqa: E402
+from tests.support.display import DisplayProcess  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
 
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
@@ -138,38 +138,29 @@ def insecure_context() -> ssl.SSLContext:
     return context
 
 
-class Display:
-    def __init__(self, data_dir: Path, log_path: Path, *, tls: bool = False) -> None:
-        self.port = free_port()
-        self.tls = tls
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        extra: list[str] = []
-        if tls:  # [listen] tls = true: a self-signed certificate made in data_dir
-            data_dir.mkdir(parents=True, exist_ok=True)
-            config = data_dir.parent / "tls.toml"
-            config.write_text("[listen]\ntls = true\n")
-            extra = ["--config", str(config)]
-        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "QTWEBENGINE_DISABLE_SANDBOX": "1"}
-        env.setdefault(
-            "QTWEBENGINE_CHROMIUM_FLAGS",
-            "--disable-gpu --disable-background-networking --disable-component-update",
+class Display(DisplayProcess):
+    """``pdn display`` offscreen (tests/support's display process), named "bench", in UTC;
+    HTTPS with its self-signed certificate when ``tls``. The benchmarks speak to it with
+    http.client, whose connections they open and time themselves."""
+
+    def __init__(self, folder: Path, *, tls: bool = False) -> None:
+        flags = "--disable-gpu --disable-background-networking --disable-component-update"
+        super().__init__(
+            folder,
+            ["--name", "bench", "--timezone", "UTC"],
+            config="[listen]\ntls = true\n" if tls else None,
+            platform="offscreen",
+            env={"QTWEBENGINE_CHROMIUM_FLAGS": os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", flags)},
+            scheme="https" if tls else "http",
         )
-        self.log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "display", "--port", str(self.port),
-             "--data-dir", str(data_dir), "--name", "bench", "--timezone", "UTC", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.request("GET", "/")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"pdn display did not start; see {log_path}")
-            time.sleep(0.1)
+        self.tls = tls
+        self.start().wait_ready(self.answers)
+
+    def answers(self) -> bool:
+        try:
+            return self.request("GET", "/")[0] == 200
+        except OSError:
+            return False
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         connection = self.connection(timeout=30)
@@ -199,26 +190,6 @@ class Display:
     def playback(self) -> dict[str, Any]:
         record: dict[str, Any] = self.request("GET", "/playback/")[1]
         return record
-
-    def wait_playback(
-        self, check: Callable[[dict[str, Any]], bool], timeout: float = 30
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            record = self.playback()
-            if check(record):
-                return record
-            if time.monotonic() > deadline:
-                raise SystemExit(f"playback never matched: {record}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
 
 
 def load(
@@ -396,12 +367,12 @@ def main() -> int:
             },
             "clients": args.clients,
         }
-        display = Display(Path(temp) / "api", Path(temp) / "api.log")
+        display = Display(Path(temp) / "api")
         try:
             results["api"] = bench_api(display, content, args.clients, args.requests)
         finally:
             display.stop()
-        display = Display(Path(temp) / "fanout", Path(temp) / "fanout.log")
+        display = Display(Path(temp) / "fanout")
         try:
             results["fanout"] = bench_fanout(display, content, args.subscribers)
         finally:

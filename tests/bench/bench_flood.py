@@ -164,7 +164,7 @@ def cpu_seconds(pid: int) -> float:
 def cpu_cost(display: Display, requests: int) -> dict[str, Any]:
     """The display's CPU time per GET /playback/, on new connections and on one kept-alive
     connection, less its CPU time when idle for as long."""
-    pid = display.process.pid
+    pid = display.pid
 
     def timed(run: Any) -> tuple[float, float]:
         cpu, wall = cpu_seconds(pid), time.monotonic()
@@ -198,7 +198,7 @@ def cpu_cost(display: Display, requests: int) -> dict[str, Any]:
 
 def run_one(temp: Path, args: argparse.Namespace, *, tls: bool) -> dict[str, Any]:
     name = "tls" if tls else "plain"
-    display = Display(temp / f"data-{name}", temp / f"display-{name}.log", tls=tls)
+    display = Display(temp / f"display-{name}", tls=tls)
     results: dict[str, Any] = {}
     try:
         results["baseline"] = measure(display, args.probes)

@@ -163,7 +163,7 @@ def main() -> int:
     args = parser.parse_args()
     content = Content()
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-s2p-"))
-    display = Display(workdir / "data", workdir / "display.log")
+    display = Display(workdir / "display")
     results: dict[str, Any] = {}
     try:
         to_idle(display)
