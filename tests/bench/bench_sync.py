@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,6 +88,7 @@ from tests.bench.sync_tools import (
     picture_video,
 )
 from tests.bench.video_tools import MediaSite
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD_S = 3.0  # in step this long on end counts as back in step
@@ -178,14 +179,6 @@ def start_display(
     return Display(server, checkout, work, config, name)
 
 
-def wait_for(what: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up waiting: {message}")
-        time.sleep(0.5)
-
-
 def playing(display: Display, prefix: str) -> bool:
     with contextlib.suppress(OSError, ValueError):
         health = display.health()
@@ -223,8 +216,8 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         try:
             for display in displays:
                 display.schedule_cds(cds)
-            wait_for(
-                lambda: all(playing(d, SET) for d in displays), 180, "every display on the set"
+            wait_until(
+                lambda: all(playing(d, SET) for d in displays), 180, "every display on the set", 0.5
             )
             # Steady: a whole cycle on the set before recording.
             time.sleep(grid.cycle)
@@ -638,7 +631,9 @@ def run_wall(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         try:
             for display in displays:
                 display.schedule_cds(cds)
-            wait_for(lambda: all(playing(d, "bench-wall") for d in displays), 180, "the wall")
+            wait_until(
+                lambda: all(playing(d, "bench-wall") for d in displays), 180, "the wall", 0.5
+            )
             time.sleep(5.0)  # into the video, in step
             # The four screens read from their framebuffers one after the other, each copy
             # stamped: one instant to within a millisecond or so (x11grab recorders, used

@@ -86,7 +86,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import Display, XServer, xvfb
+from tests.bench.memory_tools import Display, XServer, while_alive, xvfb
 from tests.bench.stage_tools import (
     CpuTrace,
     Stage,
@@ -121,6 +121,7 @@ from tests.bench.video_tools import (
     thread_cpu,
     thread_shares,
 )
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
@@ -215,11 +216,7 @@ def running(bench: Bench, stage: Stage) -> Iterator[tuple[XServer, Display]]:
 def wait_for(
     what: str, display: Display, test: Callable[[], bool], timeout: float, poll: float = 0.1
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline or not display.alive():
-            raise RuntimeError(f"waited {timeout:g} s for {what} in vain; see {display.log_path}")
-        time.sleep(poll)
+    wait_until(while_alive(display, test), timeout, what, poll)
 
 
 def find_key(data: Any, key: str) -> Any:

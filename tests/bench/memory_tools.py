@@ -21,14 +21,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from player.framepoints import DARK, sample_points
 from tests.support.ports import free_port
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,6 +174,18 @@ def private_qt(directory: Path) -> Path:
             shutil.copytree(source, partial / name, symlinks=True)
         partial.rename(target)
     return target
+
+
+def while_alive(display: Display, test: Callable[[], T]) -> Callable[[], T]:
+    """``test``, which fails at once when ``display`` has exited (no waiting out the timeout
+    on a process that is gone)."""
+
+    def check() -> T:
+        if not display.alive():
+            raise RuntimeError(f"pdn display exited; see {display.log_path}")
+        return test()
+
+    return check
 
 
 def _environment(server: XServer, checkout: Path, qt: Path | None) -> dict[str, str]:

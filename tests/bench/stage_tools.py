@@ -29,10 +29,11 @@ from typing import Any
 from player.framepoints import sample_points
 from tests.bench.bench_memory import commit_of, snapshot
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, XServer
+from tests.bench.memory_tools import Display, XServer, while_alive
 from tests.bench.proctree import process_cpu, tree_cpu
 from tests.bench.signage_content import lavfi_image, page
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
+from tests.support.waiting import wait_for_value
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cds", "server", "player", "pyproject.toml")  # what a display runs from
@@ -87,16 +88,10 @@ def started_at(record: dict[str, Any]) -> float:
 def wait_record(
     display: Display, test: Callable[[dict[str, Any]], bool], timeout: float, poll: float = 0.1
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = display.playback()
-        if test(record):
-            return record
-        if time.monotonic() > deadline or not display.alive():
-            raise RuntimeError(
-                f"waited {timeout:g} s in vain; the screen shows {record}; see {display.log_path}"
-            )
-        time.sleep(poll)
+    """The first playback record ``test`` accepts; fails at once if the display exits."""
+    return wait_for_value(
+        while_alive(display, display.playback), test, timeout, "a playback record as wanted", poll
+    )
 
 
 def shows(url: str) -> Callable[[dict[str, Any]], bool]:
