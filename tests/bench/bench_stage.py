@@ -96,10 +96,10 @@ from tests.bench.stage_measure import (
     GREY,
     RED,
     Bench,
+    Latencies,
     back_to_grey,
     change_cost,
     cpu_part,
-    latency_figures,
     print_latency,
     steady,
     switches,
@@ -429,26 +429,19 @@ def memory_part(bench: Bench, display: Display, watch: ScreenWatch) -> dict[str,
 def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> dict[str, Any]:
     """From the grey still, a red or blue page: ms from POST to its first pixel and to all of
     it, read on the framebuffer."""
-    firsts: list[float] = []
-    fulls: list[float] = []
+    latencies = Latencies()
     swaps: list[float] = []
-    missed = 0
     for colour, url in switches(bench):
         sent, sent_wall = time.monotonic(), time.time()
         display.schedule_json(url, 2)  # long enough to read its record after it is in full
-        first, full = to_screen(framebuffer, colour, sent)
-        if first is None or full is None:
-            missed += 1
-        else:
-            firsts.append(first * 1000)
-            fulls.append(full * 1000)
+        latencies.add(*to_screen(framebuffer, colour, sent))
         # The renderer's own word: the record's start is stamped when it saw the pixels.
         record = wait_record(display, shows(url), 30, poll=0.05)
         swaps.append((started_at(record) - sent_wall) * 1000)
         wait_record(display, on_base, 30)
         back_to_grey(framebuffer)
     result = {
-        **latency_figures(firsts, fulls, missed),
+        **latencies.figures(),
         "record_started_p50_ms": round(percentile(swaps, 0.5), 1),
         "record_started_p95_ms": round(percentile(swaps, 0.95), 1),
     }
@@ -458,22 +451,15 @@ def latency_part(bench: Bench, display: Display, framebuffer: Framebuffer) -> di
 
 def bare_latency_part(bench: Bench, scene: BareScene, framebuffer: Framebuffer) -> dict[str, Any]:
     """The same switches on the bare scene: each page sent on its input, then the grey."""
-    firsts: list[float] = []
-    fulls: list[float] = []
-    missed = 0
+    latencies = Latencies()
     for colour, url in switches(bench):
         sent = time.monotonic()
         scene.show(url)
-        first, full = to_screen(framebuffer, colour, sent)
-        if first is None or full is None:
-            missed += 1
-        else:
-            firsts.append(first * 1000)
-            fulls.append(full * 1000)
+        latencies.add(*to_screen(framebuffer, colour, sent))
         time.sleep(max(0.0, sent + 2 - time.monotonic()))  # as long as the display's item
         scene.show(bench.grey_path)
         back_to_grey(framebuffer)
-    result = latency_figures(firsts, fulls, missed)
+    result = latencies.figures()
     print_latency(result)
     return result
 

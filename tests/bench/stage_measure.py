@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -162,15 +162,33 @@ def switches(bench: Bench) -> list[tuple[RGB, str]]:
     return [(c, bench.pages.solid(c, f"s{n}")) for n, c in enumerate(colours)]
 
 
-def latency_figures(firsts: list[float], fulls: list[float], missed: int) -> dict[str, Any]:
-    return {
-        "switches": len(firsts) + missed,
-        "never_in_full": missed,
-        "first_pixel_p50_ms": round(percentile(firsts, 0.5), 1) if firsts else None,
-        "first_pixel_p95_ms": round(percentile(firsts, 0.95), 1) if firsts else None,
-        "full_p50_ms": round(percentile(fulls, 0.5), 1) if fulls else None,
-        "full_p95_ms": round(percentile(fulls, 0.95), 1) if fulls else None,
-    }
+@dataclass
+class Latencies:
+    """The switches of a latency part: ms to the first pixel and to all of it, and how many
+    never got there in full."""
+
+    firsts: list[float] = field(default_factory=list)
+    fulls: list[float] = field(default_factory=list)
+    missed: int = 0
+
+    def add(self, first: float | None, full: float | None) -> None:
+        """One switch, in seconds (None: not seen in time)."""
+        if first is None or full is None:
+            self.missed += 1
+        else:
+            self.firsts.append(first * 1000)
+            self.fulls.append(full * 1000)
+
+    def figures(self) -> dict[str, Any]:
+        firsts, fulls = self.firsts, self.fulls
+        return {
+            "switches": len(firsts) + self.missed,
+            "never_in_full": self.missed,
+            "first_pixel_p50_ms": round(percentile(firsts, 0.5), 1) if firsts else None,
+            "first_pixel_p95_ms": round(percentile(firsts, 0.95), 1) if firsts else None,
+            "full_p50_ms": round(percentile(fulls, 0.5), 1) if fulls else None,
+            "full_p95_ms": round(percentile(fulls, 0.95), 1) if fulls else None,
+        }
 
 
 def print_latency(result: dict[str, Any]) -> None:
