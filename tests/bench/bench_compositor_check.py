@@ -31,7 +31,7 @@ from typing import Any
 from player.renderer.compositor import ppm_frame_class
 from tests.bench.proctree import process_cpu
 from tests.bench.results import write_figures
-from tests.support.compositor import sway
+from tests.support.compositor import black_window, sway
 from tests.support.xvfb import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
@@ -72,17 +72,7 @@ def summary(rows: list[dict[str, float]], every: float) -> dict[str, Any]:
 def bench_wayland(checks: int, every: float) -> dict[str, Any]:
     with sway(WIDTH, HEIGHT) as compositor:
         server = child_of(compositor.process.pid, "sway")
-        client = subprocess.Popen(
-            [sys.executable, "-m", "tests.player.black_window"],
-            env=compositor.env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert client.stdout is not None and client.stdin is not None
-        try:
-            assert client.stdout.readline().strip() == "SHOWN"
+        with black_window(compositor):
             time.sleep(1.0)  # its first frames settled
             command = ["grim", "-t", "ppm", "-"]
             rows: list[dict[str, float]] = []
@@ -105,10 +95,6 @@ def bench_wayland(checks: int, every: float) -> dict[str, Any]:
                 assert frame == "black", frame
                 if n >= 2:  # the first two warm caches up
                     rows.append(row)
-        finally:
-            client.stdin.close()
-            client.wait(15)
-            client.stdout.close()
     return {"method": "grim (wlr-screencopy), headless sway, pixman", **summary(rows, every)}
 
 
