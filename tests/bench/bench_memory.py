@@ -226,7 +226,7 @@ def run_display(
     display = Display(server, args.tree, workdir, config, f"display-{profile}", args.qt)
     print(
         f"[{profile}] pdn display of {args.checkout} on {display.url}, pid "
-        f"{display.process.pid}, config: {config.strip() or '(none)'}",
+        f"{display.pid}, config: {config.strip() or '(none)'}",
         flush=True,
     )
     framebuffer = Framebuffer(server.framebuffer)
@@ -249,7 +249,7 @@ def run_display(
         next_point = 0
 
         def take_point(label: int) -> None:
-            point = memory_point(display.process.pid, args.samples, args.spacing, label, started)
+            point = memory_point(display.pid, args.samples, args.spacing, label, started)
             try:
                 body = display.health()
                 point["health_memory"] = body.get("memory")

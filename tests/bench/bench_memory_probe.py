@@ -174,7 +174,7 @@ def run_one(
                 last_sequence = sequence
             transitions = sequence - first
             if transitions >= next_point:
-                points.append(point(display.process.pid, transitions))
+                points.append(point(display.pid, transitions))
                 b = points[-1]["browser"]
                 print(
                     f"[{name} {args.kind}] {transitions}: browser anon {b['Anonymous']:.0f} "
@@ -203,7 +203,7 @@ def run_one(
             time.sleep(0.1)
         # The display trims its heap every 20 s: a last point after one trim.
         time.sleep(args.settle)
-        points.append(point(display.process.pid, -1))
+        points.append(point(display.pid, -1))
         b = points[-1]["browser"]
         print(
             f"[{name} {args.kind}] settled: browser anon {b['Anonymous']:.0f}; "

@@ -148,19 +148,11 @@ def running(
     """An Xvfb of its own and ``pdn display`` of ``stage`` on it."""
     with xvfb(*SIZE) as server:
         config = display_config(bench, stage, rotation)
-        # Made in two steps so that a display that never answers is still stopped.
-        display = Display.__new__(Display)
-        try:
-            Display.__init__(
-                display, server, stage.tree, bench.workdir, config, name, bench.args.qt
-            )
-        except BaseException:
-            if hasattr(display, "process"):
-                display.stop()
-            raise
+        # A display that never answers is stopped by wait_ready.
+        display = Display(server, stage.tree, bench.workdir, config, name, bench.args.qt)
         print(
             f"[{name}] pdn display of {stage.source} ({stage.commit}), pid "
-            f"{display.process.pid}, {config.strip().replace(chr(10), '; ')}",
+            f"{display.pid}, {config.strip().replace(chr(10), '; ')}",
             flush=True,
         )
         try:
@@ -299,7 +291,7 @@ def view_session(bench: Bench, stage: Stage, rotation: int, parts: list[str]) ->
     name = f"{stage.name}-r{rotation}"
     result: dict[str, Any] = {"rotation": rotation}
     with running(bench, stage, rotation, name) as (server, display):
-        trace = CpuTrace(display.process.pid, xvfb_pid(server))
+        trace = CpuTrace(display.pid, xvfb_pid(server))
         trace.start()
         try:
             show_base(bench, display, bench.picture)
@@ -387,7 +379,7 @@ def memory_part(bench: Bench, display: Display, watch: ScreenWatch) -> dict[str,
     marks = sorted({*range(50, args.transitions, 50), args.transitions})
 
     def take_point(label: int) -> None:
-        points.append(memory_point(display.process.pid, 5, 0.4, label, started))
+        points.append(memory_point(display.pid, 5, 0.4, label, started))
 
     while True:
         record = display.playback()

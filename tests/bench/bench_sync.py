@@ -221,7 +221,7 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
             # Steady: a whole cycle on the set before recording.
             time.sleep(grid.cycle)
-            own = {p for d in displays for p, _ in process_tree(d.process.pid)}
+            own = {p for d in displays for p, _ in process_tree(d.pid)}
             others = busiest_others(own | {os.getpid()})
             recorders = [
                 ScreenRecorder(s.display, size, work / f"screen{i}.nut")
@@ -250,7 +250,7 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             time.sleep(1.0)
             phase = Phase(start=time.time())
             load_start = os.getloadavg()
-            cpu0 = [tree_cpu(d.process.pid) for d in displays]
+            cpu0 = [tree_cpu(d.pid) for d in displays]
             busy0 = cpu_busy()
             cycles = math.ceil(args.switches / 6)
             main_end = phase.start + cycles * grid.cycle + 2
@@ -270,7 +270,7 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             phase.end = time.time()
             load_end = os.getloadavg()
             busy1 = cpu_busy()
-            cpu1 = [tree_cpu(d.process.pid) for d in displays]
+            cpu1 = [tree_cpu(d.pid) for d in displays]
             phase.health = [d.health()["renderer"].get("screen", {}).get("sync") for d in displays]
             rejoin_health: dict[str, Any] = {}
             if args.rejoin:
@@ -468,9 +468,7 @@ def rejoin(
     video_start = grid.next_start("video", time.time() + 2)
     time.sleep(max(0.0, video_start + 1.0 - time.time()))
     phase.kill, phase.killed = time.time(), victim
-    displays[victim].process.kill()
-    displays[victim].process.wait()
-    displays[victim].stop()
+    displays[victim].kill()  # SIGKILL, reaped
     time.sleep(1.0)
     phase.restart = time.time()
     displays[victim] = start_display(servers[victim], work, f"sync{victim}", config, checkout)

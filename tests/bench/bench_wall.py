@@ -78,13 +78,13 @@ def measure(display: Display, url: str, seconds: float, video: bool) -> dict[str
         time.sleep(0.2)
     time.sleep(3.0)
     load = os.getloadavg()[0]
-    cpu0, at0 = tree_cpu(display.process.pid), time.time()
+    cpu0, at0 = tree_cpu(display.pid), time.time()
     frames0 = _frames(display) if video else 0
     time.sleep(seconds)
-    cpu1, at1 = tree_cpu(display.process.pid), time.time()
+    cpu1, at1 = tree_cpu(display.pid), time.time()
     row: dict[str, Any] = {
         "cpu-cores": round((cpu1 - cpu0) / (at1 - at0), 2),
-        "pss-mib": round(tree_memory(display.process.pid)["pss_mb"], 1),
+        "pss-mib": round(tree_memory(display.pid)["pss_mb"], 1),
         "load-average": round(load, 2),
     }
     if video:

@@ -20,7 +20,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,9 +27,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from player.framepoints import DARK, sample_points
-from tests.support.ports import free_port
+from tests.support.display import DisplayProcess
+from tests.support.process import CREDENTIALS
 
 T = TypeVar("T")
+# What the developer's session may set that would turn a benchmark's display to another screen.
+FOREIGN = ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,14 +191,19 @@ def while_alive(display: Display, test: Callable[[], T]) -> Callable[[], T]:
 
 
 def _environment(server: XServer, checkout: Path, qt: Path | None) -> dict[str, str]:
-    env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
-    for name in ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND"):
-        env.pop(name, None)
-    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
-        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    env = {"DISPLAY": server.display}
     # The checkout's packages first, whatever the virtual environment has installed.
     env["PYTHONPATH"] = os.pathsep.join([str(checkout), *([str(qt)] if qt else [])])
     return env
+
+
+def _process_environment(server: XServer, qt: Path | None) -> dict[str, str]:
+    """The whole environment of a process of this checkout on ``server`` (the bare view)."""
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
+    env["QT_QPA_PLATFORM"] = "xcb"
+    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
+        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    return {**env, **_environment(server, ROOT, qt)}
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
@@ -209,8 +216,10 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
             process.wait()
 
 
-class Display:
-    """``pdn display`` of ``checkout`` on the X server, with its own data directory."""
+class Display(DisplayProcess):
+    """``pdn display`` of ``checkout`` on the X server (tests/support's display process, run
+    from the checkout), in ``workdir/name``, named "bench", in UTC; ``qt``: a private copy
+    of PySide6 it runs on (:func:`private_qt`)."""
 
     def __init__(
         self,
@@ -221,44 +230,17 @@ class Display:
         name: str,
         qt: Path | None = None,
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config_path = workdir / f"{name}.toml"
-        config_path.write_text(config)
-        self.log_path = workdir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server.cli",
-                "display",
-                "--port",
-                str(self.port),
-                "--data-dir",
-                str(workdir / f"{name}-data"),
-                "--config",
-                str(config_path),
-                "--name",
-                "bench",
-                "--timezone",
-                "UTC",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+        super().__init__(
+            workdir / name,
+            ["--name", "bench", "--timezone", "UTC"],
+            config=config,
+            platform="xcb",
             env=_environment(server, checkout, qt),
+            unset=(*CREDENTIALS, *FOREIGN),
             cwd=checkout,
         )
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if self.request("GET", "/")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"pdn display did not start; see {self.log_path}")
-            time.sleep(0.2)
+        self.log_path = self.log
+        self.start().wait_ready(timeout=90)
 
     def request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = ""
@@ -287,20 +269,8 @@ class Display:
         if status != 202:
             raise RuntimeError(f"POST /schedule (CDS): {status} {answer}")
 
-    def playback(self) -> dict[str, Any]:
-        record: dict[str, Any] = self.request("GET", "/playback/")[1]
-        return record
-
-    def health(self) -> dict[str, Any]:
-        body: dict[str, Any] = self.request("GET", "/x/health")[1]
-        return body
-
     def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        _stop(self.process)
-        self._log.close()
+        return self.running
 
 
 class BareView:
@@ -313,7 +283,7 @@ class BareView:
             [sys.executable, "-m", "tests.bench.bench_memory", "--floor-child", url],
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=_environment(server, ROOT, qt),
+            env=_process_environment(server, qt),
             cwd=ROOT,
         )
         assert self.process.stdout is not None

@@ -13,6 +13,7 @@ from typing import Any
 
 import requests
 
+from tests.support.paths import REPO
 from tests.support.process import CREDENTIALS, PdnProcess
 from tests.support.waiting import wait_for_value
 
@@ -21,7 +22,7 @@ class DisplayProcess(PdnProcess):
     """``pdn display --data-dir <folder>/data [--config <folder>/display.toml] [args]``.
 
     ``config``: the TOML text of its config file (none if None); ``platform``: the Qt
-    platform (``QT_QPA_PLATFORM``); ``env``, ``unset``, ``port``: as ``PdnProcess``'s.
+    platform (``QT_QPA_PLATFORM``); ``env``, ``unset``, ``port``, ``cwd``: as ``PdnProcess``'s.
     """
 
     def __init__(
@@ -36,6 +37,7 @@ class DisplayProcess(PdnProcess):
         port: int | None = None,
         scheme: str = "http",
         listen_flag: bool = True,
+        cwd: Path = REPO,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.data_dir = folder / "data"
@@ -56,6 +58,7 @@ class DisplayProcess(PdnProcess):
             unset=unset,
             scheme=scheme,
             listen_flag=listen_flag,
+            cwd=cwd,
         )
 
     # -- the API a test reads ----------------------------------------------------------------

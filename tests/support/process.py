@@ -36,7 +36,8 @@ class PdnProcess:
     ``probe``: the path whose 200 says the process is up (``ready`` replaces that check);
     ``env``: set over this process's environment, less ``unset``; ``port``: a given one (the
     port of a process stopped before), or a free one; ``listen_flag``: False when the port is
-    in the process's config file instead.
+    in the process's config file instead; ``cwd``: where it runs (another checkout's copy,
+    with that copy first on ``PYTHONPATH``: ``python -m`` looks in its working folder first).
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class PdnProcess:
         scheme: str = "http",
         listen_flag: bool = True,
         program: Sequence[str] = PDN,
+        cwd: Path = REPO,
     ) -> None:
         self.command = command
+        self.cwd = cwd
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -72,7 +75,7 @@ class PdnProcess:
     def start(self) -> Self:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.argv, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT
+                self.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT
             )
         return self
 
