@@ -99,6 +99,16 @@ def reap(process: subprocess.Popen[bytes], timeout: float) -> float:
     return 0.0
 
 
+def stop_recording(process: subprocess.Popen[bytes], timeout: float) -> float:
+    """Ends an ffmpeg recording (``q`` on its input, so the file is complete) and reaps it:
+    the CPU seconds it used (:func:`reap`)."""
+    with contextlib.suppress(OSError):
+        assert process.stdin is not None
+        process.stdin.write(b"q")
+        process.stdin.close()
+    return reap(process, timeout)
+
+
 @dataclass(frozen=True)
 class Video:
     codec: Codec
@@ -499,11 +509,7 @@ class StripRecorder:
 
     def stop(self) -> None:
         """Ends the recording (``q``, so the file is complete) and reaps ffmpeg."""
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.write(b"q")
-            self.process.stdin.close()
-        self.cpu_s = reap(self.process, 20)
+        self.cpu_s = stop_recording(self.process, 20)
         self.seconds = time.time() - self.started
         if self.process.stderr is not None:
             errors = self.process.stderr.read().decode(errors="replace").strip()
