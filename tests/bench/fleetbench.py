@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.bench.results import write_figures  # noqa: E402
-from tests.support.process import PDN  # noqa: E402
+from tests.support.process import PDN_MODULE  # noqa: E402
 from tests.support.scheduler import SchedulerProcess  # noqa: E402
 
 XML = {"Content-Type": "text/xml"}
@@ -50,7 +50,11 @@ def load() -> float:
 
 
 def fleet_scheduler(
-    database: str, folder: Path, *, env: dict[str, str] | None = None, program: Sequence[str] = PDN
+    database: str,
+    folder: Path,
+    *,
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = PDN_MODULE,
 ) -> SchedulerProcess:
     """``pdn scheduler`` on PostgreSQL (tests/support's scheduler process), started and up. It
     takes 10,000 subscribers of one schedule: far above the default bound (100 per topic)."""

@@ -33,7 +33,7 @@ from tests.bench.fleetbench import (  # noqa: E402
 )
 from tests.support.pgserver import PgServer  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
-from tests.support.process import PDN  # noqa: E402
+from tests.support.process import PDN_MODULE  # noqa: E402
 from tests.support.scheduler import SchedulerProcess  # noqa: E402
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
@@ -43,10 +43,10 @@ def start_scheduler(
     database: str, work: Path, n: int, sample: bool, max_backoff: float | None
 ) -> SchedulerProcess:
     env = {} if max_backoff is None else {"PDN_PROBE_MAX_BACKOFF": str(max_backoff)}
-    program = list(PDN)
+    program = list(PDN_MODULE)
     if sample:  # the stack sampler runs the scheduler's module in its own process
         sampler = [str(ROOT / "tests/bench/stack_sampler.py"), str(work / f"stacks{n}.txt")]
-        program = [PDN[0], *sampler, *PDN[1:]]
+        program = [PDN_MODULE[0], *sampler, *PDN_MODULE[1:]]
     return fleet_scheduler(database, work / f"s{n}", env=env, program=program)
 
 

@@ -22,17 +22,16 @@ from PySide6.QtGui import QImage
 from player.renderer.engineprocs import engine_children
 from server.platform.exitcodes import EXIT_SCREEN_LOST
 from tests.support.display import DisplayProcess
-from tests.support.pages import PageServer
+from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 RED = b"<!doctype html><html><body style='margin:0;background:#f00'></body></html>"
 
 
 def red_page() -> PageServer:
-    """A page server with the red page at ``/red``."""
-    pages = PageServer()
-    pages.page("/red", RED)
-    return pages
+    """A page server with the red page at every path (``/red`` is the one scheduled)."""
+    return one_page(RED)
 
 
 def web_engine_processes(pid: int) -> list[int]:
@@ -107,12 +106,16 @@ class Supervisor:
             self.start()
 
     def wait_until(self, check: Callable[[], bool], timeout: float) -> float:
+        """Seconds until ``check()``, the display started again whenever it exits."""
         started = time.monotonic()
-        while not check():
+
+        def checked() -> bool:
+            if check():
+                return True
             self.poll()
-            if time.monotonic() - started > timeout:
-                raise AssertionError(f"not within {timeout} s; log:\n{self.text()[-4000:]}")
-            time.sleep(0.1)
+            return False
+
+        wait_until(checked, timeout, lambda: f"the check; log:\n{self.text()[-4000:]}", step=0.1)
         return time.monotonic() - started
 
     def text(self) -> str:

@@ -268,3 +268,12 @@ class HookReceiver:
 
     def close(self) -> None:
         self.pages.close()
+
+
+#: A small green page with a heading: what a display shows when the content does not matter.
+GREEN_PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body></html>"
+
+
+def one_page(body: bytes = GREEN_PAGE, host: str = "127.0.0.1") -> PageServer:
+    """A page server that answers ``body`` (HTML) at every path: a content server."""
+    return PageServer(host, default=Reply(200, body, "text/html"))

@@ -27,7 +27,9 @@ from tests.support.waiting import wait_until
 #: Variables of the developer's shell that would change what a process under test accepts.
 CREDENTIALS = ("PDN_API_TOKEN", "PDN_API_URL", "PDN_DISPLAY_TOKEN", "PDN_DISPLAYS_FILE")
 #: The ``pdn`` command of this checkout, whatever the venv's entry point says.
-PDN = (sys.executable, "-m", "server.cli")
+PDN_MODULE = (sys.executable, "-m", "server.cli")
+#: The venv's ``pdn`` entry point, as a user runs it.
+PDN = str(Path(sys.executable).parent / "pdn")
 
 
 class PdnProcess:
@@ -36,8 +38,8 @@ class PdnProcess:
     ``probe``: the path whose 200 says the process is up (``ready`` replaces that check);
     ``env``: set over this process's environment, less ``unset``; ``port``: a given one (the
     port of a process stopped before), or a free one; ``listen_flag``: False when the port is
-    in the process's config file instead; ``cwd``: where it runs (another checkout's copy,
-    with that copy first on ``PYTHONPATH``: ``python -m`` looks in its working folder first).
+    in the process's config file instead; ``program``: how ``pdn`` is run (this checkout's
+    module, or ``(PDN,)``: the venv's entry point); ``cwd``: where.
     """
 
     def __init__(
@@ -52,11 +54,10 @@ class PdnProcess:
         unset: Iterable[str] = CREDENTIALS,
         scheme: str = "http",
         listen_flag: bool = True,
-        program: Sequence[str] = PDN,
+        program: Sequence[str] = PDN_MODULE,
         cwd: Path = REPO,
     ) -> None:
         self.command = command
-        self.cwd = cwd
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -68,11 +69,13 @@ class PdnProcess:
         self.argv = [*program, command, *args]
         if listen_flag:
             self.argv += ["--port", str(self.port)]
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
 
     # -- life --------------------------------------------------------------------------------
 
     def start(self) -> Self:
+        """Start it (again, after a stop or a kill: same port, folder and log)."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 self.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT
@@ -117,6 +120,12 @@ class PdnProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return None
+
+    def wait(self, timeout: float) -> int:
+        """Its exit code, once it exits by itself (``subprocess.TimeoutExpired`` after
+        ``timeout`` seconds)."""
+        assert self.process is not None, "never started"
+        return self.process.wait(timeout)
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown at all."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from server.scheduler.service import SchedulerService
-from tests.support.process import CREDENTIALS, PDN, PdnProcess
+from tests.support.process import CREDENTIALS, PDN_MODULE, PdnProcess
 
 LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <content-set name="lobby" type="inline">
@@ -56,7 +56,7 @@ class SchedulerProcess(PdnProcess):
         env: Mapping[str, str] | None = None,
         unset: Iterable[str] = (*CREDENTIALS, "PDN_DATABASE_URL"),
         port: int | None = None,
-        program: Sequence[str] = PDN,
+        program: Sequence[str] = PDN_MODULE,
     ) -> None:
         settings = dict(env or {})
         if database is not None:
