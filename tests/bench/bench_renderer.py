@@ -476,7 +476,6 @@ def main() -> int:
     default = "renderer-memory.json" if args.memory_only else "renderer.json"
     output = Path(args.output or ROOT / "bench-results" / default)
     write_figures(output, results)
-    print(f"written to {output}", flush=True)
     # Leave without Python's final garbage collection of PySide objects, which can crash
     # after Qt WebEngine has shut down; every result is written by now.
     os._exit(0)

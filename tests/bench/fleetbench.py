@@ -84,4 +84,4 @@ def parallel(
 
 def save(path: Path, results: dict[str, Any]) -> None:
     """Written after every phase: a run stopped half-way keeps what it measured."""
-    write_figures(path, results)
+    write_figures(path, results, quiet=True)

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
-def write_figures(path: Path, figures: Any, *, echo: bool = False) -> None:
+def write_figures(path: Path, figures: Any, *, echo: bool = False, quiet: bool = False) -> None:
     """``figures`` as indented JSON in ``path`` (its folder made); printed whole when
-    ``echo``, else the path is."""
+    ``echo``, else the path is, unless ``quiet`` (a file rewritten after every phase)."""
     text = json.dumps(figures, indent=2)
     if echo:
         print(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + "\n")
-    if not echo:
+    if not echo and not quiet:
         print(f"written to {path}")
