@@ -9,7 +9,6 @@ its plays arrive at the scheduler (GET /x/plays); the fleet view names the displ
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +17,12 @@ import requests
 
 from tests.support.pages import one_page
 from tests.support.ports import free_port
-from tests.support.process import PdnProcess
+from tests.support.process import PDN, PdnProcess
 from tests.support.release import PREVIOUS_VERSION
 from tests.support.waiting import wait_for_answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.qt]
 
-NEW_PDN = str(Path(sys.executable).parent / "pdn")
 NEW_VERSION = "0.2.0"
 OPERATOR, ENROLMENT = "operator-token-of-the-skew-test", "enrolment-token-of-the-skew-test"
 PAGE = b"<!doctype html><html><body style='margin:0;background:#2060a0'>skew</body></html>"
@@ -77,9 +75,7 @@ def schedule(page: str) -> bytes:
 def test_scheduler_and_display_one_version_apart(
     skew: str, old_pdn: str, page: str, tmp_path: Path
 ) -> None:
-    scheduler_pdn, display_pdn = (
-        (NEW_PDN, old_pdn) if skew.startswith("new") else (old_pdn, NEW_PDN)
-    )
+    scheduler_pdn, display_pdn = (PDN, old_pdn) if skew.startswith("new") else (old_pdn, PDN)
     display_version = PREVIOUS_VERSION if display_pdn == old_pdn else NEW_VERSION
     scheduler_port, display_port = free_port(), free_port()
     scheduler = f"http://127.0.0.1:{scheduler_port}"

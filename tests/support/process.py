@@ -39,7 +39,8 @@ class PdnProcess:
     ``env``: set over this process's environment, less ``unset``; ``port``: a given one (the
     port of a process stopped before), or a free one; ``listen_flag``: False when the port is
     in the process's config file instead; ``program``: how ``pdn`` is run (this checkout's
-    module, or ``(PDN,)``: the venv's entry point); ``cwd``: where.
+    module, or ``(PDN,)``: the venv's entry point); ``cwd``: where; ``stdin``: a pipe that
+    ``send`` writes to (a driver that takes commands).
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class PdnProcess:
         listen_flag: bool = True,
         program: Sequence[str] = PDN_MODULE,
         cwd: Path = REPO,
+        stdin: bool = False,
     ) -> None:
         self.command = command
         self.folder = folder
@@ -70,6 +72,7 @@ class PdnProcess:
         if listen_flag:
             self.argv += ["--port", str(self.port)]
         self.cwd = cwd
+        self.stdin = stdin
         self.process: subprocess.Popen[bytes] | None = None
 
     # -- life --------------------------------------------------------------------------------
@@ -78,7 +81,12 @@ class PdnProcess:
         """Start it (again, after a stop or a kill: same port, folder and log)."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.PIPE if self.stdin else None,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         return self
 
@@ -112,14 +120,22 @@ class PdnProcess:
         seconds later, so a process that does not stop fails its own test, not the next."""
         if self.process is None:
             return None
-        if self.process.poll() is not None:
-            return self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
+        code = self.process.poll()
+        if code is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        return code
+
+    def send(self, line: str) -> None:
+        """Write ``line`` to its standard input (``stdin=True``)."""
+        assert self.process is not None and self.process.stdin is not None, "no stdin pipe"
+        self.process.stdin.write(line.encode())
+        self.process.stdin.flush()
 
     def wait(self, timeout: float) -> int:
         """Its exit code, once it exits by itself (``subprocess.TimeoutExpired`` after

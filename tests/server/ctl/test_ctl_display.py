@@ -7,7 +7,6 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -20,8 +19,7 @@ from flask import Flask
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
 from server.platform.wsgi import WsgiServer
 from tests.support.inprocess_display import Display
-
-PDN = str(Path(sys.executable).parent / "pdn")
+from tests.support.process import PDN
 
 
 @pytest.fixture(autouse=True)

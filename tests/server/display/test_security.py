@@ -12,7 +12,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from server.platform.pairing import CODE_FILE, Pairing, read_code_file
 from server.platform.tls import ensure_certificate, server_context
 from server.platform.wsgi import WsgiServer
 from tests.support.inprocess_display import Screen
+from tests.support.process import PDN
 
-PDN = str(Path(sys.executable).parent / "pdn")
 ITEM = {"content-item": "http://example.org/page"}
 
 

@@ -25,9 +25,9 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.player.test_process import ContentServer
 from tests.server.scheduler.test_fleet import put_schedule
 from tests.support.inprocess_display import cds
+from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
@@ -143,8 +143,8 @@ class Schedulers:
 
 
 @pytest.fixture
-def content() -> Iterator[ContentServer]:
-    server = ContentServer()
+def content() -> Iterator[PageServer]:
+    server = one_page()
     yield server
     server.close()
 
@@ -176,13 +176,13 @@ def start_display(tmp_path: Path) -> Iterator[Callable[..., DisplayProcess]]:
         display.stop()
 
 
-def loop_schedule(content: ContentServer) -> bytes:
+def loop_schedule(content: PageServer) -> bytes:
     """Four pages in turn, ITEM seconds each: every change of item is a play."""
     urls = [f"{content.url}/page-{n}.html" for n in range(4)]
     return cds(GROUP, *urls, extra=f"<preferred-duration>{ITEM} seconds</preferred-duration>")
 
 
-def assign_to_group(base: str, content: ContentServer) -> None:
+def assign_to_group(base: str, content: PageServer) -> None:
     assert put_schedule(base, "loop", loop_schedule(content)).status_code in (200, 201)
     answer = requests.post(
         f"{base}/x/assignments", json={"schedule": "loop", "group": GROUP}, timeout=5
@@ -250,7 +250,7 @@ def accounted_for(base: str, display: DisplayProcess, up_to: int) -> list[dict[s
 def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     schedulers: Schedulers,
     start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    content: PageServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
@@ -294,7 +294,7 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
 def test_a_subscription_that_expired_is_made_again_and_its_plays_filled(
     schedulers: Schedulers,
     start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    content: PageServer,
 ) -> None:
     assign_to_group(schedulers.url, content)
     # The display gives up on a subscriber that fails for 2 s (else 24 h): with the updates
@@ -328,7 +328,7 @@ def subscribed(display: DisplayProcess) -> bool:
 def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     schedulers: Schedulers,
     start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    content: PageServer,
 ) -> None:
     service = schedulers.service
     assert service is not None
