@@ -25,7 +25,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QProcess
 from PySide6.QtGui import QGuiApplication, QImage, QWindow
 
-from player.renderer.webslot import classify_frame, sample_points
+from player.framepoints import DARK, sample_points
+from player.renderer.webslot import classify_frame
 
 log = logging.getLogger("pdn.renderer")
 
@@ -33,7 +34,6 @@ WAYLAND_PLATFORMS = ("wayland", "wayland-egl", "wayland-brcm")
 OWN_SCREEN_PLATFORMS = ("eglfs", "linuxfb", "vkkhrdisplay")
 GRIM_TIMEOUT = 5.0  # seconds a grim may take before it is killed (and counted as a failure)
 BLACK_RECHECK = 2.0  # seconds between looks while the compositor shows black
-DARK = 16  # a sample with every channel below this is black (as classify_frame)
 
 
 def ppm_frame_class(data: bytes) -> str:

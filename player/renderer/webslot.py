@@ -33,6 +33,7 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtQuick import QQuickItem
 from PySide6.QtWebEngineCore import QWebEngineLoadingInfo, QWebEnginePage
 
+from player.framepoints import DARK, sample_points
 from player.playitem import PlayItem
 from player.renderer.content import Kind, image_page, local_path
 from player.renderer.guard import GUARD_PROPERTY, ITEM_FILES
@@ -75,11 +76,6 @@ def web_address(item: PlayItem, kind: Kind) -> str | None:
     return None
 
 
-def sample_points(width: int, height: int) -> list[tuple[int, int]]:
-    points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
-    return [*points, (1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
-
-
 def classify_frame(image: QImage) -> str:
     """What a grab shows, from 13 sample points: "empty" (no image), "unpainted" (only the
     views' background: no frame of a page), "black" (near black everywhere), else "content"."""
@@ -90,7 +86,7 @@ def classify_frame(image: QImage) -> str:
     if all(pixel == UNPAINTED.rgb() for pixel in pixels):
         return "unpainted"
     if all(
-        max(QColor(pixel).red(), QColor(pixel).green(), QColor(pixel).blue()) < 16
+        max(QColor(pixel).red(), QColor(pixel).green(), QColor(pixel).blue()) < DARK
         for pixel in pixels
     ):
         return "black"

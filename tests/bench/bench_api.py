@@ -30,33 +30,25 @@ import platform
 import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script, the checkout's packages come first
+
+from tests.bench.loopback import Answer, LoopbackSite  # noqa: E402
+from tests.bench.results import write_figures  # noqa: E402
+from tests.bench.stats import percentile  # noqa: E402
+from tests.support.display import DisplayProcess  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+
 PAGE = b"<!doctype html><html><body style='background:#036;color:#fff'><h1>bench</h1></body></html>"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    # As tests/bench/stats.py; kept here because this file also runs as a plain script
-    # (bench_flood.py imports it by path, with no package).
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(latencies: list[float], elapsed: float) -> dict[str, Any]:
@@ -73,25 +65,9 @@ def summary(latencies: list[float], elapsed: float) -> dict[str, Any]:
     }
 
 
-class ContentServer:
-    """The page the display shows while it is measured."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(PAGE)))
-                self.end_headers()
-                self.wfile.write(PAGE)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+def page_site() -> LoopbackSite:
+    """The page the display shows while it is measured, whatever the path."""
+    return LoopbackSite(lambda path: Answer(PAGE, "text/html"))
 
 
 class FanoutReceivers:
@@ -162,38 +138,29 @@ def insecure_context() -> ssl.SSLContext:
     return context
 
 
-class Display:
-    def __init__(self, data_dir: Path, log_path: Path, *, tls: bool = False) -> None:
-        self.port = free_port()
-        self.tls = tls
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        extra: list[str] = []
-        if tls:  # [listen] tls = true: a self-signed certificate made in data_dir
-            data_dir.mkdir(parents=True, exist_ok=True)
-            config = data_dir.parent / "tls.toml"
-            config.write_text("[listen]\ntls = true\n")
-            extra = ["--config", str(config)]
-        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "QTWEBENGINE_DISABLE_SANDBOX": "1"}
-        env.setdefault(
-            "QTWEBENGINE_CHROMIUM_FLAGS",
-            "--disable-gpu --disable-background-networking --disable-component-update",
+class Display(DisplayProcess):
+    """``pdn display`` offscreen (tests/support's display process), named "bench", in UTC;
+    HTTPS with its self-signed certificate when ``tls``. The benchmarks speak to it with
+    http.client, whose connections they open and time themselves."""
+
+    def __init__(self, folder: Path, *, tls: bool = False) -> None:
+        flags = "--disable-gpu --disable-background-networking --disable-component-update"
+        super().__init__(
+            folder,
+            ["--name", "bench", "--timezone", "UTC"],
+            config="[listen]\ntls = true\n" if tls else None,
+            platform="offscreen",
+            env={"QTWEBENGINE_CHROMIUM_FLAGS": os.environ.get("QTWEBENGINE_CHROMIUM_FLAGS", flags)},
+            scheme="https" if tls else "http",
         )
-        self.log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "display", "--port", str(self.port),
-             "--data-dir", str(data_dir), "--name", "bench", "--timezone", "UTC", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.request("GET", "/")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"pdn display did not start; see {log_path}")
-            time.sleep(0.1)
+        self.tls = tls
+        self.start().wait_ready(self.answers)
+
+    def answers(self) -> bool:
+        try:
+            return self.request("GET", "/")[0] == 200
+        except OSError:
+            return False
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         connection = self.connection(timeout=30)
@@ -223,26 +190,6 @@ class Display:
     def playback(self) -> dict[str, Any]:
         record: dict[str, Any] = self.request("GET", "/playback/")[1]
         return record
-
-    def wait_playback(
-        self, check: Callable[[dict[str, Any]], bool], timeout: float = 30
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            record = self.playback()
-            if check(record):
-                return record
-            if time.monotonic() > deadline:
-                raise SystemExit(f"playback never matched: {record}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
 
 
 def load(
@@ -316,15 +263,15 @@ async def _load(
 
 
 def bench_api(
-    display: Display, content: ContentServer, clients: int, per_client: int
+    display: Display, content: LoopbackSite, clients: int, per_client: int
 ) -> dict[str, Any]:
     # The renderer runs: a scheduled page is on screen and rotates while we measure.
     cds = (
         f'<content-set name="bench"><content-item content-type="text/html"><constraints>'
         f"<scheduling-constraints><preferred-duration>2 seconds</preferred-duration>"
-        f"</scheduling-constraints></constraints><requires-file><sources><uri>{content.url}/a</uri>"
+        f"</scheduling-constraints></constraints><requires-file><sources><uri>{content.base}/a</uri>"
         f"</sources></requires-file></content-item><content-item content-type='text/html'>"
-        f"<requires-file><sources><uri>{content.url}/b</uri></sources></requires-file>"
+        f"<requires-file><sources><uri>{content.base}/b</uri></sources></requires-file>"
         f"</content-item></content-set>"
     ).encode()
     connection = http.client.HTTPConnection("127.0.0.1", display.port, timeout=30)
@@ -340,7 +287,7 @@ def bench_api(
     results["get_playback"] = {**summary(latencies, elapsed), "outcomes": outcomes}
 
     def item(i: int, n: int) -> dict[str, str]:
-        return {"content-item": f"{content.url}/req/{i}/{n}", "preferred-duration": "10 minutes"}
+        return {"content-item": f"{content.base}/req/{i}/{n}", "preferred-duration": "10 minutes"}
 
     per = max(1, 100 // clients)
     latencies, elapsed, outcomes = load(display, clients, per, "POST", "/schedule", item)
@@ -350,7 +297,7 @@ def bench_api(
     return results
 
 
-def bench_fanout(display: Display, content: ContentServer, subscribers: int) -> dict[str, Any]:
+def bench_fanout(display: Display, content: LoopbackSite, subscribers: int) -> dict[str, Any]:
     receivers = FanoutReceivers()
     dead_count = subscribers // 10
     live_paths = [f"/live/{n}" for n in range(subscribers - dead_count)]
@@ -362,7 +309,7 @@ def bench_fanout(display: Display, content: ContentServer, subscribers: int) -> 
         assert display.request("POST", "/playback/subscribe/", {"subscriber-uri": uri})[0] == 201
 
     before = display.playback()["sequence"]
-    first_url, second_url = f"{content.url}/fanout/1", f"{content.url}/fanout/2"
+    first_url, second_url = f"{content.base}/fanout/1", f"{content.base}/fanout/2"
     display.request("POST", "/schedule", {"content-item": first_url, "preferred-duration": "2 s"})
     display.request("POST", "/schedule", {"content-item": second_url, "preferred-duration": "2 s"})
     first = display.wait_playback(
@@ -410,7 +357,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench_api.json")
     args = parser.parse_args()
 
-    content = ContentServer()
+    content = page_site()
     with tempfile.TemporaryDirectory(prefix="pdn-bench-") as temp:
         results: dict[str, Any] = {
             "machine": {
@@ -420,12 +367,12 @@ def main() -> int:
             },
             "clients": args.clients,
         }
-        display = Display(Path(temp) / "api", Path(temp) / "api.log")
+        display = Display(Path(temp) / "api")
         try:
             results["api"] = bench_api(display, content, args.clients, args.requests)
         finally:
             display.stop()
-        display = Display(Path(temp) / "fanout", Path(temp) / "fanout.log")
+        display = Display(Path(temp) / "fanout")
         try:
             results["fanout"] = bench_fanout(display, content, args.subscribers)
         finally:
@@ -457,9 +404,7 @@ def main() -> int:
         f"  screen: second change {fanout['screen_gap_between_changes_s']} s after the first"
         f" (asked: {fanout['screen_gap_asked_s']} s)"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.out}")
+    write_figures(args.out, results)
     return 0
 
 

@@ -34,7 +34,7 @@ from cds.model import ContentItem  # noqa: E402
 from cds.parser import parse  # noqa: E402
 from cds.playlist import Playlist  # noqa: E402
 from cds.serialise import to_xml  # noqa: E402
-from tests.cds.test_hostile import hostile_documents  # noqa: E402
+from tests.support.hostilecds import hostile_documents  # noqa: E402
 
 
 def timed(action: Callable[[], object], runs: int) -> dict[str, float]:

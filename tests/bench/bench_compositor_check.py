@@ -19,7 +19,6 @@ one core; the target is under 1 %. Prints the figures and writes them as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -30,17 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from player.renderer.compositor import ppm_frame_class
-from tests.support.compositor import sway
+from tests.bench.proctree import process_cpu
+from tests.bench.results import write_figures
+from tests.support.compositor import black_window, sway
 from tests.support.xvfb import xvfb
 
 WIDTH, HEIGHT = 1920, 1080
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) of one process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def children_cpu() -> float:
@@ -78,24 +72,14 @@ def summary(rows: list[dict[str, float]], every: float) -> dict[str, Any]:
 def bench_wayland(checks: int, every: float) -> dict[str, Any]:
     with sway(WIDTH, HEIGHT) as compositor:
         server = child_of(compositor.process.pid, "sway")
-        client = subprocess.Popen(
-            [sys.executable, "-m", "tests.player.black_window"],
-            env=compositor.env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert client.stdout is not None and client.stdin is not None
-        try:
-            assert client.stdout.readline().strip() == "SHOWN"
+        with black_window(compositor):
             time.sleep(1.0)  # its first frames settled
             command = ["grim", "-t", "ppm", "-"]
             rows: list[dict[str, float]] = []
             for n in range(checks + 2):
                 time.sleep(0.2)
                 wall, own, helper, served = (
-                    time.monotonic(), time.process_time(), children_cpu(), cpu_of(server)
+                    time.monotonic(), time.process_time(), children_cpu(), process_cpu(server)
                 )  # fmt: skip
                 done = subprocess.run(
                     command, env=compositor.env(), capture_output=True, check=True, timeout=10
@@ -105,16 +89,12 @@ def bench_wayland(checks: int, every: float) -> dict[str, Any]:
                     "wall": time.monotonic() - wall,
                     "cpu_display": time.process_time() - own,
                     "cpu_grim": children_cpu() - helper,
-                    "cpu_compositor": cpu_of(server) - served,
+                    "cpu_compositor": process_cpu(server) - served,
                 }
                 row["cpu_total"] = row["cpu_display"] + row["cpu_grim"] + row["cpu_compositor"]
                 assert frame == "black", frame
                 if n >= 2:  # the first two warm caches up
                     rows.append(row)
-        finally:
-            client.stdin.close()
-            client.wait(15)
-            client.stdout.close()
     return {"method": "grim (wlr-screencopy), headless sway, pixman", **summary(rows, every)}
 
 
@@ -134,12 +114,12 @@ def bench_x11(checks: int, every: float) -> dict[str, Any]:
         rows: list[dict[str, float]] = []
         for n in range(checks + 2):
             time.sleep(0.2)
-            wall, own, served = time.monotonic(), time.process_time(), cpu_of(server)
+            wall, own, served = time.monotonic(), time.process_time(), process_cpu(server)
             view.look(time.monotonic())
             row = {
                 "wall": time.monotonic() - wall,
                 "cpu_display": time.process_time() - own,
-                "cpu_compositor": cpu_of(server) - served,
+                "cpu_compositor": process_cpu(server) - served,
             }
             row["cpu_total"] = row["cpu_display"] + row["cpu_compositor"]
             assert view.frame == "black", view.frame
@@ -167,10 +147,7 @@ def main() -> int:
         "wayland": bench_wayland(args.checks, args.every),
         "x11": bench_x11(args.checks, args.every),
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n")
+    write_figures(args.output, figures, echo=True)
     return 0
 
 

@@ -2,18 +2,17 @@
 
     .venv/bin/python tests/bench/bench_engine_loss.py [--runs 5]
 
-Plays the service manager (``Restart=always``, no delay: tests/player/test_engine_loss.py's
+Plays the service manager (``Restart=always``, no delay: tests/support/engineloss.py's
 Supervisor), shows a red page, then ``--runs`` times kills every QtWebEngineProcess of the
 display and times how long until the red page is on screen again and ``/playback/`` says so
 with a new record. The restart back-off file is cleared before each loss, so each is a first
 one (an installed unit adds its RestartSec). Prints p50/max and writes
-``bench-results/bench_engine_loss.json``.
+``bench-results/bench_engine_loss.json`` (``--output``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -28,21 +27,24 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.crashonly import EXITS_FILE  # noqa: E402
-from tests.player.test_engine_loss import (  # noqa: E402
-    RED,
+from tests.bench.results import write_figures  # noqa: E402
+from tests.support.engineloss import (  # noqa: E402
     Supervisor,
     lose_and_recover,
     playback,
+    red_page,
     show_red,
 )
-from tests.support.pages import one_page  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--output", type=Path, default=ROOT / "bench-results" / "bench_engine_loss.json"
+    )
     args = parser.parse_args()
-    red = one_page(RED)
+    red = red_page()
     figures: list[float] = []
     with tempfile.TemporaryDirectory() as work:
         supervisor = Supervisor(Path(work))
@@ -70,9 +72,7 @@ def main() -> int:
         f"p50 {result['p50_s']:.2f} s, max {result['max_s']:.2f} s; "
         + ", ".join(f"{f:.2f}" for f in figures)
     )
-    out = ROOT / "bench-results" / "bench_engine_loss.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_figures(args.output, result)
     return 0
 
 

@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 from tests.bench.fleet_load import followers_minute, idle_cpu, registrations  # noqa: E402
 from tests.bench.fleetbench import (  # noqa: E402
     XML,
-    Scheduler,
     cpu_seconds,
+    fleet_scheduler,
     load,
     parallel,
     rss_mib,
@@ -62,6 +62,7 @@ from tests.bench.fleetbench import (  # noqa: E402
 from tests.bench.stats import percentile  # noqa: E402
 from tests.support.pgserver import PgServer  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.scheduler import SchedulerProcess  # noqa: E402
 from tests.support.webhook_receiver import Receiver  # noqa: E402
 
 PHASES = ("delivery", "followers", "registrations")
@@ -91,13 +92,13 @@ class CpuMeter:
     """CPU seconds spent by the schedulers, PostgreSQL and this process (the receiver)
     between ``__init__`` and ``read()``: where a delivery's time goes."""
 
-    def __init__(self, schedulers: list[Scheduler], pg: PgServer) -> None:
+    def __init__(self, schedulers: list[SchedulerProcess], pg: PgServer) -> None:
         self.schedulers = schedulers
         self.pg = pg
         self.start = self._now()
 
     def _now(self) -> list[float]:
-        own = [cpu_seconds(s.process.pid) for s in self.schedulers]
+        own = [cpu_seconds(s.pid) for s in self.schedulers]
         return [*own, postgres_cpu(self.pg), time.process_time()]
 
     def read(self) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def delivery(
     paths: list[str],
     put_url: str,
     marker: str,
-    measured: tuple[list[Scheduler], PgServer],
+    measured: tuple[list[SchedulerProcess], PgServer],
     timeout: float = 60.0,
 ) -> dict[str, Any]:
     """PUT a new version and wait for every path in ``paths`` to acknowledge it."""
@@ -155,7 +156,7 @@ def delivery(
     }
 
 
-def subscribe_all(schedulers: list[Scheduler], receiver: Receiver, count: int) -> list[str]:
+def subscribe_all(schedulers: list[SchedulerProcess], receiver: Receiver, count: int) -> list[str]:
     """``count`` subscribers of the schedule, a receiver path each, half through each one."""
     paths = [f"/d{n}" for n in range(count)]
     codes = parallel(
@@ -173,7 +174,7 @@ def subscribe_all(schedulers: list[Scheduler], receiver: Receiver, count: int) -
 
 
 def delivery_phases(
-    schedulers: list[Scheduler],
+    schedulers: list[SchedulerProcess],
     pg: PgServer,
     receiver: Receiver,
     paths: list[str],
@@ -223,7 +224,11 @@ def delivery_phases(
 
 
 def follower_phases(
-    schedulers: list[Scheduler], receiver: Receiver, count: int, work: Path, results: dict[str, Any]
+    schedulers: list[SchedulerProcess],
+    receiver: Receiver,
+    count: int,
+    work: Path,
+    results: dict[str, Any],
 ) -> None:
     """Each minute of followers beside the idle cost just before it (the dead subscribers'
     retries and the schedulers' own timers run all the time)."""
@@ -239,12 +244,14 @@ def follower_phases(
         print(key, results[key], flush=True)
 
 
-def registration_phase(schedulers: list[Scheduler], count: int, results: dict[str, Any]) -> None:
+def registration_phase(
+    schedulers: list[SchedulerProcess], count: int, results: dict[str, Any]
+) -> None:
     results["registrations"] = registrations(schedulers, count)
     print("registrations:", results["registrations"], flush=True)
-    results["rss_mib_after_registrations"] = [round(rss_mib(s.process.pid), 1) for s in schedulers]
+    results["rss_mib_after_registrations"] = [round(rss_mib(s.pid), 1) for s in schedulers]
     time.sleep(20)
-    results["rss_mib_20s_later"] = [round(rss_mib(s.process.pid), 1) for s in schedulers]
+    results["rss_mib_20s_later"] = [round(rss_mib(s.pid), 1) for s in schedulers]
     results["idle_cpu_s_per_minute_with_displays_registered"] = idle_cpu(schedulers)
     print("rss:", results["rss_mib_after_registrations"], results["rss_mib_20s_later"])
 
@@ -277,11 +284,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-pg-"))
     pg = PgServer.start(max_connections=200)
     receiver = Receiver().start_thread()
-    schedulers: list[Scheduler] = []
+    schedulers: list[SchedulerProcess] = []
     try:
         database = pg.create_database("bench")
-        schedulers = [Scheduler(database, work / f"s{n}", work / f"s{n}.log") for n in range(2)]
-        results["rss_mib_at_start"] = [round(rss_mib(s.process.pid), 1) for s in schedulers]
+        schedulers = [fleet_scheduler(database, work / f"s{n}") for n in range(2)]
+        results["rss_mib_at_start"] = [round(rss_mib(s.pid), 1) for s in schedulers]
         put = f"{schedulers[0].url}/x/schedules/bench"
         assert requests.put(put, data=schedule_document("v0"), headers=XML, timeout=10).ok
         for scheduler in schedulers:  # the other learns of the new schedule by a notification
@@ -296,7 +303,7 @@ def main() -> int:
             results["subscribe_s"] = round(time.monotonic() - began, 1)
             print(f"{len(paths)} subscribed in {results['subscribe_s']} s", flush=True)
             results["rss_mib_with_10000_subscribers"] = [
-                round(rss_mib(s.process.pid), 1) for s in schedulers
+                round(rss_mib(s.pid), 1) for s in schedulers
             ]
             save(args.out, results)
         if "delivery" in phases:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import socket
@@ -40,8 +39,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_api import ROOT, Display, insecure_context, percentile  # type: ignore[import-not-found]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+from tests.bench.bench_api import ROOT, Display, insecure_context
+from tests.bench.results import write_figures
+from tests.bench.stats import percentile
 
 
 def probe(display: Display) -> float | None:
@@ -163,7 +164,7 @@ def cpu_seconds(pid: int) -> float:
 def cpu_cost(display: Display, requests: int) -> dict[str, Any]:
     """The display's CPU time per GET /playback/, on new connections and on one kept-alive
     connection, less its CPU time when idle for as long."""
-    pid = display.process.pid
+    pid = display.pid
 
     def timed(run: Any) -> tuple[float, float]:
         cpu, wall = cpu_seconds(pid), time.monotonic()
@@ -197,7 +198,7 @@ def cpu_cost(display: Display, requests: int) -> dict[str, Any]:
 
 def run_one(temp: Path, args: argparse.Namespace, *, tls: bool) -> dict[str, Any]:
     name = "tls" if tls else "plain"
-    display = Display(temp / f"data-{name}", temp / f"display-{name}.log", tls=tls)
+    display = Display(temp / f"display-{name}", tls=tls)
     results: dict[str, Any] = {}
     try:
         results["baseline"] = measure(display, args.probes)
@@ -252,9 +253,7 @@ def main() -> int:
                     f"{label:5s} CPU per request, {kind}: {cost['cpu_ms_per_request']} ms"
                     f" ({cost['requests_per_s']} requests/s)"
                 )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.out}")
+    write_figures(args.out, results)
     return 0
 
 

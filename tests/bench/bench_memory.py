@@ -69,18 +69,16 @@ from typing import Any
 
 from tests.bench.memory_driver import MIXES, Driver
 from tests.bench.memory_tools import (
-    ROLES,
     BareView,
     Display,
     Framebuffer,
     XServer,
     classify,
-    foreign_engine_processes,
     private_qt,
     run_bare_view,
-    tree_memory,
     xvfb,
 )
+from tests.bench.proctree import ROLES, foreign_engine_processes, tree_memory
 from tests.bench.signage_content import ContentServer, Image, make_media
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +226,7 @@ def run_display(
     display = Display(server, args.tree, workdir, config, f"display-{profile}", args.qt)
     print(
         f"[{profile}] pdn display of {args.checkout} on {display.url}, pid "
-        f"{display.process.pid}, config: {config.strip() or '(none)'}",
+        f"{display.pid}, config: {config.strip() or '(none)'}",
         flush=True,
     )
     framebuffer = Framebuffer(server.framebuffer)
@@ -251,7 +249,7 @@ def run_display(
         next_point = 0
 
         def take_point(label: int) -> None:
-            point = memory_point(display.process.pid, args.samples, args.spacing, label, started)
+            point = memory_point(display.pid, args.samples, args.spacing, label, started)
             try:
                 body = display.health()
                 point["health_memory"] = body.get("memory")

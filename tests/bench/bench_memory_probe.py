@@ -43,15 +43,14 @@ from tests.bench.memory_tools import (
     Display,
     XServer,
     private_qt,
-    process_tree,
-    role_of,
     xvfb,
 )
+from tests.bench.proctree import MEMORY_FIELDS, rollup, tree_processes
 from tests.bench.signage_content import ContentServer, make_media
 
 RESULTS = ROOT / "bench-results"
 SCREEN_KIB = 1920 * 1080 * 4 // 1024  # one 1920x1080 RGBA frame
-FIELDS = ("Rss", "Pss", "Private_Dirty", "Anonymous")
+FIELDS = MEMORY_FIELDS
 HEADER = re.compile(r"^[0-9a-f]+-[0-9a-f]+ ")
 
 
@@ -99,34 +98,24 @@ def smaps_by_kind(pid: int) -> dict[str, Any]:
     return result
 
 
-def rollup(pid: int) -> dict[str, float]:
-    figures = dict.fromkeys(FIELDS, 0.0)
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as stream:
-            for line in stream:
-                key, _, value = line.partition(":")
-                if key in FIELDS:
-                    figures[key] = round(int(value.split()[0]) / 1024, 1)
-    except OSError:
-        pass
-    return figures
+def rounded(figures: dict[str, float] | None) -> dict[str, float]:
+    """:func:`proctree.rollup` to 0.1 MB (zeros for a process that has gone)."""
+    return {key: round((figures or {}).get(key, 0.0), 1) for key in FIELDS}
 
 
 def point(root: int, transitions: int) -> dict[str, Any]:
     roles: dict[str, dict[str, float]] = {}
-    for pid, parent in process_tree(root):
+    for pid, kind, found in tree_processes(root):
         if pid == root:
             continue
-        figures = rollup(pid)
-        role = roles.setdefault(
-            role_of(pid, parent, root), {"count": 0, **dict.fromkeys(FIELDS, 0.0)}
-        )
+        figures = rounded(found)
+        role = roles.setdefault(kind, {"count": 0, **dict.fromkeys(FIELDS, 0.0)})
         role["count"] += 1
         for key in FIELDS:
             role[key] = round(role[key] + figures[key], 1)
     return {
         "transitions": transitions,
-        "browser": rollup(root),
+        "browser": rounded(rollup(root)),
         "browser_by_kind": smaps_by_kind(root),
         "children": roles,
         "load": os.getloadavg()[0],
@@ -185,7 +174,7 @@ def run_one(
                 last_sequence = sequence
             transitions = sequence - first
             if transitions >= next_point:
-                points.append(point(display.process.pid, transitions))
+                points.append(point(display.pid, transitions))
                 b = points[-1]["browser"]
                 print(
                     f"[{name} {args.kind}] {transitions}: browser anon {b['Anonymous']:.0f} "
@@ -214,7 +203,7 @@ def run_one(
             time.sleep(0.1)
         # The display trims its heap every 20 s: a last point after one trim.
         time.sleep(args.settle)
-        points.append(point(display.process.pid, -1))
+        points.append(point(display.pid, -1))
         b = points[-1]["browser"]
         print(
             f"[{name} {args.kind}] settled: browser anon {b['Anonymous']:.0f}; "

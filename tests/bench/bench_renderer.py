@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
 import os
 import statistics
 import subprocess
@@ -40,6 +39,8 @@ os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
 from player.renderer.options import prepare_process
 from tests.bench.loopback import Answer, LoopbackSite
+from tests.bench.proctree import tree_processes
+from tests.bench.results import write_figures
 from tests.bench.stats import percentile
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class Transitions:
     each to be reported shown."""
 
     def __init__(self, renderer: object, base: str, images: list[tuple[str, object]]) -> None:
-        from tests.player.conftest import Reports
+        from tests.support.reports import Reports
 
         self.renderer = renderer
         self.base = base
@@ -158,31 +159,6 @@ class Transitions:
             self.done += 1
 
 
-def _chromium_type(pid: int) -> str:
-    """The ``--type`` a QtWebEngineProcess was started with ("" for none)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            arguments = stream.read().split(b"\0")
-    except OSError:
-        return ""
-    for argument in arguments:
-        if argument.startswith(b"--type="):
-            return argument[len(b"--type=") :].decode(errors="replace")
-    return ""
-
-
-def _process_role(pid: int, parent: int, root: int) -> str:
-    """What a process of the tree is: the browser (our own Python process, which also runs
-    Chromium's GPU/compositor thread here), a render process (forked by the zygote, whose
-    command line it keeps), or another of Chromium's helpers by its ``--type``."""
-    if pid == root:
-        return "browser"
-    kind = _chromium_type(pid)
-    if kind == "zygote" and _chromium_type(parent) == "zygote":
-        return "renderer"
-    return kind or "other"
-
-
 MEMORY_KEYS = ("rss_mb", "pss_mb", "anon_mb")
 
 
@@ -210,7 +186,7 @@ class MemorySample:
         return sum(float(getattr(p, key)) for p in self.processes if role is None or p.role == role)
 
     def roles(self) -> dict[str, dict[str, float]]:
-        """Figures summed per process role (browser, renderer, gpu-process, ...)."""
+        """Figures summed per process role (browser, render, gpu, zygote, ...)."""
         found: dict[str, dict[str, float]] = {}
         for process in self.processes:
             role = found.setdefault(process.role, dict.fromkeys(("count", *MEMORY_KEYS), 0.0))
@@ -238,50 +214,13 @@ class MemorySample:
         }
 
 
-def process_tree(root: int) -> list[tuple[int, int]]:
-    """``root`` and all its descendants, as (pid, parent pid)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stream:
-                fields = stream.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [(root, 0)]
-    while todo:
-        pid, parent = todo.pop()
-        tree.append((pid, parent))
-        todo.extend((child, pid) for child in children.get(pid, []))
-    return tree
-
-
 def process_tree_memory(root: int) -> list[ProcessMemory]:
     """RSS, PSS and anonymous memory (MB) of ``root`` and each of its descendants
-    (Chromium's processes too), from /proc/PID/smaps_rollup."""
-    found = []
-    for pid, parent in process_tree(root):
-        figures = {"Rss:": 0, "Pss:": 0, "Anonymous:": 0}
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as stream:
-                for line in stream:
-                    parts = line.split()
-                    if parts and parts[0] in figures:
-                        figures[parts[0]] += int(parts[1])
-        except OSError:
-            continue  # it ended meanwhile
-        found.append(
-            ProcessMemory(
-                pid,
-                _process_role(pid, parent, root),
-                figures["Rss:"] / 1024,
-                figures["Pss:"] / 1024,
-                figures["Anonymous:"] / 1024,
-            )
-        )
-    return found
+    (Chromium's processes too), by the role the display gives each."""
+    return [
+        ProcessMemory(pid, role, figures["Rss"], figures["Pss"], figures["Anonymous"])
+        for pid, role, figures in tree_processes(root)
+    ]
 
 
 def slope_per_1000(points: list[tuple[int, float]]) -> float | None:
@@ -396,16 +335,22 @@ def print_memory(memory: dict[str, object], total: int) -> None:
         )
     slope = memory["trend_second_half"]
     by_role = ", ".join(
-        f"{role} {value:+.1f}" if value is not None else f"{role} n/a"
+        f"{role} {signed(value)}"
         for role, value in slope["pss_mb_per_1000_by_role"].items()  # type: ignore[index]
     )
     print(
-        f"memory growth 100 -> {total}: RSS {memory['growth_rss_mb']:+.1f} MB, "
-        f"PSS {memory['growth_pss_mb']:+.1f} MB; trend over the second half: "
-        f"RSS {slope['rss_mb_per_1000']:+.1f}, PSS {slope['pss_mb_per_1000']:+.1f} "  # type: ignore[index]
+        f"memory growth 100 -> {total}: RSS {signed(memory['growth_rss_mb'])} MB, "
+        f"PSS {signed(memory['growth_pss_mb'])} MB; trend over the second half: "
+        f"RSS {signed(slope['rss_mb_per_1000'])}, "  # type: ignore[index]
+        f"PSS {signed(slope['pss_mb_per_1000'])} "  # type: ignore[index]
         f"MB per 1000 transitions (PSS per role: {by_role})",
         flush=True,
     )
+
+
+def signed(value: object) -> str:
+    """A growth or a trend, signed; "n/a" for a run too short to have one."""
+    return f"{value:+.1f}" if isinstance(value, int | float) else "n/a"
 
 
 def cold_start(size: tuple[int, int]) -> float:
@@ -530,9 +475,7 @@ def main() -> int:
     stop()
     default = "renderer-memory.json" if args.memory_only else "renderer.json"
     output = Path(args.output or ROOT / "bench-results" / default)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {output}", flush=True)
+    write_figures(output, results)
     # Leave without Python's final garbage collection of PySide objects, which can crash
     # after Qt WebEngine has shut down; every result is written by now.
     os._exit(0)

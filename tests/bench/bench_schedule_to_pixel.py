@@ -34,6 +34,7 @@ from PySide6.QtGui import QColor, QImage
 
 from tests.bench.bench_api import ROOT, Display
 from tests.bench.loopback import Answer, LoopbackSite
+from tests.bench.results import write_figures
 from tests.bench.stats import percentile
 
 COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
@@ -162,7 +163,7 @@ def main() -> int:
     args = parser.parse_args()
     content = Content()
     workdir = Path(tempfile.mkdtemp(prefix="pdn-bench-s2p-"))
-    display = Display(workdir / "data", workdir / "display.log")
+    display = Display(workdir / "display")
     results: dict[str, Any] = {}
     try:
         to_idle(display)
@@ -202,9 +203,7 @@ def main() -> int:
             f" p50 {figure['full_p50_ms']} ms, p95 {figure['full_p95_ms']} ms;"
             f" never on screen: {figure['never_on_screen']}"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.output}")
+    write_figures(args.output, results)
     return 0
 
 

@@ -60,13 +60,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import Display, Framebuffer, XServer, process_tree, xvfb
+from tests.bench.memory_tools import Display, Framebuffer, XServer, xvfb
+from tests.bench.proctree import process_tree, tree_cpu
 from tests.bench.screen_probe import Running, read_probe
 from tests.bench.stats import percentile
 from tests.bench.sync_setup import (
@@ -79,7 +80,6 @@ from tests.bench.sync_setup import (
     cpu_busy,
     make_media,
     sha256,
-    tree_cpu,
 )
 from tests.bench.sync_tools import (
     FPS,
@@ -88,6 +88,7 @@ from tests.bench.sync_tools import (
     picture_video,
 )
 from tests.bench.video_tools import MediaSite
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD_S = 3.0  # in step this long on end counts as back in step
@@ -178,14 +179,6 @@ def start_display(
     return Display(server, checkout, work, config, name)
 
 
-def wait_for(what: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up waiting: {message}")
-        time.sleep(0.5)
-
-
 def playing(display: Display, prefix: str) -> bool:
     with contextlib.suppress(OSError, ValueError):
         health = display.health()
@@ -223,12 +216,12 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         try:
             for display in displays:
                 display.schedule_cds(cds)
-            wait_for(
-                lambda: all(playing(d, SET) for d in displays), 180, "every display on the set"
+            wait_until(
+                lambda: all(playing(d, SET) for d in displays), 180, "every display on the set", 0.5
             )
             # Steady: a whole cycle on the set before recording.
             time.sleep(grid.cycle)
-            own = {p for d in displays for p, _ in process_tree(d.process.pid)}
+            own = {p for d in displays for p, _ in process_tree(d.pid)}
             others = busiest_others(own | {os.getpid()})
             recorders = [
                 ScreenRecorder(s.display, size, work / f"screen{i}.nut")
@@ -257,7 +250,7 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             time.sleep(1.0)
             phase = Phase(start=time.time())
             load_start = os.getloadavg()
-            cpu0 = [tree_cpu(d.process.pid) for d in displays]
+            cpu0 = [tree_cpu(d.pid) for d in displays]
             busy0 = cpu_busy()
             cycles = math.ceil(args.switches / 6)
             main_end = phase.start + cycles * grid.cycle + 2
@@ -277,7 +270,7 @@ def run_sync(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             phase.end = time.time()
             load_end = os.getloadavg()
             busy1 = cpu_busy()
-            cpu1 = [tree_cpu(d.process.pid) for d in displays]
+            cpu1 = [tree_cpu(d.pid) for d in displays]
             phase.health = [d.health()["renderer"].get("screen", {}).get("sync") for d in displays]
             rejoin_health: dict[str, Any] = {}
             if args.rejoin:
@@ -475,9 +468,7 @@ def rejoin(
     video_start = grid.next_start("video", time.time() + 2)
     time.sleep(max(0.0, video_start + 1.0 - time.time()))
     phase.kill, phase.killed = time.time(), victim
-    displays[victim].process.kill()
-    displays[victim].process.wait()
-    displays[victim].stop()
+    displays[victim].kill()  # SIGKILL, reaped
     time.sleep(1.0)
     phase.restart = time.time()
     displays[victim] = start_display(servers[victim], work, f"sync{victim}", config, checkout)
@@ -638,7 +629,9 @@ def run_wall(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         try:
             for display in displays:
                 display.schedule_cds(cds)
-            wait_for(lambda: all(playing(d, "bench-wall") for d in displays), 180, "the wall")
+            wait_until(
+                lambda: all(playing(d, "bench-wall") for d in displays), 180, "the wall", 0.5
+            )
             time.sleep(5.0)  # into the video, in step
             # The four screens read from their framebuffers one after the other, each copy
             # stamped: one instant to within a millisecond or so (x11grab recorders, used

@@ -83,17 +83,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import Display, XServer, xvfb
+from tests.bench.memory_tools import Display, XServer, while_alive, xvfb
 from tests.bench.stage_tools import (
     CpuTrace,
     Stage,
     hex_of,
     new_stage,
     old_stage,
+    started_at,
     xvfb_pid,
 )
 from tests.bench.stats import percentile
@@ -121,6 +121,7 @@ from tests.bench.video_tools import (
     thread_cpu,
     thread_shares,
 )
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench-results"
@@ -194,16 +195,10 @@ def base_cds(page: str) -> bytes:
 @contextmanager
 def running(bench: Bench, stage: Stage) -> Iterator[tuple[XServer, Display]]:
     with xvfb(1920, 1080) as server:
-        display = Display.__new__(Display)  # in two steps: one that never answers still stops
-        try:
-            Display.__init__(display, server, stage.tree, bench.workdir, "", stage.name)
-        except BaseException:
-            if hasattr(display, "process"):
-                display.stop()
-            raise
+        # A display that never answers is stopped by wait_ready.
+        display = Display(server, stage.tree, bench.workdir, "", stage.name)
         print(
-            f"[{stage.name}] pdn display of {stage.source} ({stage.commit}), pid "
-            f"{display.process.pid}",
+            f"[{stage.name}] pdn display of {stage.source} ({stage.commit}), pid {display.pid}",
             flush=True,
         )
         try:
@@ -212,18 +207,10 @@ def running(bench: Bench, stage: Stage) -> Iterator[tuple[XServer, Display]]:
             display.stop()
 
 
-def started_at(record: dict[str, Any]) -> float:
-    return datetime.fromisoformat(str(record["started"])).timestamp()
-
-
 def wait_for(
     what: str, display: Display, test: Callable[[], bool], timeout: float, poll: float = 0.1
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline or not display.alive():
-            raise RuntimeError(f"waited {timeout:g} s for {what} in vain; see {display.log_path}")
-        time.sleep(poll)
+    wait_until(while_alive(display, test), timeout, what, poll)
 
 
 def find_key(data: Any, key: str) -> Any:
@@ -274,7 +261,7 @@ def loop_part(
             record = display.playback()
             item = str(record.get("content-item") or "")
             # Every thread seen so far, a thread that has ended with its last figure.
-            seen.update(thread_cpu(display.process.pid))
+            seen.update(thread_cpu(display.pid))
             latest = (time.time(), dict(seen))
             if not records or records[-1]["sequence"] != record.get("sequence"):
                 if threads_at is not None and records and latest[0] > threads_at[0] + 1:
@@ -297,8 +284,8 @@ def loop_part(
                 and "health" not in records[-1]
             ):
                 records[-1]["health"] = find_key(display.health(), "video")
-                records[-1]["threads"] = decoder_threads(display.process.pid)
-                seen.update(thread_cpu(display.process.pid))
+                records[-1]["threads"] = decoder_threads(display.pid)
+                seen.update(thread_cpu(display.pid))
                 threads_at = (time.time(), dict(seen))
             if time.monotonic() > deadline or not display.alive():
                 raise RuntimeError(f"the loop did not come round; see {display.log_path}")
@@ -510,7 +497,7 @@ def stage_session(bench: Bench, stage: Stage, names: list[str]) -> dict[str, Any
         "load_average_start": [round(value, 2) for value in os.getloadavg()],
     }
     with running(bench, stage) as (server, display):
-        trace = CpuTrace(display.process.pid, xvfb_pid(server))
+        trace = CpuTrace(display.pid, xvfb_pid(server))
         trace.start()
         try:
             print(f"  the loop: page, {', '.join(v.codec.name for v in loop)}", flush=True)

@@ -23,7 +23,6 @@ are what to read. Prints the figures and writes them as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -35,8 +34,9 @@ from typing import Any
 
 from tests.bench.bench_sync import REPO, size_of
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, tree_memory, xvfb
-from tests.bench.sync_setup import tree_cpu
+from tests.bench.memory_tools import Display, xvfb
+from tests.bench.proctree import tree_cpu, tree_memory
+from tests.bench.results import write_figures
 from tests.bench.video_tools import MediaSite, require_ffmpeg
 
 PAGE = b"""<!doctype html><html><head><meta charset="utf-8"><style>
@@ -78,13 +78,13 @@ def measure(display: Display, url: str, seconds: float, video: bool) -> dict[str
         time.sleep(0.2)
     time.sleep(3.0)
     load = os.getloadavg()[0]
-    cpu0, at0 = tree_cpu(display.process.pid), time.time()
+    cpu0, at0 = tree_cpu(display.pid), time.time()
     frames0 = _frames(display) if video else 0
     time.sleep(seconds)
-    cpu1, at1 = tree_cpu(display.process.pid), time.time()
+    cpu1, at1 = tree_cpu(display.pid), time.time()
     row: dict[str, Any] = {
         "cpu-cores": round((cpu1 - cpu0) / (at1 - at0), 2),
-        "pss-mib": round(tree_memory(display.process.pid)["pss_mb"], 1),
+        "pss-mib": round(tree_memory(display.pid)["pss_mb"], 1),
         "load-average": round(load, 2),
     }
     if video:
@@ -157,10 +157,7 @@ def main() -> int:
         }
         for key in single
     }
-    text = json.dumps(figures, indent=2)
-    print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text + "\n")
+    write_figures(args.output, figures, echo=True)
     return 0
 
 

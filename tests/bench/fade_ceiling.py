@@ -14,15 +14,13 @@ Run alone: ``python -m tests.bench.fade_ceiling`` (about 30 s; Xvfb, ffmpeg and 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench.bare_scene import start_view
 from tests.bench.memory_tools import XServer, xvfb
 from tests.bench.stage_tools import (
     RGB,
@@ -58,37 +56,16 @@ Item {{
 }}
 """
 
-VIEWER = textwrap.dedent(
-    """
-    import sys
-    from PySide6.QtCore import QTimer, QUrl
-    from PySide6.QtGui import QColor, QGuiApplication
-    from PySide6.QtQuick import QQuickView
-
-    app = QGuiApplication(sys.argv)
-    view = QQuickView()
-    view.setColor(QColor(0, 0, 0))
-    view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
-    view.setSource(QUrl.fromLocalFile(sys.argv[1]))
-    view.setGeometry(0, 0, int(sys.argv[2]), int(sys.argv[3]))
-    view.show()
-    QTimer.singleShot(int(sys.argv[4]), app.quit)
-    sys.exit(app.exec())
-    """
-)
+QUIT = """
+QTimer.singleShot(int(sys.argv[4]), app.quit)
+sys.exit(app.exec())
+"""
 
 
 def one_fade(server: XServer, workdir: Path, kind: str, ms: int) -> dict[str, Any]:
-    scene = workdir / f"ceiling-{kind}.qml"
-    scene.write_text(SCENE_QML.format(kind=kind, ms=ms, after=FADE_AFTER_MS))
-    viewer = workdir / "ceiling_viewer.py"
-    viewer.write_text(VIEWER)
-    env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
-    process = subprocess.Popen(
-        [sys.executable, str(viewer), str(scene), *map(str, SIZE), str(FADE_AFTER_MS + 2000)],
-        env=env,
-        cwd=workdir,
-    )
+    qml = SCENE_QML.format(kind=kind, ms=ms, after=FADE_AFTER_MS)
+    quit_ms = str(FADE_AFTER_MS + 2000)
+    process = start_view(server, workdir, f"ceiling-{kind}", qml, QUIT, SIZE, [quit_ms])
     try:
         time.sleep(1.0)
         recording = record_screen(server, workdir / f"ceiling-{kind}.mkv", 2.0, SIZE)

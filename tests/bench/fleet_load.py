@@ -12,13 +12,14 @@ from typing import Any
 import requests
 
 from player.follower import ScheduleFollower
-from tests.bench.fleetbench import Scheduler, cpu_seconds, load, parallel
+from tests.bench.fleetbench import cpu_seconds, load, parallel
 from tests.support.ports import free_port
+from tests.support.scheduler import SchedulerProcess
 from tests.support.webhook_receiver import Receiver
 
 
 def followers_minute(
-    schedulers: list[Scheduler],
+    schedulers: list[SchedulerProcess],
     receiver: Receiver,
     count: int,
     state: Path,
@@ -47,7 +48,7 @@ def followers_minute(
         follower.sync_once()  # the first check: the whole document, and the subscription
         followers.append(follower)
     statuses.clear()
-    before = [cpu_seconds(s.process.pid) for s in schedulers]
+    before = [cpu_seconds(s.pid) for s in schedulers]
     load_before = load()
     began = time.monotonic()
 
@@ -62,7 +63,7 @@ def followers_minute(
         list(pool.map(check, range(count)))
     time.sleep(max(0.0, began + seconds - time.monotonic()))
     elapsed = time.monotonic() - began
-    used = [cpu_seconds(s.process.pid) - b for s, b in zip(schedulers, before, strict=True)]
+    used = [cpu_seconds(s.pid) - b for s, b in zip(schedulers, before, strict=True)]
     for follower in followers:
         follower._session.close()
     return {
@@ -77,14 +78,14 @@ def followers_minute(
     }
 
 
-def idle_cpu(schedulers: list[Scheduler], seconds: float = 20.0) -> float:
-    before = [cpu_seconds(s.process.pid) for s in schedulers]
+def idle_cpu(schedulers: list[SchedulerProcess], seconds: float = 20.0) -> float:
+    before = [cpu_seconds(s.pid) for s in schedulers]
     time.sleep(seconds)
-    used = sum(cpu_seconds(s.process.pid) - b for s, b in zip(schedulers, before, strict=True))
+    used = sum(cpu_seconds(s.pid) - b for s, b in zip(schedulers, before, strict=True))
     return round(used * 60 / seconds, 2)
 
 
-def registrations(schedulers: list[Scheduler], count: int) -> dict[str, Any]:
+def registrations(schedulers: list[SchedulerProcess], count: int) -> dict[str, Any]:
     """``count`` POST /displays (16 clients, both schedulers; displays that are switched off:
     a port nobody listens on). Bounded: 10,000 must fit in 60 s; the phase stops at 180 s
     and says how far it got."""

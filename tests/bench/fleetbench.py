@@ -3,12 +3,11 @@ and the process figures (CPU seconds, resident memory) they report."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,9 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.ports import free_port  # noqa: E402
+from tests.bench.results import write_figures  # noqa: E402
+from tests.support.process import PDN_MODULE  # noqa: E402
+from tests.support.scheduler import SchedulerProcess  # noqa: E402
 
 XML = {"Content-Type": "text/xml"}
 
@@ -48,47 +49,18 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-class Scheduler:
-    def __init__(self, database: str, data_dir: Path, log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        # 10,000 subscribers of one schedule: far above the default bound (100 per topic).
-        env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_MAX_SUBSCRIPTIONS": "50000"}
-        env.pop("PDN_API_TOKEN", None)
-        self._log = open(log, "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server.cli",
-                "scheduler",
-                "--port",
-                str(self.port),
-                "--data-dir",
-                str(data_dir),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.url}/x/schedules", timeout=2).ok:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"scheduler on {self.port} did not start: see {log}")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self._log.close()
+def fleet_scheduler(
+    database: str,
+    folder: Path,
+    *,
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = PDN_MODULE,
+) -> SchedulerProcess:
+    """``pdn scheduler`` on PostgreSQL (tests/support's scheduler process), started and up. It
+    takes 10,000 subscribers of one schedule: far above the default bound (100 per topic)."""
+    settings = {"PDN_MAX_SUBSCRIPTIONS": "50000", **(env or {})}
+    process = SchedulerProcess(folder, database=database, env=settings, program=program)
+    return process.start().wait_ready()
 
 
 def parallel(
@@ -112,5 +84,4 @@ def parallel(
 
 def save(path: Path, results: dict[str, Any]) -> None:
     """Written after every phase: a run stopped half-way keeps what it measured."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    write_figures(path, results, quiet=True)

@@ -1,18 +1,17 @@
 """A web server on 127.0.0.1 for the benchmarks: one function of the path answers every GET.
 
 The benchmarks serve pages and pictures of their own (solid colours, signage pages, media); each
-says only what a path answers, and this module does the HTTP: a thread per connection,
-keep-alive, a length on every answer, 404 for what the function does not know (the browser's
-favicon probe), no log lines.
+says only what a path answers, and tests/support's page server does the HTTP: a thread per
+connection, keep-alive, a length on every answer, 404 for what the function does not know (the
+browser's favicon probe), no log lines.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from tests.support.pages import PageServer, Reply, Request
 
 
 @dataclass(frozen=True)
@@ -27,32 +26,21 @@ Route = Callable[[str], Answer | None]
 
 
 class LoopbackSite:
-    """Serves ``route`` on a free port of 127.0.0.1 until :meth:`stop`; ``base`` is its URL."""
+    """Serves ``route`` on a free port of 127.0.0.1 until :meth:`stop`; ``base`` is its URL.
+    The HTTP is tests/support's page server, with keep-alive connections."""
 
     def __init__(self, route: Route) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                answer = route(self.path.split("?", 1)[0])
-                if answer is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", answer.content_type)
-                self.send_header("Content-Length", str(len(answer.body)))
-                self.send_header("Cache-Control", answer.cache)
-                self.end_headers()
-                self.wfile.write(answer.body)
-
-            def log_message(self, format: str, *args: Any) -> None:
+        def answer(request: Request) -> Reply | None:
+            if request.method not in ("GET", "HEAD"):
                 return None
+            found = route(request.route)
+            if found is None:
+                return None
+            return Reply(200, found.body, found.content_type, {"Cache-Control": found.cache})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.pages = PageServer(keep_alive=True)
+        self.pages.handle(answer)
+        self.base = self.pages.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.pages.close()

@@ -16,27 +16,25 @@ import mmap
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from player.framepoints import DARK, sample_points
+from tests.support.display import DisplayProcess
+from tests.support.process import CREDENTIALS
+
+T = TypeVar("T")
+# What the developer's session may set that would turn a benchmark's display to another screen.
+FOREIGN = ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND")
 
 ROOT = Path(__file__).resolve().parents[2]
-
-ROLES = ("browser", "render", "gpu", "zygote", "utility", "other")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # -- the X server and its framebuffer -------------------------------------------------------
@@ -87,13 +85,6 @@ def xvfb(width: int, height: int) -> Iterator[XServer]:
         server.terminate()
         server.wait(10)
         shutil.rmtree(fbdir, ignore_errors=True)
-
-
-def sample_points(width: int, height: int) -> list[tuple[int, int]]:
-    """The 13 points player/renderer/webslot.py's classify_frame reads: a 3x3 grid at the
-    quarters and the four corners."""
-    points = [(width * i // 4, height * j // 4) for i in (1, 2, 3) for j in (1, 2, 3)]
-    return [*points, (1, 1), (width - 2, 1), (1, height - 2), (width - 2, height - 2)]
 
 
 class Framebuffer:
@@ -156,120 +147,11 @@ def classify(pixels: list[tuple[int, int, int]]) -> str:
     """ "black" (every point near black: an unpainted view, a cleared window, the bare root,
     or a black frame), "white" (every point near white: a page before its styles), else
     "content". A cross-fade between two items of ours is never either."""
-    if all(max(pixel) < 16 for pixel in pixels):
+    if all(max(pixel) < DARK for pixel in pixels):
         return "black"
     if all(min(pixel) > 239 for pixel in pixels):
         return "white"
     return "content"
-
-
-# -- memory of a process tree ---------------------------------------------------------------
-
-
-def process_tree(root: int) -> list[tuple[int, int]]:
-    """``root`` and all its descendants, as (pid, parent pid)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stream:
-                fields = stream.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [(root, 0)]
-    while todo:
-        pid, parent = todo.pop()
-        tree.append((pid, parent))
-        todo.extend((child, pid) for child in children.get(pid, []))
-    return tree
-
-
-def _chromium_type(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            arguments = stream.read().split(b"\0")
-    except OSError:
-        return ""
-    for argument in arguments:
-        if argument.startswith(b"--type="):
-            return argument[len(b"--type=") :].decode(errors="replace")
-    return ""
-
-
-def role_of(pid: int, parent: int, root: int) -> str:
-    """The root is the browser process (Chromium's browser runs inside Qt's process); a
-    render process is forked by a zygote and keeps its command line (--type=zygote), so a
-    zygote whose parent is a zygote is a render process; the rest go by their --type."""
-    if pid == root:
-        return "browser"
-    kind = _chromium_type(pid)
-    if kind == "zygote" and _chromium_type(parent) == "zygote":
-        return "render"
-    if kind == "renderer":
-        return "render"
-    if kind == "gpu-process":
-        return "gpu"
-    return kind if kind in ROLES else "other"
-
-
-def _smaps_rollup(pid: int) -> tuple[float, float, float] | None:
-    """(PSS, RSS, anonymous) of one process in MB; None if it ended meanwhile."""
-    pss = rss = anon = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as stream:
-            for line in stream:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-                elif line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Anonymous:"):
-                    anon = int(line.split()[1])
-    except OSError:
-        return None
-    return pss / 1024, rss / 1024, anon / 1024
-
-
-def tree_memory(root: int) -> dict[str, Any]:
-    """PSS and RSS (MB) of ``root`` and its descendants, summed and by role (``role_of``)."""
-    by_role: dict[str, dict[str, float]] = {}
-    total_pss = total_rss = 0.0
-    count = 0
-    for pid, parent in process_tree(root):
-        figures = _smaps_rollup(pid)
-        if figures is None:
-            continue
-        pss, rss, anon = figures
-        role = by_role.setdefault(
-            role_of(pid, parent, root), {"count": 0, "pss_mb": 0.0, "rss_mb": 0.0, "anon_mb": 0.0}
-        )
-        role["count"] += 1
-        role["pss_mb"] += pss
-        role["rss_mb"] += rss
-        # Anonymous memory (heaps, V8, GL buffers): the part no other process shares.
-        role["anon_mb"] += anon
-        total_pss += pss
-        total_rss += rss
-        count += 1
-    return {"pss_mb": total_pss, "rss_mb": total_rss, "processes": count, "by_role": by_role}
-
-
-def foreign_engine_processes(root: int) -> int:
-    """QtWebEngineProcess processes on this machine outside ``root``'s tree: they map the same
-    libraries, so while they run, the tree's PSS reads lower than it would alone."""
-    ours = {pid for pid, _ in process_tree(root)}
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in ours:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as stream:
-                if b"QtWebEngineProcess" in stream.read(4096):
-                    count += 1
-        except OSError:
-            continue
-    return count
 
 
 # -- processes under test -------------------------------------------------------------------
@@ -296,15 +178,32 @@ def private_qt(directory: Path) -> Path:
     return target
 
 
+def while_alive(display: Display, test: Callable[[], T]) -> Callable[[], T]:
+    """``test``, which fails at once when ``display`` has exited (no waiting out the timeout
+    on a process that is gone)."""
+
+    def check() -> T:
+        if not display.alive():
+            raise RuntimeError(f"pdn display exited; see {display.log_path}")
+        return test()
+
+    return check
+
+
 def _environment(server: XServer, checkout: Path, qt: Path | None) -> dict[str, str]:
-    env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
-    for name in ("WAYLAND_DISPLAY", "QTWEBENGINE_CHROMIUM_FLAGS", "QT_QUICK_BACKEND"):
-        env.pop(name, None)
-    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
-        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    env = {"DISPLAY": server.display}
     # The checkout's packages first, whatever the virtual environment has installed.
     env["PYTHONPATH"] = os.pathsep.join([str(checkout), *([str(qt)] if qt else [])])
     return env
+
+
+def _process_environment(server: XServer, qt: Path | None) -> dict[str, str]:
+    """The whole environment of a process of this checkout on ``server`` (the bare view)."""
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
+    env["QT_QPA_PLATFORM"] = "xcb"
+    if os.geteuid() == 0:  # Chromium refuses its sandbox as root
+        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
+    return {**env, **_environment(server, ROOT, qt)}
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
@@ -317,8 +216,10 @@ def _stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
             process.wait()
 
 
-class Display:
-    """``pdn display`` of ``checkout`` on the X server, with its own data directory."""
+class Display(DisplayProcess):
+    """``pdn display`` of ``checkout`` on the X server (tests/support's display process, run
+    from the checkout), in ``workdir/name``, named "bench", in UTC; ``qt``: a private copy
+    of PySide6 it runs on (:func:`private_qt`)."""
 
     def __init__(
         self,
@@ -329,44 +230,17 @@ class Display:
         name: str,
         qt: Path | None = None,
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config_path = workdir / f"{name}.toml"
-        config_path.write_text(config)
-        self.log_path = workdir / f"{name}.log"
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "server.cli",
-                "display",
-                "--port",
-                str(self.port),
-                "--data-dir",
-                str(workdir / f"{name}-data"),
-                "--config",
-                str(config_path),
-                "--name",
-                "bench",
-                "--timezone",
-                "UTC",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+        super().__init__(
+            workdir / name,
+            ["--name", "bench", "--timezone", "UTC"],
+            config=config,
+            platform="xcb",
             env=_environment(server, checkout, qt),
+            unset=(*CREDENTIALS, *FOREIGN),
             cwd=checkout,
         )
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if self.request("GET", "/")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"pdn display did not start; see {self.log_path}")
-            time.sleep(0.2)
+        self.log_path = self.log
+        self.start().wait_ready(timeout=90)
 
     def request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = ""
@@ -395,20 +269,8 @@ class Display:
         if status != 202:
             raise RuntimeError(f"POST /schedule (CDS): {status} {answer}")
 
-    def playback(self) -> dict[str, Any]:
-        record: dict[str, Any] = self.request("GET", "/playback/")[1]
-        return record
-
-    def health(self) -> dict[str, Any]:
-        body: dict[str, Any] = self.request("GET", "/x/health")[1]
-        return body
-
     def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        _stop(self.process)
-        self._log.close()
+        return self.running
 
 
 class BareView:
@@ -421,7 +283,7 @@ class BareView:
             [sys.executable, "-m", "tests.bench.bench_memory", "--floor-child", url],
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=_environment(server, ROOT, qt),
+            env=_process_environment(server, qt),
             cwd=ROOT,
         )
         assert self.process.stdout is not None

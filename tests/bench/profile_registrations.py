@@ -15,50 +15,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.bench.fleetbench import cpu_seconds, load, parallel, rss_mib  # noqa: E402
+from tests.bench.fleetbench import (  # noqa: E402
+    cpu_seconds,
+    fleet_scheduler,
+    load,
+    parallel,
+    rss_mib,
+)
 from tests.support.pgserver import PgServer  # noqa: E402
 from tests.support.ports import free_port  # noqa: E402
+from tests.support.process import PDN_MODULE  # noqa: E402
+from tests.support.scheduler import SchedulerProcess  # noqa: E402
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
 def start_scheduler(
     database: str, work: Path, n: int, sample: bool, max_backoff: float | None
-) -> tuple[Any, str]:
-    port = free_port()
-    env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_MAX_SUBSCRIPTIONS": "50000"}
-    if max_backoff is not None:
-        env["PDN_PROBE_MAX_BACKOFF"] = str(max_backoff)
-    env.pop("PDN_API_TOKEN", None)
-    command = [sys.executable]
-    if sample:
-        command += [str(ROOT / "tests/bench/stack_sampler.py"), str(work / f"stacks{n}.txt")]
-    command += ["-m", "server.cli", "scheduler", "--port", str(port)]
-    command += ["--data-dir", str(work / f"s{n}")]
-    log = open(work / f"s{n}.log", "wb")  # noqa: SIM115
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/x/schedules", timeout=2).ok:
-                return process, url
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"scheduler {n} did not start")
+) -> SchedulerProcess:
+    env = {} if max_backoff is None else {"PDN_PROBE_MAX_BACKOFF": str(max_backoff)}
+    program = list(PDN_MODULE)
+    if sample:  # the stack sampler runs the scheduler's module in its own process
+        sampler = [str(ROOT / "tests/bench/stack_sampler.py"), str(work / f"stacks{n}.txt")]
+        program = [PDN_MODULE[0], *sampler, *PDN_MODULE[1:]]
+    return fleet_scheduler(database, work / f"s{n}", env=env, program=program)
 
 
 def register(urls: list[str], closed: str, first: int, count: int) -> list[int]:
@@ -83,15 +72,14 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-registrations-"))
     pg = PgServer.start(max_connections=200)
-    processes: list[Any] = []
+    processes: list[SchedulerProcess] = []
     results: dict[str, Any] = {"load_at_start": os.getloadavg()}
     try:
         database = pg.create_database("bench")
-        started = [
+        processes = [
             start_scheduler(database, work, n, args.sample, args.max_backoff) for n in range(2)
         ]
-        processes = [p for p, _ in started]
-        urls = [u for _, u in started]
+        urls = [p.url for p in processes]
         closed = f"http://127.0.0.1:{free_port()}"
         registered = 0
         for size in (0, 2000, args.upto):
@@ -137,8 +125,7 @@ def main() -> int:
         results["load_at_end"] = os.getloadavg()
     finally:
         for process in processes:
-            process.terminate()
-            process.wait(30)
+            process.stop(30)
         pg.stop()
     print(json.dumps(results, indent=2))
     print("work directory:", work)

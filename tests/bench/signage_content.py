@@ -169,29 +169,25 @@ def require_ffmpeg(purpose: str = "to make the benchmark's images and WebM video
     return found
 
 
+def lavfi_image(source: str, path: Path) -> Path:
+    """One frame of an FFmpeg filter ``source`` (``color=c=0xff0000:s=1920x1080``, say) as
+    the picture ``path`` (its format from its name; a JPEG at quality 3)."""
+    quality = ["-q:v", "3"] if path.suffix == ".jpg" else []
+    subprocess.run(
+        [require_ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i", source,
+         "-frames:v", "1", *quality, str(path)],
+        check=True, timeout=60,
+    )  # fmt: skip
+    return path
+
+
 def make_media(directory: Path) -> tuple[list[Image], list[str]]:
     """The images and videos, made once into ``directory`` (kept between runs).
     Returns (images, video file names)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, source in IMAGE_SOURCES:
         if not (directory / name).exists():
-            subprocess.run(
-                [
-                    require_ffmpeg(),
-                    "-v",
-                    "error",
-                    "-y",
-                    "-f",
-                    "lavfi",
-                    "-i",
-                    source,
-                    "-frames:v",
-                    "1",
-                    *(["-q:v", "3"] if name.endswith(".jpg") else []),
-                    str(directory / name),
-                ],
-                check=True,
-            )
+            lavfi_image(source, directory / name)
     for name, source, codec in VIDEO_SOURCES:
         if not (directory / name).exists():
             subprocess.run(

@@ -40,8 +40,8 @@ def main() -> int:
 
     from player.playitem import PlayItem
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.player.conftest import Reports
     from tests.support.pixels import process_for, wait_until
+    from tests.support.reports import Reports
 
     _app = QGuiApplication(["stage-midfade-shot"])
     site = LoopbackSite(_page)

@@ -26,15 +26,17 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from player.framepoints import sample_points
 from tests.bench.bench_memory import commit_of, snapshot
 from tests.bench.loopback import Answer, LoopbackSite
-from tests.bench.memory_tools import Display, XServer, process_tree, sample_points
-from tests.bench.signage_content import page
+from tests.bench.memory_tools import Display, XServer, while_alive
+from tests.bench.proctree import process_cpu, tree_cpu
+from tests.bench.signage_content import lavfi_image, page
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
+from tests.support.waiting import wait_for_value
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cds", "server", "player", "pyproject.toml")  # what a display runs from
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 RGB = tuple[int, int, int]
 
 
@@ -86,16 +88,10 @@ def started_at(record: dict[str, Any]) -> float:
 def wait_record(
     display: Display, test: Callable[[dict[str, Any]], bool], timeout: float, poll: float = 0.1
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = display.playback()
-        if test(record):
-            return record
-        if time.monotonic() > deadline or not display.alive():
-            raise RuntimeError(
-                f"waited {timeout:g} s in vain; the screen shows {record}; see {display.log_path}"
-            )
-        time.sleep(poll)
+    """The first playback record ``test`` accepts; fails at once if the display exits."""
+    return wait_for_value(
+        while_alive(display, display.playback), test, timeout, "a playback record as wanted", poll
+    )
 
 
 def shows(url: str) -> Callable[[dict[str, Any]], bool]:
@@ -104,36 +100,6 @@ def shows(url: str) -> Callable[[dict[str, Any]], bool]:
 
 def on_base(record: dict[str, Any]) -> bool:
     return record.get("origin") == "schedule"
-
-
-# -- CPU time ---------------------------------------------------------------------------------
-
-
-def _ticks(pid: int, children: bool) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stream:
-            fields = stream.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # After the command: state is field 3, so utime (14), stime, cutime, cstime are 11..14.
-    return sum(int(value) for value in fields[11 : 15 if children else 13])
-
-
-def tree_cpu(root: int) -> float:
-    """CPU seconds used so far by ``root`` and its descendants. Each live process counts its
-    own time and, through cutime/cstime, that of the children it has reaped (a render
-    process that ended is in its zygote's figure), so every process is counted once."""
-    total = 0
-    for pid, _ in process_tree(root):
-        ticks = _ticks(pid, children=True)
-        total += ticks or 0
-    return total / CLOCK_TICKS
-
-
-def process_cpu(pid: int | None) -> float:
-    """CPU seconds of one process (its own, not its children's); 0 when there is none."""
-    ticks = _ticks(pid, children=False) if pid is not None else None
-    return (ticks or 0) / CLOCK_TICKS
 
 
 def xvfb_pid(server: XServer) -> int | None:
@@ -259,26 +225,11 @@ class LocalPages:
 
 
 def make_still(directory: Path, name: str, colour: RGB, size: str = "1920x1080") -> Path:
-    """A PNG of one colour (for a base between items that is never blank)."""
+    """A PNG of one colour (for a base between items that is never blank), made once."""
     path = directory / name
     if not path.exists():
         directory.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                require_ffmpeg(),
-                "-v",
-                "error",
-                "-y",
-                "-f",
-                "lavfi",
-                "-i",
-                f"color=c=0x{hex_of(colour)}:size={size}",
-                "-frames:v",
-                "1",
-                str(path),
-            ],
-            check=True,
-        )
+        lavfi_image(f"color=c=0x{hex_of(colour)}:size={size}", path)
     return path
 
 

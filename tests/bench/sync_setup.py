@@ -14,7 +14,6 @@ from pathlib import Path
 from cds.parser import parse
 from cds.playlist import Playlist
 from player.medialength import media_length
-from tests.bench.memory_tools import process_tree
 from tests.bench.sync_tools import (
     PALETTE,
     numbered_video,
@@ -37,16 +36,6 @@ def cpu_busy() -> tuple[float, float]:
         fields = [float(v) for v in stream.readline().split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields) - idle, sum(fields)
-
-
-def tree_cpu(root: int) -> float:
-    total = 0.0
-    for pid, _ in process_tree(root):
-        with contextlib.suppress(OSError, IndexError):
-            with open(f"/proc/{pid}/stat") as stream:
-                fields = stream.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
 
 
 def autogroup() -> str | None:

@@ -21,13 +21,13 @@ No Qt is imported here.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.bench.video_tools import reap, require_ffmpeg
+from tests.bench.signage_content import lavfi_image
+from tests.bench.video_tools import require_ffmpeg, stop_recording
 
 COLUMNS, ROWS = 16, 9
 FPS = 30
@@ -87,12 +87,7 @@ def picture_video(path: Path, size: tuple[int, int], seconds: float, fps: int = 
 
 def solid_png(path: Path, size: tuple[int, int], colour: RGB) -> Path:
     hex_colour = "".join(f"{c:02x}" for c in colour)
-    subprocess.run(
-        [require_ffmpeg(), "-v", "error", "-y", "-f", "lavfi",
-         "-i", f"color=c=0x{hex_colour}:s={size[0]}x{size[1]}", "-frames:v", "1", str(path)],
-        check=True, timeout=60,
-    )  # fmt: skip
-    return path
+    return lavfi_image(f"color=c=0x{hex_colour}:s={size[0]}x{size[1]}", path)
 
 
 @dataclass(frozen=True)
@@ -161,11 +156,7 @@ class ScreenRecorder:
         self.cpu_s = 0.0
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.write(b"q")
-            self.process.stdin.close()
-        self.cpu_s = reap(self.process, 30)
+        self.cpu_s = stop_recording(self.process, 30)
         self._log.close()
 
     def start_time(self) -> float:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench.bare_scene import start_view
 from tests.bench.memory_tools import xvfb
 from tests.bench.stage_tools import CpuTrace
 from tests.bench.video_tools import CODECS, CodeReader, StripRecorder, Video, plays, probe
@@ -39,56 +38,38 @@ Item {
 }
 """
 
-VIEWER = textwrap.dedent(
-    """
-    import sys, time
-    from PySide6.QtCore import QTimer, QUrl
-    from PySide6.QtGui import QColor, QGuiApplication
-    from PySide6.QtMultimedia import QMediaPlayer
-    from PySide6.QtQuick import QQuickView
+PLAYER = """
+from PySide6.QtMultimedia import QMediaPlayer
 
-    app = QGuiApplication(sys.argv)
-    view = QQuickView()
-    view.setColor(QColor(0, 0, 0))
-    view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
-    view.setSource(QUrl.fromLocalFile(sys.argv[1]))
-    view.setGeometry(0, 0, 1920, 1080)
-    view.show()
-    player = view.rootObject().findChild(QMediaPlayer, "player")
-    player.setSource(QUrl.fromLocalFile(sys.argv[2]))
+player = view.rootObject().findChild(QMediaPlayer, "player")
+player.setSource(QUrl.fromLocalFile(sys.argv[4]))
 
-    def status(value):
-        if value == QMediaPlayer.MediaStatus.EndOfMedia:
-            print("ended", time.time(), flush=True)
-            QTimer.singleShot(500, app.quit)
+def status(value):
+    if value == QMediaPlayer.MediaStatus.EndOfMedia:
+        print("ended", time.time(), flush=True)
+        QTimer.singleShot(500, app.quit)
 
-    def started():
-        print("playing", time.time(), flush=True)
-        player.play()
+def started():
+    print("playing", time.time(), flush=True)
+    player.play()
 
-    player.mediaStatusChanged.connect(status)
-    QTimer.singleShot(int(sys.argv[3]), started)
-    QTimer.singleShot(int(sys.argv[4]), app.quit)  # a video that never ends
-    sys.exit(app.exec())
-    """
-)
+player.mediaStatusChanged.connect(status)
+QTimer.singleShot(int(sys.argv[5]), started)
+QTimer.singleShot(int(sys.argv[6]), app.quit)  # a video that never ends
+sys.exit(app.exec())
+"""
 
 
 def bare_player(video: Video, workdir: Path) -> dict[str, Any]:
     """``video`` played once by the bare scene, recorded; frames read and CPU of the process
     from 1.5 s after it started playing to 1 s before its end."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    scene, viewer = workdir / "video_ceiling.qml", workdir / "video_ceiling_viewer.py"
-    scene.write_text(SCENE_QML)
-    viewer.write_text(VIEWER)
     limit_ms = START_AFTER_MS + round(video.seconds * 1000) + 15_000
     with xvfb(1920, 1080) as server:
-        env = dict(os.environ, DISPLAY=server.display, QT_QPA_PLATFORM="xcb")
         recorder = StripRecorder(server.display, workdir / f"ceiling-{video.codec.name}.nut")
-        process = subprocess.Popen(
-            [sys.executable, str(viewer), str(scene), str(video.path.resolve()),
-             str(START_AFTER_MS), str(limit_ms)],
-            env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        arguments = [str(video.path.resolve()), str(START_AFTER_MS), str(limit_ms)]
+        process = start_view(
+            server, workdir, "video_ceiling", SCENE_QML, PLAYER, (1920, 1080), arguments,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         trace = CpuTrace(process.pid, None)
         trace.start()

@@ -27,18 +27,17 @@ import resource
 import signal
 import struct
 import subprocess
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from tests.bench.memory_tools import process_tree
+from tests.bench.proctree import process_tree
 from tests.bench.signage_content import require_ffmpeg as require_ffmpeg_for
 from tests.bench.stats import percentile
+from tests.support.pages import PageServer, Reply, Request
 
 WIDTH, HEIGHT, FPS = 1920, 1080, 30
 BLOCKS, BLOCK_W, ROW_H = 16, 120, 64
@@ -98,6 +97,16 @@ def reap(process: subprocess.Popen[bytes], timeout: float) -> float:
     process.send_signal(signal.SIGKILL)
     process.wait()
     return 0.0
+
+
+def stop_recording(process: subprocess.Popen[bytes], timeout: float) -> float:
+    """Ends an ffmpeg recording (``q`` on its input, so the file is complete) and reaps it:
+    the CPU seconds it used (:func:`reap`)."""
+    with contextlib.suppress(OSError):
+        assert process.stdin is not None
+        process.stdin.write(b"q")
+        process.stdin.close()
+    return reap(process, timeout)
 
 
 @dataclass(frozen=True)
@@ -188,72 +197,44 @@ class MediaSite:
     ``/solid/<rrggbb>.html``, a page of one colour. HEAD too."""
 
     def __init__(self, files: dict[str, tuple[bytes, str]]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_HEAD(self) -> None:
-                self._answer(body=False)
-
-            def do_GET(self) -> None:
-                self._answer(body=True)
-
-            def _answer(self, body: bool) -> None:
-                path = self.path.split("?", 1)[0]
-                name = path.rsplit("/", 1)[-1]
-                if path.startswith("/media/") and name in files:
-                    data, kind = files[name]
-                elif path.startswith("/solid/") and len(name) == len("rrggbb.html"):
-                    data, kind = solid_page(name[:6]), "text/html; charset=utf-8"
-                else:
-                    self.send_error(404)
-                    return
-                start, end, status = 0, len(data) - 1, 200
-                asked = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range") or "")
-                if asked and path.startswith("/media/") and (asked[1] or asked[2]):
-                    if asked[1]:
-                        start = int(asked[1])
-                        end = min(int(asked[2]), end) if asked[2] else end
-                    else:
-                        start = max(0, len(data) - int(asked[2]))
-                    if start > end:
-                        self.send_response(416)
-                        self.send_header("Content-Range", f"bytes */{len(data)}")
-                        self.send_header("Content-Length", "0")
-                        self.end_headers()
-                        return
-                    status = 206
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(end - start + 1))
-                self.send_header("Accept-Ranges", "bytes")
-                if status == 206:
-                    self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
-                self.send_header(
-                    "Cache-Control", "no-store" if kind.startswith("text") else "max-age=3600"
-                )
-                self.end_headers()
-                if body:
-                    with contextlib.suppress(OSError):  # a player that has read enough
-                        self.wfile.write(data[start : end + 1])
-
-            def log_message(self, format: str, *args: Any) -> None:
+        def answer(request: Request) -> Reply | None:
+            path = request.route
+            name = path.rsplit("/", 1)[-1]
+            if request.method not in ("GET", "HEAD"):
                 return None
+            if path.startswith("/media/") and name in files:
+                data, kind = files[name]
+            elif path.startswith("/solid/") and len(name) == len("rrggbb.html"):
+                data, kind = solid_page(name[:6]), "text/html; charset=utf-8"
+            else:
+                return None
+            start, end, status = 0, len(data) - 1, 200
+            headers = {
+                "Accept-Ranges": "bytes",
+                "Cache-Control": "no-store" if kind.startswith("text") else "max-age=3600",
+            }
+            asked = re.fullmatch(
+                r"bytes=(\d*)-(\d*)",
+                next((v for k, v in request.headers.items() if k.lower() == "range"), ""),
+            )
+            if asked and path.startswith("/media/") and (asked[1] or asked[2]):
+                if asked[1]:
+                    start = int(asked[1])
+                    end = min(int(asked[2]), end) if asked[2] else end
+                else:
+                    start = max(0, len(data) - int(asked[2]))
+                if start > end:
+                    return Reply(416, b"", kind, {"Content-Range": f"bytes */{len(data)}"})
+                status = 206
+                headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            return Reply(status, data[start : end + 1], kind, headers)
 
-        self.server = QuietServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.pages = PageServer(keep_alive=True)
+        self.pages.handle(answer)
+        self.base = self.pages.url
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class QuietServer(ThreadingHTTPServer):
-    """A player that has read enough closes its connection: no traceback for that."""
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return None
+        self.pages.close()
 
 
 def solid_page(colour: str) -> bytes:
@@ -528,11 +509,7 @@ class StripRecorder:
 
     def stop(self) -> None:
         """Ends the recording (``q``, so the file is complete) and reaps ffmpeg."""
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.write(b"q")
-            self.process.stdin.close()
-        self.cpu_s = reap(self.process, 20)
+        self.cpu_s = stop_recording(self.process, 20)
         self.seconds = time.time() - self.started
         if self.process.stderr is not None:
             errors = self.process.stderr.read().decode(errors="replace").strip()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ import pytest
 
 from player.renderer.options import prepare_process
 from tests.support.pages import PageServer, Reply, Request
+from tests.support.reports import Reports
 
 if TYPE_CHECKING:
     from player.renderer import KioskRenderer
@@ -96,34 +96,6 @@ def http_server() -> Iterator[LoopbackServer]:
     with PageServer(keep_alive=True) as server:
         server.handle(lambda request: answer(served, request))
         yield LoopbackServer(server.url, served, server.close)
-
-
-@dataclass
-class Reports:
-    """A RendererListener that records what the renderer reported."""
-
-    shown: list[tuple[int, datetime, float | None]] = field(default_factory=list)
-    failed: list[tuple[int, str]] = field(default_factory=list)
-    ended: list[int] = field(default_factory=list)
-    idle: list[datetime] = field(default_factory=list)
-
-    def item_shown(self, token: int, at: datetime, natural_duration: float | None) -> None:
-        self.shown.append((token, at, natural_duration))
-
-    def item_failed(self, token: int, reason: str) -> None:
-        self.failed.append((token, reason))
-
-    def item_ended(self, token: int) -> None:
-        self.ended.append(token)
-
-    def idle_shown(self, at: datetime) -> None:
-        self.idle.append(at)
-
-    def shown_tokens(self) -> list[int]:
-        return [token for token, _, _ in self.shown]
-
-    def failed_tokens(self) -> list[int]:
-        return [token for token, _ in self.failed]
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from PySide6.QtGui import QColor, QGuiApplication, QImage
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.wall import Wall
-from tests.player.conftest import LoopbackServer, Reports
+from tests.player.conftest import LoopbackServer
 from tests.support.pixels import near, process_for, rgb, wait_until
+from tests.support.reports import Reports
 
 pytestmark = pytest.mark.qt
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,14 @@ import requests
 from player.commands import run_command
 from player.power import WaylandOutputPower
 from player.renderer.compositor import ppm_frame_class
-from tests.support.compositor import CompositorDisplay, Sway, ppm_pixel, ppm_size, sway
+from tests.support.compositor import (
+    CompositorDisplay,
+    Sway,
+    black_window,
+    ppm_pixel,
+    ppm_size,
+    sway,
+)
 from tests.support.pages import PageServer, Reply, Request
 from tests.support.waiting import wait_until
 
@@ -165,16 +171,7 @@ def test_the_watchdog_catches_the_compositor_showing_black(
     wait_until(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
     # Another client's black fullscreen window over the display's: the compositor shows
     # black, the display's own window is still there and painting.
-    cover = subprocess.Popen(
-        [sys.executable, "-m", "tests.player.black_window"],
-        env=compositor.env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert cover.stdout is not None and cover.stdout.readline().strip() == "SHOWN"
+    with black_window(compositor):
         wait_until(lambda: ppm_frame_class(compositor.grim()) == "black", 10, lambda: "not black")
         wait_until(
             lambda: display.screen().get("right") is False,
@@ -184,11 +181,6 @@ def test_the_watchdog_catches_the_compositor_showing_black(
         screen = display.screen()
         assert "the compositor shows a black screen" in screen["problem"], screen
         assert screen["compositor"]["frame"] == "black"
-    finally:
-        assert cover.stdin is not None and cover.stdout is not None
-        cover.stdin.close()
-        cover.wait(15)
-        cover.stdout.close()
     # Recovered like any wrong screen: the display goes on, right again.
     wait_until(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
     assert ppm_frame_class(compositor.grim()) == "content"

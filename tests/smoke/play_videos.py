@@ -5,20 +5,19 @@ screen is read back (``GET /x/screenshot``) the whole time.
     python -m tests.smoke.play_videos [--display http://127.0.0.1:8080] [--seconds 4]
 
 The videos are made with Debian's ffmpeg (a solid colour each, so the screen says which one is
-on it) and served by Python's http.server on 127.0.0.1, a server without range requests, as the
-simplest one a user has. Passes (exit 0) when every video is reported shown by ``/playback/``,
-its colour is read on the screen, ``/x/health`` names its codec, and no screenshot taken from
-the first request to the end of the CDS is black. ``packaging/fresh-root.sh`` runs it against
-the display of ``bash packaging/dev.sh display`` on a bare Debian root.
+on it) and served whole from 127.0.0.1 by tests/support's page server, without range requests,
+as the simplest web server a user has. Passes (exit 0) when every video is reported shown by
+``/playback/``, its colour is read on the screen, ``/x/health`` names its codec, and no
+screenshot taken from the first request to the end of the CDS is black.
+``packaging/fresh-root.sh`` runs it against the display of ``bash packaging/dev.sh display`` on
+a bare Debian root.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import hashlib
-import http.server
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 import requests
 
 from tests.smoke.screenpoints import BLACK, RGB, near, read_points
+from tests.support.pages import PageServer
 from tests.support.videofiles import solid_video
 
 # name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
@@ -57,17 +57,13 @@ def make_videos(folder: Path, seconds: float) -> dict[str, Path]:
     return made
 
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-
-def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    handler = functools.partial(Quiet, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
+def serve(files: dict[str, Path]) -> PageServer:
+    """The videos on a page server of 127.0.0.1 (tests/support's), each file whole: no byte
+    ranges, as the simplest web server a user has."""
+    pages = PageServer()
+    for name, path in files.items():
+        pages.page(f"/{path.name}", path.read_bytes(), VIDEOS[name][3])
+    return pages
 
 
 class Screen:
@@ -150,7 +146,8 @@ def run(display: str, seconds: float) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="pdn-play-videos-") as work:
         folder = Path(work)
         files = make_videos(folder, seconds)
-        server, base = serve(folder)
+        server = serve(files)
+        base = server.url
         screen = Screen(display, folder)
         screen.start()
         try:
@@ -186,7 +183,7 @@ def run(display: str, seconds: float) -> list[str]:
                 headers={"Content-Type": "text/xml"},
                 timeout=10,
             )
-            server.shutdown()
+            server.close()
         black = screen.black()
         lines.append(f"screenshots: {len(screen.samples)}, black: {len(black)}")
         if not screen.samples or black:

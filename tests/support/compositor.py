@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -199,3 +200,25 @@ def _ids(user: str) -> tuple[int, int]:
 
 def _assign(env: dict[str, str]) -> list[str]:
     return [f"{key}={value}" for key, value in env.items()]
+
+
+@contextmanager
+def black_window(compositor: Compositor) -> Iterator[subprocess.Popen[str]]:
+    """A client's black fullscreen window on ``compositor``, shown (``SHOWN`` read from it);
+    closed at the end (its standard input closed, as it waits for)."""
+    client = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.black_window"],
+        env=compositor.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert client.stdout is not None and client.stdin is not None
+    try:
+        assert client.stdout.readline().strip() == "SHOWN"
+        yield client
+    finally:
+        client.stdin.close()
+        client.wait(15)
+        client.stdout.close()

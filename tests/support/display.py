@@ -13,6 +13,7 @@ from typing import Any
 
 import requests
 
+from tests.support.paths import REPO
 from tests.support.process import CREDENTIALS, PdnProcess
 from tests.support.waiting import wait_for_value
 
@@ -38,6 +39,7 @@ class DisplayProcess(PdnProcess):
         port: int | None = None,
         scheme: str = "http",
         listen_flag: bool = True,
+        cwd: Path = REPO,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir or folder / "data"
@@ -58,6 +60,7 @@ class DisplayProcess(PdnProcess):
             unset=unset,
             scheme=scheme,
             listen_flag=listen_flag,
+            cwd=cwd,
         )
 
     # -- the API a test reads ----------------------------------------------------------------

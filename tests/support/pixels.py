@@ -1,4 +1,4 @@
-"""Reading the renderer's pixels back: shared by the renderer tests and the benchmark."""
+"""Reading the renderer's pixels back: shared by the renderer tests and the benchmarks."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from server.scheduler.service import SchedulerService
-from tests.support.process import CREDENTIALS, PdnProcess
+from tests.support.process import CREDENTIALS, PDN_MODULE, PdnProcess
 
 LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <content-set name="lobby" type="inline">
@@ -44,7 +44,8 @@ def write(path: Path, data: bytes) -> None:
 
 class SchedulerProcess(PdnProcess):
     """``pdn scheduler --data-dir <folder>/data [args]``, up once ``GET /x/schedules``
-    answers. ``database``: a PostgreSQL URL (``PDN_DATABASE_URL``); SQLite files otherwise."""
+    answers. ``database``: a PostgreSQL URL (``PDN_DATABASE_URL``); SQLite files otherwise;
+    ``program``: what runs ``pdn`` (a profiler wrapped around it, say)."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class SchedulerProcess(PdnProcess):
         env: Mapping[str, str] | None = None,
         unset: Iterable[str] = (*CREDENTIALS, "PDN_DATABASE_URL"),
         port: int | None = None,
+        program: Sequence[str] = PDN_MODULE,
     ) -> None:
         settings = dict(env or {})
         if database is not None:
@@ -68,4 +70,5 @@ class SchedulerProcess(PdnProcess):
             probe="/x/schedules",
             env=settings,
             unset=unset,
+            program=program,
         )

@@ -13,8 +13,9 @@ import pytest
 
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
-from tests.player.conftest import COLOURS, LoopbackServer, Reports, write_png
+from tests.player.conftest import COLOURS, LoopbackServer, write_png
 from tests.support.pixels import near, rgb, wait_for_colour, wait_until
+from tests.support.reports import Reports
 
 pytestmark = pytest.mark.qt
 

@@ -9,8 +9,8 @@ import pytest
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.content import IDLE_TOKEN
 from player.renderer.idle import download_progress, idle_html
-from tests.player.conftest import Reports
 from tests.support.pixels import wait_until
+from tests.support.reports import Reports
 
 pytestmark = pytest.mark.qt
 

@@ -23,8 +23,9 @@ from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.content import Kind, classify
 from player.renderer.videoplayer import PlayerState
-from tests.player.conftest import LoopbackServer, Reports
+from tests.player.conftest import LoopbackServer
 from tests.support.pixels import near, process_for, rgb, uniform_colour, wait_until
+from tests.support.reports import Reports
 from tests.support.videofiles import solid_video
 from tests.support.videoscreen import blend_of
 

@@ -12,8 +12,9 @@ import pytest
 from player.memory import MemoryPlan, MemoryWatch, measure_tree
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
-from tests.player.conftest import COLOURS, LoopbackServer, Reports
+from tests.player.conftest import COLOURS, LoopbackServer
 from tests.support.pixels import FrameSampler, process_for, uniform_colour, wait_until
+from tests.support.reports import Reports
 
 pytestmark = pytest.mark.qt
 

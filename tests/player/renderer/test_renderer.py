@@ -14,7 +14,7 @@ import pytest
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.webslot import SlotState
-from tests.player.conftest import COLOURS, LoopbackServer, Reports, write_png
+from tests.player.conftest import COLOURS, LoopbackServer, write_png
 from tests.support.pixels import (
     FrameSampler,
     near,
@@ -25,6 +25,7 @@ from tests.support.pixels import (
     wait_until,
 )
 from tests.support.ports import free_port
+from tests.support.reports import Reports
 from tests.support.videoscreen import blend_of
 
 pytestmark = pytest.mark.qt

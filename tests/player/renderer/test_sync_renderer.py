@@ -23,8 +23,9 @@ from PySide6.QtCore import Qt
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.videoplayer import CUE_LEAD, PlayerState, VideoPlayer
-from tests.player.conftest import LoopbackServer, Reports, write_png
+from tests.player.conftest import LoopbackServer, write_png
 from tests.support.pixels import process_for, uniform_colour, wait_until
+from tests.support.reports import Reports
 from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.qt

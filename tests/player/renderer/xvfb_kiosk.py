@@ -34,8 +34,8 @@ def main() -> int:
 
     from player.playitem import PlayItem
     from player.renderer import KioskRenderer, RendererOptions
-    from tests.player.conftest import Reports
     from tests.support.pixels import near, process_for, rgb, wait_until
+    from tests.support.reports import Reports
 
     app = QApplication(["xvfb-kiosk"])
     renderer = KioskRenderer(

@@ -1,6 +1,7 @@
-"""A black fullscreen window, for test_wayland.py: covers the display on the compositor.
+"""A black fullscreen window on a compositor: covers the display (test_wayland), or is what
+the compositor shows (bench_compositor_check). Started by ``compositor.black_window``.
 
-    python -m tests.player.black_window
+    python -m tests.support.black_window
 
 Prints ``SHOWN`` once its first frame is out; exits when its standard input closes.
 """
