@@ -1,4 +1,4 @@
-"""Version skew (issue 25): a scheduler and a display one minor version apart work together.
+"""Version skew: a scheduler and a display one minor version apart work together.
 
 This checkout's scheduler against a display of the previous release, pdn 0.1.0 installed from
 its wheel into a venv of its own (tests/support/release.py), and the reverse: each a real process on

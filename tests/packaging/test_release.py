@@ -1,4 +1,4 @@
-"""Releases and the unattended rollback (issue 25), with install.sh --root and real releases.
+"""Releases and the unattended rollback, with install.sh --root and real releases.
 
 install.sh installs real wheels into a throwaway root (each release a venv of its own that
 reuses this checkout's dependencies: PDN_INSTALL_SITE_PACKAGES), the locked pip from the
@@ -460,7 +460,7 @@ def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
     from tests.support.release import release_venv
 
     root = tmp_path / "root"
-    # The layout install.sh made before issue 25: the project installed in place.
+    # The layout of pdn 0.1.0's install.sh: the project installed in place.
     release_venv(root / "opt/pdn/venv", wheels["previous"])
     (root / "opt/pdn/libexec").mkdir(parents=True)
     shutil.copy2(REPO / "packaging/pdn-display-start", root / "opt/pdn/libexec/pdn-display-start")

@@ -198,7 +198,7 @@ def test_a_finished_request_gives_way_to_the_idle_page_on_screen(
 
 
 def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> None:
-    """Issue 22, from a fresh data directory: the real process on 0.0.0.0."""
+    """Closed beyond loopback, from a fresh data directory: the real process on 0.0.0.0."""
     display = DisplayProcess(tmp_path, ["--host", "0.0.0.0"], platform="offscreen")
     data, url = display.data_dir, display.url
     try:
@@ -230,7 +230,7 @@ def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> No
 
 
 def test_a_display_serving_https_pairs_and_is_pinned(tmp_path: Path) -> None:
-    """Issue 22: [listen] tls on a fresh data directory: a self-signed certificate is made,
+    """[listen] tls on a fresh data directory: a self-signed certificate is made,
     its fingerprint is in --check-config, health and the pairing answer, and pdn ctl pairs on
     first use and schedules over HTTPS."""
     port = free_port()

@@ -1,4 +1,4 @@
-"""Synchronised items in a real kiosk renderer on Xvfb (issue 26): the switch on the due
+"""Synchronised items in a real kiosk renderer on Xvfb: the switch on the due
 instant (a page, a picture, a video, each prepared ahead), a video joining its turn late cued to
 the offset of now, and a playing video kept in step with the wall clock (a playback-rate nudge
 for a small lag, a seek for a large one).
@@ -22,7 +22,7 @@ from PySide6.QtCore import Qt
 
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
-from player.renderer.videolayer import CUE_LEAD, PlayerState, VideoPlayer
+from player.renderer.videoplayer import CUE_LEAD, PlayerState, VideoPlayer
 from tests.player.conftest import LoopbackServer, Reports, write_png
 from tests.support.pixels import process_for, uniform_colour, wait_until
 from tests.support.waiting import poll_until

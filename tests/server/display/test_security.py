@@ -347,7 +347,7 @@ def test_a_screenshot_is_not_a_free_read_beyond_loopback(
     make_screen: Callable[..., Screen],
 ) -> None:
     """The idle page shows the pairing code: read off the screen by someone in front of it, not
-    fetched over the network by anyone (issue 22: no secret in a screenshot)."""
+    fetched over the network by anyone (no secret in a screenshot)."""
     screen = make_screen()
     anonymous = screen.client("127.0.0.2").get("/x/screenshot")
     assert_error(anonymous, 401, "not-paired")

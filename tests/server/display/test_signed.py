@@ -1,4 +1,4 @@
-"""Signed webhooks on the display (issue 22): its playback updates are signed, and the signed
+"""Signed webhooks on the display: its playback updates are signed, and the signed
 updates it receives (a schedule, sensor readings) are verified. Signatures are made and checked
 with the ``standardwebhooks`` package, not with the project's own code."""
 

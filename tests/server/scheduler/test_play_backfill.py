@@ -1,4 +1,4 @@
-"""Every play accounted for (issue 25): a real ``pdn display`` process (on the run's shared X
+"""Every play accounted for: a real ``pdn display`` process (on the run's shared X
 server) registered with a scheduler that misses some of its playback updates; in the end the
 scheduler's ``GET /x/plays`` lists exactly the display's own play log, no gap, no duplicate.
 
@@ -260,7 +260,8 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     assert service is not None
     # Assigned before the display exists: it is pushed the schedule when it registers. The
     # scheduler subscribes to its playback updates at its first read of the display, held
-    # back here until the display has played a few items (the race of issue 25, made sure).
+    # back here until the display has played a few items (the race between the
+    # display's first plays and the subscription, made sure).
     assign_to_group(schedulers.url, content)
     gate = threading.Event()
     subscribe = service.prober._subscribe_playback
