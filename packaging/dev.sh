@@ -115,8 +115,13 @@ case "$job" in
         ruff format --check . >/dev/null || { ruff format --diff . | head -40; exit 1; }
         log "mypy"
         mypy
-        log "pytest"
-        exec pytest "$@"
+        # One worker a core, at most four (each runs its own Xvfb, Chromium and PostgreSQL);
+        # a test file stays on one worker, so its module fixtures start once. PDN_TEST_WORKERS
+        # sets the count (0: no workers, everything in this process).
+        workers=${PDN_TEST_WORKERS:-$(nproc)}
+        [ "$workers" -gt 4 ] && workers=4
+        log "pytest ($workers workers)"
+        exec pytest -n "$workers" --dist loadfile --durations=20 "$@"
         ;;
     *)
         log "unknown job '$job' (display, test or setup)"

@@ -35,12 +35,19 @@ _shared_x = contextlib.ExitStack()
 def pytest_configure(config: pytest.Config) -> None:
     """One Xvfb for the run, unless the run is told which Qt platform to use. Not a child of
     the test process: tests that measure this process's tree would count it."""
-    if os.environ.get("QT_QPA_PLATFORM"):
+    if os.environ.get("QT_QPA_PLATFORM") or _xdist_controller(config):
         return
     display = _shared_x.enter_context(xvfb(1280, 1024, detached=True))
     os.environ["DISPLAY"] = display
     os.environ["QT_QPA_PLATFORM"] = "xcb"
     os.environ.pop("WAYLAND_DISPLAY", None)
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """With ``-n N`` the process pytest starts only hands tests to its workers: each worker
+    starts its own Xvfb, this one needs none."""
+    workers = getattr(config.option, "numprocesses", None)
+    return bool(workers) and not hasattr(config, "workerinput")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
