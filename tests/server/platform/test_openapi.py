@@ -3,19 +3,13 @@ response of the running server (success and error) validates against its documen
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import requests
-from flask import Flask
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
 from server.content.app import create_app as create_content_app
@@ -26,74 +20,10 @@ from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from server.sensor.service import SensorService
 from server.sensor.source import FileSource
+from tests.support.openapi import Document, app_operations
 from tests.support.pages import PageServer
 from tests.support.scheduler import LOBBY
 from tests.support.waiting import wait_until
-
-
-class Document:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.data: dict[str, Any] = json.loads(
-            resources.files("server").joinpath(f"openapi/{name}.json").read_text()
-        )
-        self.registry: Registry[Any] = Registry().with_resource(
-            f"urn:pdn:{name}", Resource.from_contents(self.data, default_specification=DRAFT202012)
-        )
-        self.checked: set[tuple[str, str, int]] = set()
-
-    def operations(self) -> set[tuple[str, str]]:
-        return {
-            (path, method.upper())
-            for path, item in self.data["paths"].items()
-            for method in item
-            if method in ("get", "post", "put", "patch", "delete")
-        }
-
-    def check(self, response: requests.Response, path: str) -> None:
-        method = (response.request.method or "GET").lower()
-        status = response.status_code
-        operation = self.data["paths"][path][method]
-        documented = operation["responses"].get(str(status))
-        assert documented is not None, f"{method} {path} answered {status}: not documented"
-        pointer = f"/paths/{_escape(path)}/{method}/responses/{status}"
-        if "$ref" in documented:
-            pointer = documented["$ref"][1:]
-            documented = self.data["components"]["responses"][documented["$ref"].rsplit("/", 1)[1]]
-        self.checked.add((path, method, status))
-        for header, spec in documented.get("headers", {}).items():
-            assert not spec.get("required") or header in response.headers, (
-                f"{method} {path} {status}: no {header} header"
-            )
-        content = documented.get("content")
-        if content is None:
-            return
-        media = response.headers.get("Content-Type", "").split(";")[0]
-        key = media if media in content else "*/*"
-        assert key in content, f"{method} {path} {status}: {media}, documented {list(content)}"
-        if media != "application/json":
-            return
-        validator = jsonschema.Draft202012Validator(
-            {"$ref": f"urn:pdn:{self.name}#{pointer}/content/{_escape(key)}/schema"},
-            registry=self.registry,
-        )
-        validator.validate(response.json())
-
-
-def _escape(part: str) -> str:
-    return part.replace("~", "~0").replace("/", "~1")
-
-
-def app_operations(app: Flask) -> set[tuple[str, str]]:
-    found = set()
-    for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static":
-            continue
-        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
-        for method in rule.methods or ():
-            if method not in ("HEAD", "OPTIONS"):
-                found.add((path, method))
-    return found
 
 
 @pytest.mark.parametrize("name", ["scheduler", "content", "sensor"])

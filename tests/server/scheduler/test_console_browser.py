@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 import requests
 
-from player.config import DisplayConfig
-from player.follower import ScheduleFollower
-from server.display import create_app
-from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleet import LOCATION, Screen
-from tests.server.scheduler.test_fleetstatus import with_screen
-from tests.support.inprocess_display import build_display, cds, close_display
+from tests.support.fleet import Screen, with_screen
+from tests.support.inprocess_display import cds
+from tests.support.scheduler import start
 from tests.support.tools import require_tools
 from tests.support.waiting import wait_until
 
@@ -44,46 +40,18 @@ def debian_chromium() -> None:
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
     schedules = tmp_path / "schedules"
     schedules.mkdir()
-    service = SchedulerService(
-        data_dir=tmp_path / "scheduler",
-        schedules_dir=schedules,
-        refresh_interval=0.3,
-        token=TOKEN,
-    )
-    service.start()
-    service.server.start()
+    service = start(tmp_path / "scheduler", schedules, refresh_interval=0.3, token=TOKEN)
     yield service
     service.stop()
 
 
 @pytest.fixture
-def screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Screen]:
-    placeholder: Any = type("Placeholder", (), {"api_token": None})()
-    app = create_app(placeholder)
-    server = WsgiServer(app, "127.0.0.1", 0, name="console-display").start()
-    config = DisplayConfig(timezone="UTC", name="Reception", location=LOCATION)
-    display = build_display(app, server, tmp_path / "display", config)
-    display.url = server.url
-    follower = ScheduleFollower(
-        apply_cds=display.service.apply_cds,
-        display_url=lambda: server.url,
-        state_dir=tmp_path / "display",
-        register_url=scheduler.url,
-        location=LOCATION,
-        name="Reception",
-        groups=["lobby"],
-        token=TOKEN,
-        first_retry=0.1,
-        poll_interval=0.5,
-    )
-    follower.start()
-    made = Screen(display, server, follower, app, int(server.url.rsplit(":", 1)[1]))
+def screen(make_screen: Callable[..., Screen]) -> Screen:
+    """The display Reception, in the group lobby, registered with the operator token; its
+    screenshots the colour of what it shows."""
+    made = make_screen("Reception", groups=["lobby"], token=TOKEN)
     with_screen(made)
-    wait_until(lambda: scheduler.storage.display(server.url) is not None)
-    yield made
-    follower.stop()
-    server.stop()
-    close_display(display)
+    return made
 
 
 @pytest.fixture
@@ -124,17 +92,9 @@ def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except Exception:  # the page is changing under us: look again
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed it")
-        time.sleep(0.1)
+    """What the page shows once ``check`` finds it; an error meanwhile (the page changing
+    under the driver) counts as not yet."""
+    return wait_until(check, timeout, "the page never showed it", step=0.1, ignore=(Exception,))
 
 
 def test_console_in_chromium(

@@ -14,7 +14,7 @@ from server.cli import main
 from server.platform.exitcodes import EXIT_USAGE
 from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord
-from tests.server.scheduler.test_fleet import assign, put_schedule
+from tests.support.fleet import assign, put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
 

@@ -12,9 +12,6 @@ filled when it is back. On SQLite and PostgreSQL (``scheduler_backend``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,10 +22,12 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.player.test_process import ContentServer
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.display import DisplayProcess
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
+from tests.support.pages import PageServer, Reply
 from tests.support.ports import free_port
+from tests.support.process import CREDENTIALS
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
@@ -37,66 +36,43 @@ pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.usefixtures("schedul
 #: Seconds each item stays on screen: short, so twenty plays take seconds.
 ITEM = 0.6
 GROUP = "lobby"
+PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body></html>"
 
 
-class DisplayProcess:
-    """``pdn display`` registering with the scheduler at ``scheduler_url``."""
+class BackfillDisplay(DisplayProcess):
+    """``pdn display`` registering with the scheduler at ``scheduler_url``, in the group the
+    schedule is assigned to; its play log read through its API."""
 
     def __init__(
         self,
-        tmp: Path,
+        folder: Path,
         scheduler_url: str,
         env: dict[str, str] | None = None,
         port: int | None = None,
     ) -> None:
         """``port``: the one of a display stopped before (with the same data)."""
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "display.log"
-        config = tmp / "display.toml"
-        config.write_text(
-            f'name = "proof"\ntimezone = "UTC"\nregister = "{scheduler_url}"\n'
-            f'groups = ["{GROUP}"]\n'
-            '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
-            "[screen]\ncrossfade = 0\n"
+        super().__init__(
+            folder,
+            config=(
+                f'name = "proof"\ntimezone = "UTC"\nregister = "{scheduler_url}"\n'
+                f'groups = ["{GROUP}"]\n'
+                '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
+                "[screen]\ncrossfade = 0\n"
+            ),
+            env=env,
+            unset=(*CREDENTIALS, "PDN_DATABASE_URL"),
+            port=port,
         )
-        environ = {**os.environ, **(env or {})}
-        for name in ("PDN_API_TOKEN", "PDN_DATABASE_URL"):
-            environ.pop(name, None)
-        args = ["--port", str(self.port), "--data-dir", str(tmp / "data"), "--config", str(config)]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", "display", *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=environ,
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(self.url + "/", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:  # not listening yet, or busy starting
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pdn display did not come up:\n{self.text()}")
-            time.sleep(0.1)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
     def sequence(self) -> int:
-        record: dict[str, Any] = requests.get(self.url + "/playback/", timeout=5).json()
-        return int(record["sequence"])
+        return int(self.playback()["sequence"])
 
     def plays(self) -> list[dict[str, Any]]:
         """The display's whole play log."""
         found: list[dict[str, Any]] = []
         since = 0
         while True:
-            page = requests.get(
-                self.url + "/x/plays", params={"since": since, "limit": 1000}, timeout=5
-            ).json()["plays"]
+            page = self.get("/x/plays", params={"since": since, "limit": 1000}).json()["plays"]
             found += page
             if len(page) < 1000:
                 return found
@@ -104,15 +80,6 @@ class DisplayProcess:
 
     def wait_sequence(self, at_least: int, timeout: float = 60) -> int:
         return int(wait_until(lambda: (n := self.sequence()) >= at_least and n, timeout))
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 class Schedulers:
@@ -143,10 +110,10 @@ class Schedulers:
 
 
 @pytest.fixture
-def content() -> Iterator[ContentServer]:
-    server = ContentServer()
-    yield server
-    server.close()
+def content() -> Iterator[PageServer]:
+    """The items' pages: one small page at every path."""
+    with PageServer(default=Reply(200, PAGE)) as server:
+        yield server
 
 
 @pytest.fixture
@@ -161,28 +128,28 @@ def schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sche
 
 
 @pytest.fixture
-def start_display(tmp_path: Path) -> Iterator[Callable[..., DisplayProcess]]:
-    started: list[DisplayProcess] = []
+def start_display(tmp_path: Path) -> Iterator[Callable[..., BackfillDisplay]]:
+    started: list[BackfillDisplay] = []
 
     def start(
         scheduler_url: str, env: dict[str, str] | None = None, port: int | None = None
-    ) -> DisplayProcess:
-        display = DisplayProcess(tmp_path, scheduler_url, env, port)
+    ) -> BackfillDisplay:
+        display = BackfillDisplay(tmp_path / "display", scheduler_url, env, port)
         started.append(display)
-        return display
+        return display.start().wait_ready()
 
     yield start
     for display in started:
         display.stop()
 
 
-def loop_schedule(content: ContentServer) -> bytes:
+def loop_schedule(content: PageServer) -> bytes:
     """Four pages in turn, ITEM seconds each: every change of item is a play."""
     urls = [f"{content.url}/page-{n}.html" for n in range(4)]
     return cds(GROUP, *urls, extra=f"<preferred-duration>{ITEM} seconds</preferred-duration>")
 
 
-def assign_to_group(base: str, content: ContentServer) -> None:
+def assign_to_group(base: str, content: PageServer) -> None:
     assert put_schedule(base, "loop", loop_schedule(content)).status_code in (200, 201)
     answer = requests.post(
         f"{base}/x/assignments", json={"schedule": "loop", "group": GROUP}, timeout=5
@@ -208,7 +175,7 @@ def key(play: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def accounted_for(base: str, display: DisplayProcess, up_to: int) -> list[dict[str, Any]]:
+def accounted_for(base: str, display: BackfillDisplay, up_to: int) -> list[dict[str, Any]]:
     """Wait until the scheduler lists every play of the display's log up to sequence ``up_to``
     and no gap; then check it against the log: the same plays, each once, in order."""
 
@@ -249,8 +216,8 @@ def accounted_for(base: str, display: DisplayProcess, up_to: int) -> list[dict[s
 
 def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    start_display: Callable[..., BackfillDisplay],
+    content: PageServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from server.cli import main
@@ -293,8 +260,8 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
 
 def test_a_subscription_that_expired_is_made_again_and_its_plays_filled(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    start_display: Callable[..., BackfillDisplay],
+    content: PageServer,
 ) -> None:
     assign_to_group(schedulers.url, content)
     # The display gives up on a subscriber that fails for 2 s (else 24 h): with the updates
@@ -320,15 +287,15 @@ def test_a_subscription_that_expired_is_made_again_and_its_plays_filled(
     accounted_for(schedulers.url, display, last)
 
 
-def subscribed(display: DisplayProcess) -> bool:
+def subscribed(display: BackfillDisplay) -> bool:
     health = requests.get(display.url + "/x/health", timeout=5).json()
     return int(health["webhooks"].get("subscriptions") or 0) > 0
 
 
 def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
-    content: ContentServer,
+    start_display: Callable[..., BackfillDisplay],
+    content: PageServer,
 ) -> None:
     service = schedulers.service
     assert service is not None
@@ -362,8 +329,7 @@ def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     # Then it goes off (kill -9): its own update of three plays on comes in late, as one sent
     # just before would: a jump the scheduler cannot fill yet.
     (later,) = [p for p in display.plays() if p["sequence"] == known + 3]
-    display.process.kill()
-    display.process.wait(10)
+    display.kill()
     ingest = service._playback_subscriber(display.url)
     secret = service._playback_signing_secret(display.url)
     assert ingest is not None and secret is not None

@@ -26,7 +26,7 @@ from server.scheduler.storage import (
     Assignment,
     SchedulerStorage,
 )
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
 
