@@ -35,6 +35,14 @@ def start(tmp_path: Path, schedules_dir: Path | None, **options: object) -> Sche
     return service
 
 
+def lobby_folder(tmp_path: Path) -> Path:
+    """``tmp_path/schedules``, a schedules folder holding ``lobby.xml`` (``LOBBY``)."""
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "lobby.xml").write_bytes(LOBBY)
+    return folder
+
+
 def write(path: Path, data: bytes) -> None:
     """Write so the scheduler's watcher sees a new mtime even within one clock tick."""
     path.write_bytes(data)

@@ -20,10 +20,9 @@ from server.display import create_app as create_display_app
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.http import DOCS_POLICY
 from server.platform.wsgi import WsgiServer
-from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
-from tests.support.scheduler import LOBBY
+from tests.support.scheduler import lobby_folder
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import light_sensor
 
 SEGMENTS = ("display", "scheduler", "content", "sensor")
 
@@ -50,26 +49,11 @@ def serve_segment(name: str, tmp_path: Path) -> Iterator[str]:
             stack.callback(server.stop)
             yield server.url
         elif name == "scheduler":
-            schedules = tmp_path / "schedules"
-            schedules.mkdir()
-            (schedules / "lobby.xml").write_bytes(LOBBY)
-            scheduler = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-            scheduler.start()
-            scheduler.server.start()
+            scheduler = start_scheduler(tmp_path, lobby_folder(tmp_path))
             stack.callback(scheduler.stop)
             yield scheduler.url
         else:
-            reading = tmp_path / "lux"
-            reading.write_text("300")
-            sensor = SensorService(
-                FileSource(reading),
-                sensor_id="lux-1",
-                sensor_type="light",
-                data_dir=tmp_path / "sensor",
-                interval=60.0,
-            )
-            sensor.start()
-            sensor.server.start()
+            sensor = light_sensor(tmp_path, interval=60.0)
             stack.callback(sensor.stop)
             yield sensor.url
 

@@ -18,11 +18,11 @@ from server.platform.displaycreds import DisplayCredentials
 from server.platform.validation import PATTERNS
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
 from tests.support.openapi import Document, app_operations
 from tests.support.pages import PageServer
-from tests.support.scheduler import LOBBY
+from tests.support.scheduler import lobby_folder
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import light_sensor
 from tests.support.waiting import wait_until
 
 
@@ -36,12 +36,7 @@ def test_documents_are_openapi_3_1(name: str) -> None:
 
 @pytest.fixture
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    (schedules / "lobby.xml").write_bytes(LOBBY)
-    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-    service.start()
-    service.server.start()
+    service = start_scheduler(tmp_path, lobby_folder(tmp_path))
     yield service
     service.stop()
 
@@ -168,19 +163,9 @@ def test_content_document(tmp_path: Path, peer: PageServer) -> None:
 
 def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("sensor")
-    reading = tmp_path / "lux"
-    reading.write_text("300")
-    service = SensorService(
-        FileSource(reading),
-        sensor_id="lux-1",
-        sensor_type="light",
-        data_dir=tmp_path / "sensor",
-        interval=60.0,
-    )
-    assert app_operations(service.app) == document.operations()
-    service.start()
-    service.server.start()
+    service = light_sensor(tmp_path, interval=60.0)
     try:
+        assert app_operations(service.app) == document.operations()
         base = service.url
         check = document.check
         check(requests.get(f"{base}/", timeout=5), "/")
@@ -202,7 +187,7 @@ def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
             {"$ref": "urn:pdn:sensor#/components/schemas/SensorUpdate"},
             registry=document.registry,
         ).validate(update)
-        reading.unlink()
+        (tmp_path / "lux").unlink()
     finally:
         service.stop()
 

@@ -23,9 +23,10 @@ from server.content.service import ContentService
 from server.platform.tls import ensure_certificate, server_context
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
 from server.sensor.source import FileSource
 from tests.support.inprocess_display import Screen, cds
+from tests.support.sensor import start as start_sensor
+from tests.support.sensor import thermal_file
 from tests.support.waiting import wait_until
 
 PDN = str(Path(sys.executable).parent / "pdn")
@@ -160,21 +161,13 @@ def test_a_sensor_and_a_content_server_carry_the_token_paired_for_them(
         env=env,
     )
     assert result.returncode == 0, result.stderr
-    reading = tmp_path / "temp"
-    reading.write_text("41500\n")
-    sensor = SensorService(
-        FileSource(reading, scale=0.001),
-        sensor_id="hall-temp",
-        sensor_type="temperature",
-        data_dir=tmp_path / "sensor",
-        interval=0.5,
-        poll=0.05,
+    reading = FileSource(thermal_file(tmp_path, "41500"), scale=0.001)
+    sensor = start_sensor(
+        tmp_path / "sensor", reading, "hall-temp", "temperature", interval=0.5, poll=0.05
     )
     # The paired display is in the pairing store; the stranger is listed with no token.
     content = ContentService([BUILTIN_APPS], host="127.0.0.1", port=0, displays=[stranger.url])
     try:
-        sensor.start()
-        sensor.server.start()
         content.start()
         content.server.start()
         for screen in (paired, stranger):

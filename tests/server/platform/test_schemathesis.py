@@ -15,11 +15,10 @@ from server.content.displays import DisplayDirectory, Target, display_origin
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
-from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
 from tests.support.apifuzz import Finding, assert_agrees, run
-from tests.support.scheduler import LOBBY
+from tests.support.scheduler import lobby_folder
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import light_sensor
 
 #: Examples per operation in the fuzzing phase (the coverage phase adds its own).
 MAX_EXAMPLES = 50
@@ -58,12 +57,7 @@ def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
 
 
 def test_scheduler(tmp_path: Path) -> None:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    (schedules / "lobby.xml").write_bytes(LOBBY)
-    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-    service.start()
-    service.server.start()
+    service = start_scheduler(tmp_path, lobby_folder(tmp_path))
     try:
         result = run("scheduler", service.url, max_examples=MAX_EXAMPLES, allow=allowed_refusals)
     finally:
@@ -119,17 +113,7 @@ def test_content(content: tuple[str, AcceptingForwarder]) -> None:
 
 
 def test_sensor(tmp_path: Path) -> None:
-    reading = tmp_path / "lux"
-    reading.write_text("300")
-    service = SensorService(
-        FileSource(reading),
-        sensor_id="lux-1",
-        sensor_type="light",
-        data_dir=tmp_path / "sensor",
-        interval=3600.0,
-    )
-    service.start()
-    service.server.start()
+    service = light_sensor(tmp_path, interval=3600.0)
     try:
         result = run("sensor", service.url, max_examples=MAX_EXAMPLES)
     finally:

@@ -18,8 +18,8 @@ from server.platform.displaycreds import DisplayCredentials
 from server.platform.exitcodes import EPILOG, EXIT_START_FAILED
 from server.platform.net import local_address, url_host
 from server.sensor.source import FileSource
-from tests.server.sensor.test_sensor import start as start_sensor
 from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import start as start_sensor
 
 SEGMENTS = ("scheduler", "content", "sensor")
 
@@ -45,7 +45,7 @@ def content_app(tmp_path: Path) -> Iterator[Flask]:
 
 def sensor_app(tmp_path: Path) -> Iterator[Flask]:
     (tmp_path / "lux").write_text("300")
-    service = start_sensor(tmp_path, FileSource(tmp_path / "lux"), token="s3cret")
+    service = start_sensor(tmp_path / "sensor-data", FileSource(tmp_path / "lux"), token="s3cret")
     yield service.app
     service.stop()
 
