@@ -13,6 +13,7 @@ import pytest
 from server.scheduler.service import SchedulerService
 from tests.support.fleet import Screen, put_schedule, start_screen
 from tests.support.inprocess_display import cds
+from tests.support.lan import ENROLMENT, OPERATOR, Scheduler, start_lan_scheduler
 from tests.support.scheduler import start
 
 LOBBY_ITEM = "http://127.0.0.1:9/lobby.html"
@@ -86,3 +87,33 @@ def locked_scheduler(
     schedules = tmp_path / "s"
     schedules.mkdir()
     return run_scheduler("d", schedules, token=TOKEN)
+
+
+@pytest.fixture
+def make_scheduler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Scheduler]]:
+    """``make_scheduler(token=OPERATOR, enrolment=ENROLMENT, name=None, **options)``: a
+    scheduler beyond loopback (``tests.support.lan``) with that operator token, displays
+    enrolled with that token (none if None), its data in ``tmp_path/<name>`` (by default
+    ``scheduler<n>``, the n-th made; a name made before again: a restart) and displays read
+    every second unless ``options`` say otherwise; all closed at the end."""
+    made: list[Scheduler] = []
+
+    def make(
+        token: str | None = OPERATOR,
+        enrolment: str | None = ENROLMENT,
+        name: str | None = None,
+        **options: Any,
+    ) -> Scheduler:
+        if enrolment:
+            monkeypatch.setenv("PDN_ENROLMENT_TOKEN", enrolment)
+        else:
+            monkeypatch.delenv("PDN_ENROLMENT_TOKEN", raising=False)
+        folder = tmp_path / (name or f"scheduler{len(made)}")
+        made.append(start_lan_scheduler(folder, token, **{"refresh_interval": 1.0, **options}))
+        return made[-1]
+
+    yield make
+    for scheduler in made:
+        scheduler.close()

@@ -13,85 +13,24 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from server.scheduler.service import SchedulerService
+from tests.support.fleet import LOCATION
+from tests.support.lan import ENROLMENT, OPERATOR, Scheduler, assert_error, bearer
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
-from tests.support.tools import SourceClients
 from tests.support.waiting import wait_until
 
 PDN = str(Path(sys.executable).parent / "pdn")
-OPERATOR = "operator-token-0123456789abcdef"
-ENROLMENT = "enrolment-token-0123456789abcdef"
-LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <content-set name="lobby"><content-item content-type="text/html">
 <requires-file><sources><uri>http://example.org/a</uri></sources></requires-file>
 </content-item></content-set>
 """
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
-
-
-class Scheduler(SourceClients):
-    """A scheduler on 0.0.0.0 and clients of it from chosen loopback source addresses."""
-
-    def __init__(self, service: SchedulerService) -> None:
-        super().__init__(f"http://127.0.0.1:{service.server.port}")
-        self.service = service
-
-    def operator(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {OPERATOR}", **kwargs.pop("headers", {})}
-        return self.client("127.0.0.4").request(method, path, headers=headers, **kwargs)
-
-    def close(self) -> None:
-        super().close()
-        self.service.stop()
-
-
-@pytest.fixture
-def make_scheduler(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., Scheduler]]:
-    made: list[Scheduler] = []
-
-    def make(token: str | None = OPERATOR, enrolment: str | None = ENROLMENT) -> Scheduler:
-        if enrolment:
-            monkeypatch.setenv("PDN_ENROLMENT_TOKEN", enrolment)
-        else:
-            monkeypatch.delenv("PDN_ENROLMENT_TOKEN", raising=False)
-        service = SchedulerService(
-            data_dir=tmp_path / f"scheduler{len(made)}",
-            host="0.0.0.0",
-            port=0,
-            token=token,
-            refresh_interval=1.0,
-        )
-        service.start()
-        service.server.start()
-        made.append(Scheduler(service))
-        return made[-1]
-
-    yield make
-    for scheduler in made:
-        scheduler.close()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def assert_error(response: httpx.Response, status: int, error: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["error"] == error
-    message: str = body["message"]
-    return message
 
 
 def test_the_operator_token_guards_schedules_assignments_groups_and_broadcasts(
