@@ -7,7 +7,6 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -19,9 +18,8 @@ from flask import Flask
 
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
 from server.platform.wsgi import WsgiServer
+from tests.support.ctl import PDN, pdn_ctl
 from tests.support.inprocess_display import Display
-
-PDN = str(Path(sys.executable).parent / "pdn")
 
 
 @pytest.fixture(autouse=True)
@@ -33,14 +31,7 @@ def quick_heartbeat(display_server: tuple[Flask, WsgiServer]) -> Iterator[None]:
 
 
 def pdn(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PDN, "ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **env},
-    )
+    return pdn_ctl(*args, env=env)
 
 
 def tiny_png() -> bytes:

@@ -8,9 +8,7 @@ scheduler are distinct hosts, as on a LAN.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from tests.support.ctl import PDN, pdn_ctl
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
 from tests.support.ports import free_port
@@ -26,7 +25,6 @@ from tests.support.process import CREDENTIALS, PdnProcess
 from tests.support.scheduler import start as start_scheduler
 from tests.support.waiting import wait_until
 
-PDN = str(Path(sys.executable).parent / "pdn")
 SECRET_BODY = "THE-DISPLAY-SAID-THIS-7f3a"
 SIGNING_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
 
@@ -322,15 +320,8 @@ def test_a_sensor_sends_its_bearer_tokens_only_to_the_displays_they_were_made_fo
 
 
 def ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
-    return subprocess.run(
-        [PDN, "ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**environ, **env},
-    )
+    """``pdn ctl <args>`` with none of the developer's tokens, ``env`` set."""
+    return pdn_ctl(*args, env=env, unset=CREDENTIALS)
 
 
 def test_pdn_ctl_sends_each_token_only_to_the_origin_that_issued_it(tmp_path: Path) -> None:

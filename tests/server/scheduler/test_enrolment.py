@@ -9,22 +9,19 @@ real closed displays (engine, store, outbox, pairing) on their own waitress serv
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
+from tests.support.ctl import pdn_ctl
 from tests.support.fleet import LOCATION
 from tests.support.lan import ENROLMENT, OPERATOR, Scheduler, assert_error, bearer
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
 from tests.support.waiting import wait_until
 
-PDN = str(Path(sys.executable).parent / "pdn")
 LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <content-set name="lobby"><content-item content-type="text/html">
 <requires-file><sources><uri>http://example.org/a</uri></sources></requires-file>
@@ -194,12 +191,10 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
 ) -> None:
     scheduler = make_scheduler()
     scheduler.client("127.0.0.3").post("/displays", json={"url": peer.url, "location": LOCATION})
-    env = {**os.environ, "PDN_API_TOKEN": OPERATOR, "PDN_API_URL": scheduler.url}
+    env = {"PDN_API_TOKEN": OPERATOR, "PDN_API_URL": scheduler.url}
 
     def ctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [PDN, "ctl", *args], capture_output=True, text=True, timeout=60, check=False, env=env
-        )
+        return pdn_ctl(*args, env=env)
 
     # One serving HTTPS says which certificate it has: the operator compares it with its screen.
     pin = "sha256:" + "ab" * 32
