@@ -118,8 +118,12 @@ def start_screen(
     return screen
 
 
-def put_schedule(base: str, schedule_id: str, body: bytes) -> requests.Response:
-    return requests.put(f"{base}/x/schedules/{schedule_id}", data=body, headers=XML, timeout=5)
+def put_schedule(
+    base: str, schedule_id: str, body: bytes, token: str | None = None
+) -> requests.Response:
+    """``PUT /x/schedules/<id>``, with the operator ``token`` if given."""
+    headers = {**XML, "Authorization": f"Bearer {token}"} if token else XML
+    return requests.put(f"{base}/x/schedules/{schedule_id}", data=body, headers=headers, timeout=5)
 
 
 def assign(base: str, schedule: str, **target: str) -> requests.Response:

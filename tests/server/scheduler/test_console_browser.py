@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.fleet import Screen, with_screen
+from tests.support.fleet import Screen, put_schedule, with_screen
 from tests.support.inprocess_display import cds
 from tests.support.scheduler import start
 from tests.support.tools import require_tools
@@ -109,13 +109,7 @@ def test_console_in_chromium(
     assert shutil.which("chromium") or os.path.exists(CHROMIUM)
     base = scheduler.url
     red = cds("welcome", "http://127.0.0.1:9/red-welcome.html")
-    put = requests.put(
-        f"{base}/x/schedules/welcome",
-        data=red,
-        headers={**AUTH, "Content-Type": "text/xml"},
-        timeout=5,
-    )
-    assert put.status_code == 201
+    assert put_schedule(base, "welcome", red, token=TOKEN).status_code == 201
 
     # Sign in.
     browser.get(f"{base}/console/")

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.fleet import LOCATION, XML, Screen, assign, put_schedule, unassign
+from tests.support.fleet import LOCATION, Screen, assign, put_schedule, unassign
 from tests.support.inprocess_display import cds
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
@@ -74,13 +74,7 @@ def test_put_needs_the_token(locked_scheduler: SchedulerService) -> None:
     service = locked_scheduler
     lobby = cds("lobby", "http://127.0.0.1:9/one.html")
     assert put_schedule(service.url, "lobby", lobby).status_code == 401
-    answer = requests.put(
-        f"{service.url}/x/schedules/lobby",
-        data=lobby,
-        headers={**XML, "Authorization": "Bearer t0k"},
-        timeout=5,
-    )
-    assert answer.status_code == 201
+    assert put_schedule(service.url, "lobby", lobby, token="t0k").status_code == 201
 
 
 # -- assignment ---------------------------------------------------------------------------------
