@@ -1,14 +1,16 @@
 """``pdn ctl`` as the operator runs it: the installed command in a process of its own, run to
-its end, its output read as text.
+its end (``pdn_ctl``) or read while it runs (``watching``: ``pdn ctl watch``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 #: The ``pdn`` command of this checkout's virtual environment.
 PDN = str(Path(sys.executable).parent / "pdn")
@@ -25,3 +27,24 @@ def pdn_ctl(
     return subprocess.run(
         [PDN, "ctl", *args], capture_output=True, text=True, timeout=60, check=False, env=environ
     )
+
+
+@contextlib.contextmanager
+def watching(
+    *args: str, env: Mapping[str, str] | None = None, text: bool = False
+) -> Iterator[subprocess.Popen[Any]]:
+    """``pdn ctl <args>`` running, its output and errors on pipes the test reads (as ``text``
+    or bytes); killed at the end if it is still there, its pipes closed."""
+    process = subprocess.Popen(
+        [PDN, "ctl", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=text,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()

@@ -91,7 +91,7 @@ def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
     return shot
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+def page_shows(check: Callable[[], Any], timeout: float = 15.0) -> Any:
     """What the page shows once ``check`` finds it; an error meanwhile (the page changing
     under the driver) counts as not yet."""
     return wait_until(check, timeout, "the page never showed it", step=0.1, ignore=(Exception,))
@@ -117,17 +117,17 @@ def test_console_in_chromium(
     browser.find_element(By.ID, "token").send_keys("wrong")
     browser.find_element(By.ID, "signin").click()
     # The click only starts the form's POST: wait for the answer's page.
-    wait_for(lambda: "not the scheduler's operator token" in browser.page_source)
+    page_shows(lambda: "not the scheduler's operator token" in browser.page_source)
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "signin").click()
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
     card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
     assert "Reception" in card.text
 
     # Its thumbnail and now playing, live: idle first, then what is assigned (through the API).
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".state").text == "online")
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").is_displayed())
-    wait_for(
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, ".state").text == "online")
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").is_displayed())
+    page_shows(
         lambda: "live" and browser.find_element(By.ID, "live").get_attribute("class") == "live on"
     )
     first = card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src")
@@ -140,14 +140,14 @@ def test_console_in_chromium(
         timeout=5,
     )
     assert assigned.status_code == 201
-    wait_for(
+    page_shows(
         lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("red-welcome.html")
     )
     assert card.find_element(By.CSS_SELECTOR, ".set").text == "welcome"
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first)
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first)
     # The new thumbnail is the red screen.
     thumb = card.find_element(By.CSS_SELECTOR, "img.thumb")
-    wait_for(lambda: browser.execute_script("return arguments[0].complete", thumb))
+    page_shows(lambda: browser.execute_script("return arguments[0].complete", thumb))
     time.sleep(0.3)
     shots(browser, "displays-live")
 
@@ -155,7 +155,7 @@ def test_console_in_chromium(
     browser.get(f"{base}/console/schedules")
     browser.find_element(By.ID, "new-id").send_keys("menu")
     browser.find_element(By.CSS_SELECTOR, "form.row button").click()
-    wait_for(lambda: browser.find_element(By.ID, "cds"))
+    page_shows(lambda: browser.find_element(By.ID, "cds"))
     broken = (
         '<content-set name="menu" type="inline">\n'
         "  <constraints><scheduling-constraints>"
@@ -169,7 +169,7 @@ def test_console_in_chromium(
     area.clear()
     browser.execute_script("arguments[0].value = arguments[1]", area, broken)
     browser.find_element(By.ID, "save").click()
-    fault = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".excerpt .fault"))
+    fault = page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".excerpt .fault"))
     assert fault.get_attribute("data-line") == "4" and "not a url" in fault.text
     assert "line 4" in browser.find_element(By.ID, "problems").text
     assert requests.get(f"{base}/schedule/menu/", timeout=5).status_code == 404
@@ -183,14 +183,14 @@ def test_console_in_chromium(
         broken.replace("not a url", "http://127.0.0.1:9/blue-menu.html"),
     )
     browser.find_element(By.ID, "save").click()
-    wait_for(lambda: browser.find_element(By.ID, "saved"))
+    page_shows(lambda: browser.find_element(By.ID, "saved"))
     Select(browser.find_element(By.ID, "target")).select_by_value(f"display:{screen.url}")
     browser.find_element(By.ID, "assign-button").click()
     wait_until(lambda: (screen.item() or "").endswith("blue-menu.html"))
 
     browser.get(f"{base}/console/display?url={screen.url}")
     card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html"))
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html"))
     page = browser.page_source
     assert "blue-menu.html" in page and "The next 24 hours" in page
     assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
@@ -207,7 +207,7 @@ def test_console_in_chromium(
     # Readable on a phone.
     browser.set_window_size(390, 844)
     browser.get(f"{base}/console/")
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
     width = browser.execute_script("return document.documentElement.scrollWidth")
     assert width <= 400, f"the page is {width} px wide on a phone"
     shots(browser, "phone")

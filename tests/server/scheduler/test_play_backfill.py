@@ -28,6 +28,7 @@ from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer, Reply
 from tests.support.ports import free_port
 from tests.support.process import CREDENTIALS
+from tests.support.scheduler import start
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
@@ -88,7 +89,7 @@ class Schedulers:
 
     def __init__(self, tmp: Path) -> None:
         self.port = free_port()
-        self.data = tmp / "scheduler"
+        self.folder = tmp / "scheduler"
         self.service: SchedulerService | None = None
         self.up()
 
@@ -97,9 +98,7 @@ class Schedulers:
         return f"http://127.0.0.1:{self.port}"
 
     def up(self) -> SchedulerService:
-        service = SchedulerService(data_dir=self.data, port=self.port, refresh_interval=0.5)
-        service.start()
-        service.server.start()
+        service = start(self.folder, None, port=self.port, refresh_interval=0.5)
         self.service = service
         return service
 
