@@ -144,7 +144,9 @@ def test_console_in_chromium(
         lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("red-welcome.html")
     )
     assert card.find_element(By.CSS_SELECTOR, ".set").text == "welcome"
-    page_shows(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first)
+    page_shows(
+        lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first
+    )
     # The new thumbnail is the red screen.
     thumb = card.find_element(By.CSS_SELECTOR, "img.thumb")
     page_shows(lambda: browser.execute_script("return arguments[0].complete", thumb))
@@ -190,7 +192,9 @@ def test_console_in_chromium(
 
     browser.get(f"{base}/console/display?url={screen.url}")
     card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
-    page_shows(lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html"))
+    page_shows(
+        lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html")
+    )
     page = browser.page_source
     assert "blue-menu.html" in page and "The next 24 hours" in page
     assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
