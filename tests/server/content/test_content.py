@@ -15,11 +15,11 @@ import httpx
 import pytest
 import requests
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, create_app
-from server.content.displays import DisplayDirectory
+from server.content.app import BUILTIN_APPS, DisplayForwarder
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
+from tests.support.content import content_app
 from tests.support.pages import PageServer
 from tests.support.ports import free_port
 
@@ -69,11 +69,8 @@ def peer(peer: PageServer, displays_file: Path) -> PageServer:
 def content(apps_dir: Path, displays_file: Path) -> Iterator[str]:
     credentials = listing(displays_file)
     forwarder = DisplayForwarder(credentials=credentials)
-    app = create_app(
-        AppCatalog([apps_dir, BUILTIN_APPS]),
-        forwarder,
-        lambda display_uri: "http://content.example:8091",
-        displays=DisplayDirectory(credentials),
+    app = content_app(
+        forwarder, credentials, apps=[apps_dir, BUILTIN_APPS], public="http://content.example:8091"
     )
     server = WsgiServer(app, "127.0.0.1", 0, name="content").start()
     yield server.url
@@ -240,13 +237,7 @@ def test_schedule_requests_are_rate_limited_per_address(
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     credentials = listing(displays_file, peer.url)
     forwarder = DisplayForwarder(credentials=credentials)
-    app = create_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(credentials),
-        token="content-token",
-    )
+    app = content_app(forwarder, credentials, token="content-token")
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=3, window=60)
     server = WsgiServer(app, "0.0.0.0", 0, name="content").start()
     clients = {

@@ -13,13 +13,11 @@ from typing import Any
 import pytest
 import requests
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
+from server.content.app import DisplayForwarder
 from server.display import create_app as create_display_app
-from server.platform.displaycreds import DisplayCredentials
 from server.platform.http import DOCS_POLICY
 from server.platform.wsgi import WsgiServer
+from tests.support.content import content_app
 from tests.support.scheduler import lobby_folder
 from tests.support.scheduler import start as start_scheduler
 from tests.support.sensor import light_sensor
@@ -39,12 +37,7 @@ def serve_segment(name: str, tmp_path: Path) -> Iterator[str]:
         elif name == "content":
             forwarder = DisplayForwarder(timeout=1.0)
             stack.callback(forwarder.close)
-            app = create_content_app(
-                AppCatalog([BUILTIN_APPS]),
-                forwarder,
-                lambda _: "http://c",
-                displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
-            )
+            app = content_app(forwarder, tmp_path / "no-displays.toml", public="http://c")
             server = WsgiServer(app, "127.0.0.1", 0).start()
             stack.callback(server.stop)
             yield server.url

@@ -11,13 +11,12 @@ import jsonschema
 import pytest
 import requests
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
+from server.content.app import DisplayForwarder
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.validation import PATTERNS
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
+from tests.support.content import content_app
 from tests.support.openapi import Document, app_operations
 from tests.support.pages import PageServer
 from tests.support.scheduler import lobby_folder
@@ -105,12 +104,7 @@ def test_content_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("content")
     credentials = DisplayCredentials(tmp_path / "none.toml", listed=[peer.url])
     forwarder = DisplayForwarder(timeout=1.0, credentials=credentials)
-    app = create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(credentials),
-    )
+    app = content_app(forwarder, credentials)
     assert app_operations(app) == document.operations()
     server = WsgiServer(app, "127.0.0.1", 0).start()
     try:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
-from server.content.app import create_app as create_content_app
+from server.content.app import DisplayForwarder, ForwardResult
 from server.content.displays import DisplayDirectory, Target, display_origin
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
 from tests.support.apifuzz import Finding, assert_agrees, run
+from tests.support.content import content_app
 from tests.support.scheduler import lobby_folder
 from tests.support.scheduler import start as start_scheduler
 from tests.support.sensor import light_sensor
@@ -89,12 +89,7 @@ class EveryDisplay(DisplayDirectory):
 @pytest.fixture
 def content(tmp_path: Path) -> Iterator[tuple[str, AcceptingForwarder]]:
     forwarder = AcceptingForwarder()
-    app = create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=EveryDisplay(DisplayCredentials(tmp_path / "none.toml")),
-    )
+    app = content_app(forwarder, EveryDisplay(DisplayCredentials(tmp_path / "none.toml")))
     # The fuzzer asks far more often than a visitor may (the per-address rate limit, issue 22).
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=1_000_000, window=60)
     server = WsgiServer(app, "127.0.0.1", 0).start()

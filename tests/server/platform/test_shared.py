@@ -11,13 +11,11 @@ import pytest
 from flask import Flask
 
 from server.cli import build_parser, main
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
-from server.platform.displaycreds import DisplayCredentials
+from server.content.app import DisplayForwarder
 from server.platform.exitcodes import EPILOG, EXIT_START_FAILED
 from server.platform.net import local_address, url_host
 from server.sensor.source import FileSource
+from tests.support.content import content_app as make_content_app
 from tests.support.scheduler import start as start_scheduler
 from tests.support.sensor import start as start_sensor
 
@@ -33,13 +31,7 @@ def scheduler_app(tmp_path: Path) -> Iterator[Flask]:
 
 def content_app(tmp_path: Path) -> Iterator[Flask]:
     forwarder = DisplayForwarder(timeout=1.0)
-    yield create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
-        token="s3cret",
-    )
+    yield make_content_app(forwarder, tmp_path / "no-displays.toml", token="s3cret")
     forwarder.close()
 
 
