@@ -20,6 +20,7 @@ from server.platform.limits import Limits, limits
 from server.platform.outbox import Outbox
 from server.platform.wsgi import WsgiServer
 from tests.support import floods
+from tests.support.factories import started_by
 from tests.support.floods import connect_from, cut_off_count, drip_fed, read_all
 from tests.support.pages import HookReceiver
 from tests.support.ports import free_port
@@ -44,16 +45,10 @@ def echo_app(token: str | None = None) -> Flask:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., WsgiServer]]:
-    servers: list[WsgiServer] = []
-
     def start(app: Flask, **kwargs: Any) -> WsgiServer:
-        server = WsgiServer(app, "127.0.0.1", 0, **kwargs).start()
-        servers.append(server)
-        return server
+        return WsgiServer(app, "127.0.0.1", 0, **kwargs).start()
 
-    yield start
-    for server in servers:
-        server.stop()
+    yield from started_by(start, WsgiServer.stop)
 
 
 def raw(port: int, data: bytes, *, wait: float = 5.0) -> bytes:
@@ -221,19 +216,15 @@ def dead_port() -> int:
 def failing_box(tmp_path: Path) -> Iterator[Callable[..., Outbox]]:
     """``failing_box(**options)``: an outbox in ``tmp_path/o.db`` that retries every 0.05 to
     0.1 s, with ``options`` over that, started; stopped at the end of the test."""
-    made: list[Outbox] = []
 
     def make(**options: Any) -> Outbox:
         box = Outbox(
             tmp_path / "o.db", name="test", **{"first_retry": 0.05, "max_backoff": 0.1, **options}
         )
-        made.append(box)
         box.start()
         return box
 
-    yield make
-    for box in made:
-        box.stop()
+    yield from started_by(make, Outbox.stop)
 
 
 def test_subscriptions_per_resource_are_capped(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ fleet's scheduler and its displays (``tests.support.fleet``), and a display play
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from server.scheduler.service import SchedulerService
+from tests.support.factories import started_by
 from tests.support.fleet import Screen, put_schedule, start_screen
 from tests.support.inprocess_display import cds
 from tests.support.lan import ENROLMENT, OPERATOR, Scheduler, start_lan_scheduler
@@ -24,16 +26,11 @@ def run_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerService]]:
     """``run_scheduler(name, schedules_dir=None, **options)``: a scheduler in this process,
     its data in ``tmp_path/name/data``, serving on a free port; every one is stopped at the
     end of the test."""
-    started: list[SchedulerService] = []
 
     def run(name: str, schedules_dir: Path | None = None, **options: Any) -> SchedulerService:
-        service = start(tmp_path / name, schedules_dir, **options)
-        started.append(service)
-        return service
+        return start(tmp_path / name, schedules_dir, **options)
 
-    yield run
-    for service in started:
-        service.stop()
+    yield from started_by(run, SchedulerService.stop)
 
 
 @pytest.fixture
@@ -51,20 +48,14 @@ def make_screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Callabl
     """``make_screen(name, groups=None, clock_sync=None, token=None)``: a display of the fleet
     (``tests.support.fleet.start_screen``) registered with ``scheduler``; all closed at the
     end. (The scheduler's own fleet: not the in-process display plugin's ``make_screen``.)"""
-    made: list[Screen] = []
 
     def make(
         name: str, groups: list[str] | None = None, clock_sync: Any = None, token: str | None = None
     ) -> Screen:
-        screen = start_screen(
-            tmp_path / f"display-{name}", scheduler, name, groups, clock_sync, token
-        )
-        made.append(screen)
-        return screen
+        folder = tmp_path / f"display-{name}"
+        return start_screen(folder, scheduler, name, groups, clock_sync, token)
 
-    yield make
-    for screen in made:
-        screen.close()
+    yield from started_by(make, Screen.close)
 
 
 @pytest.fixture
@@ -98,7 +89,7 @@ def make_scheduler(
     enrolled with that token (none if None), its data in ``tmp_path/<name>`` (by default
     ``scheduler<n>``, the n-th made; a name made before again: a restart) and displays read
     every second unless ``options`` say otherwise; all closed at the end."""
-    made: list[Scheduler] = []
+    numbers = itertools.count()
 
     def make(
         token: str | None = OPERATOR,
@@ -110,10 +101,7 @@ def make_scheduler(
             monkeypatch.setenv("PDN_ENROLMENT_TOKEN", enrolment)
         else:
             monkeypatch.delenv("PDN_ENROLMENT_TOKEN", raising=False)
-        folder = tmp_path / (name or f"scheduler{len(made)}")
-        made.append(start_lan_scheduler(folder, token, **{"refresh_interval": 1.0, **options}))
-        return made[-1]
+        folder = tmp_path / (name or f"scheduler{next(numbers)}")
+        return start_lan_scheduler(folder, token, **{"refresh_interval": 1.0, **options})
 
-    yield make
-    for scheduler in made:
-        scheduler.close()
+    yield from started_by(make, Scheduler.close)

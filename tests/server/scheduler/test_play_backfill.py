@@ -23,6 +23,7 @@ import requests
 
 from server.scheduler.service import SchedulerService
 from tests.support.display import DisplayProcess
+from tests.support.factories import started_by
 from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer, Reply
@@ -128,18 +129,13 @@ def schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sche
 
 @pytest.fixture
 def start_display(tmp_path: Path) -> Iterator[Callable[..., BackfillDisplay]]:
-    started: list[BackfillDisplay] = []
-
     def start(
         scheduler_url: str, env: dict[str, str] | None = None, port: int | None = None
     ) -> BackfillDisplay:
         display = BackfillDisplay(tmp_path / "display", scheduler_url, env, port)
-        started.append(display)
         return display.start().wait_ready()
 
-    yield start
-    for display in started:
-        display.stop()
+    yield from started_by(start, BackfillDisplay.stop)
 
 
 def loop_schedule(content: PageServer) -> bytes:
