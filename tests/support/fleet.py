@@ -136,11 +136,9 @@ def unassign(base: str, schedule: str, **target: str) -> requests.Response:
     )
 
 
-def register(base: str, url: str, location: dict[str, str] = LOCATION) -> requests.Response:
-    """``POST /displays``: ``url`` registers itself (a stand-in display) with the scheduler."""
-    return requests.post(f"{base}/displays", json={"url": url, "location": location}, timeout=5)
-
-
-def fleet(base: str) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = requests.get(f"{base}/x/fleet", timeout=5).json()
-    return entries
+def entry(base: str, url: str) -> dict[str, Any]:
+    """The display ``url``'s entry in the scheduler's ``GET /x/fleet``."""
+    for record in requests.get(f"{base}/x/fleet", timeout=5).json():
+        if record["display"] == url:
+            return dict(record)
+    raise AssertionError(f"{url} is not in /x/fleet")

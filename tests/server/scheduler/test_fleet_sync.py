@@ -18,8 +18,7 @@ import requests
 
 from server.platform.clockspread import clock_spread
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleetstatus import entry
-from tests.support.fleet import Screen, assign, put_schedule
+from tests.support.fleet import Screen, assign, entry, put_schedule
 from tests.support.openapi import Document
 from tests.support.waiting import wait_until
 

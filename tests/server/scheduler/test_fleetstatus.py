@@ -12,7 +12,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
@@ -20,20 +19,13 @@ import requests
 from server.ctl.fleet import describe_fleet_entry
 from server.scheduler.fleetstatus import downscale_png
 from server.scheduler.service import SchedulerService
-from tests.support.fleet import Screen, assign, put_schedule, with_screen
+from tests.support.fleet import Screen, assign, entry, put_schedule, with_screen
 from tests.support.inprocess_display import cds
 from tests.support.openapi import Document
 from tests.support.png import png, png_size
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def entry(base: str, url: str) -> dict[str, Any]:
-    for record in requests.get(f"{base}/x/fleet", timeout=5).json():
-        if record["display"] == url:
-            return dict(record)
-    raise AssertionError(f"{url} is not in /x/fleet")
 
 
 def showing(base: str, url: str) -> str:
