@@ -1,4 +1,4 @@
-"""Durations as people write them in a `preferred-duration` (INTERFACE.md, Durations).
+"""Durations as people write them in a `preferred-duration` (docs/interface.md, "Durations").
 
 Accepted: a number and a unit word (``30 seconds``, ``2 minutes``, ``1 hour``, ``1.5 min``,
 ``45 s``, ``2 weeks``), several of them added up (``1 hour 30 minutes``, ``1h30m``,

@@ -1,4 +1,4 @@
-"""The typed model of a Content Descriptor Set (CDS.md).
+"""The typed model of a Content Descriptor Set (docs/cds.md, "The grammar").
 
 Plain dataclasses: the parser builds them, the serialiser writes them back, the evaluator
 reads them. Equality is structural, so ``parse(to_xml(x)) == x`` can be checked directly.
@@ -41,7 +41,7 @@ __all__ = [
 
 PlaybackOrder: TypeAlias = Literal["inorder", "reverseorder", "random"]
 #: ``<playback sync="wall-clock">``: the set's items play on a grid fixed to wall-clock time
-#: (an extension of ours, CDS.md; :mod:`cds.syncgrid`).
+#: (an extension of ours: docs/cds.md, "Screens that change together"; :mod:`cds.syncgrid`).
 PlaybackSync: TypeAlias = Literal["wall-clock"]
 SetType: TypeAlias = Literal["inline", "remote"]
 

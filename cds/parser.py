@@ -264,8 +264,8 @@ class _Builder(ConstraintsReader):
     def set_type(self, element: etree._Element, *, has_children: bool, has_file: bool) -> SetType:
         given = element.get("type")
         if given is None:
-            # CDS.md: inline when it has children, else remote; an empty set with no file is
-            # an (empty) inline set, which is how a schedule is withdrawn.
+            # docs/cds.md, "The grammar": inline when it has children, else remote; an empty
+            # set with no file is an (empty) inline set, which is how a schedule is withdrawn.
             return "remote" if has_file and not has_children else "inline"
         value = given.strip().lower()
         if value == "inline":

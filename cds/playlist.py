@@ -1,4 +1,4 @@
-"""What plays, in which order, for how long (CDS.md): the :class:`Playlist`.
+"""What plays, in which order, for how long (docs/cds.md, "What it means"): the :class:`Playlist`.
 
 :class:`Playlist` is the player engine's view of its CDS documents. It has no clock of its
 own: every question takes ``now`` (an aware datetime), and the windows are read on the wall
@@ -29,6 +29,11 @@ Rules, in short:
 Remote sets (``type="remote"``) are fetched by the player: :meth:`Playlist.remote_sets` lists
 them and :meth:`Playlist.set_remote` plugs in the fetched set, which then sits under the remote
 set, so the remote set's constraints apply on top of the fetched document's.
+
+Why one module: every rule above acts on one tree of sets and on the state each set carries
+(its rotation, its avoid-context-switch lock, its synchronised grid), and each answer (what
+plays now, in which order, when that changes) walks the tree once with all of them together;
+split by rule, each part would need the whole tree and the other parts' state.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Synchronised sets (``<playback sync="wall-clock"/>``, CDS.md): where the grid is at an instant.
+"""Synchronised sets (``<playback sync="wall-clock"/>``): where the grid is at an instant.
+
+The rules are docs/cds.md, "Screens that change together".
 
 A synchronised set's items play on a grid fixed to wall-clock time. Its cycle is the sum of
 its items' durations (``preferred-duration``, else a video's own length, else 15 seconds); the

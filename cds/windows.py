@@ -1,5 +1,6 @@
 """Window arithmetic: whether the time, day-of-week and date windows of CDS constraints are
-open at a moment, and the next instant at which any of them opens or closes (CDS.md).
+open at a moment, and the next instant at which any of them opens or closes (docs/cds.md,
+"Windows").
 
 Windows are read on the wall clock of the display's time zone, so DST days behave as a person
 reading a wall clock expects: a window that starts at 02:30 on a spring-forward day (when 02:30

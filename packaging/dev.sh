@@ -31,12 +31,14 @@ system_packages=(
 )
 
 log() { printf 'pdn-dev: %s\n' "$*" >&2; }
+# package_installed, apt_install: shared with install.sh.
+# shellcheck source=SCRIPTDIR/lib/apt.sh
+source "$root/packaging/lib/apt.sh"
 
 install_system_packages() {
-    local missing=()
+    local missing=() pkg
     for pkg in "${system_packages[@]}"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
-            || missing+=("$pkg")
+        package_installed "$pkg" || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then
@@ -44,9 +46,7 @@ install_system_packages() {
         return 1
     fi
     log "installing system packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 }
 
 install_venv() {

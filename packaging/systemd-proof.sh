@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves issue 25's releases and unattended rollback under a real systemd: boots a bare Debian
+# Proves releases and unattended rollback under a real systemd: boots a bare Debian
 # bookworm root (debootstrap) with systemd-nspawn, systemd as its PID 1, puts this repository's
 # committed HEAD in it and installs the display as a user would (packaging/install.sh, platform
 # offscreen: no screen needed), then:
@@ -44,7 +44,8 @@
 # certificates, /etc/pip.conf).
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
 dir=/var/tmp/pdn-systemd-proof
 fresh=0 port=18480 hang=0 deadline="" keep=0
 
@@ -79,10 +80,14 @@ mkdir -p "$dir" "$logs"
 
 # --- The root ---------------------------------------------------------------------------------
 
+# host_install (lib/apt.sh) and carry_network_settings (lib/roots.sh): shared with fresh-root.sh.
+source "$here/lib/apt.sh"
+source "$here/lib/roots.sh"
+
 for tool in systemd-nspawn:systemd-container debootstrap:debootstrap nsenter:util-linux; do
     command -v "${tool%%:*}" >/dev/null 2>&1 && continue
     say "installing ${tool#*:}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}" >/dev/null
+    host_install "${tool#*:}"
 done
 
 if [ "$fresh" = 1 ] || [ ! -x "$root/usr/lib/systemd/systemd" ]; then
@@ -96,12 +101,7 @@ if [ "$fresh" = 1 ] || [ ! -x "$root/usr/lib/systemd/systemd" ]; then
     echo "127.0.1.1 $machine" >>"$root/etc/hosts"
     chroot "$root" passwd -d root >/dev/null
 fi
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
-    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-    chroot "$root" update-ca-certificates >/dev/null 2>&1 || true
-fi
-if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
+carry_network_settings "$root" >/dev/null || true
 rm -rf "$root/root/pdn"
 mkdir -p "$root/root/pdn"
 git -C "$repo" archive HEAD | tar -x -C "$root/root/pdn"
@@ -224,6 +224,17 @@ wait_for() {
     done
 }
 
+# Waits (up to $1 s) for the display to run $good again after the switch to $broken ($2: what
+# failed when it does not), then (up to 120 s) for it to be ok there, the rollback noted. Sets
+# rolled_back and ok_after: the seconds since the switch.
+await_rollback() {
+    wait_for "^$good \| " "$1" || die "$2"
+    rolled_back=$(since "$switched")
+    wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
+        || die "the display did not come back ok on $good"
+    ok_after=$(since "$switched")
+}
+
 # install.sh in the container, each line with the time; prints the time of the switch.
 install_release() {
     local log=$1
@@ -307,11 +318,8 @@ say "   switched to $good; its trial passed ${good_trial} s after the switch"
 say "3. broken release: install.sh --wheel $broken_wheel (its display exits at once); nobody touches it"
 switched=$(install_release install-broken.log --wheel "/root/wheels/$broken_wheel")
 broken=$(release_of install-broken.log)
-wait_for "^$good \| " 330 || die "not rolled back from $broken"
-back=$(since "$switched")
-wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
-    || die "the display did not come back ok on $good"
-ok_again=$(since "$switched")
+await_rollback 330 "not rolled back from $broken"
+back=$rolled_back ok_again=$ok_after
 say "   rolled back to $good ${back} s after the switch; ok with a painted screen again after ${ok_again} s"
 
 say "4. rollback in pdn-release-check.service's sandbox: back to $first by hand, then pdn-release rollback there"
@@ -331,11 +339,8 @@ if [ "$hang" = 1 ]; then
     say "5. a release that never answers (PDN_TEST_BROKEN=hang): the timer rolls it back at the deadline"
     in_root sh -c 'mkdir -p /etc/systemd/system/pdn-display.service.d && printf "[Service]\nEnvironment=PDN_TEST_BROKEN=hang\n" >/etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
     switched=$(install_release install-hang.log --wheel "/root/wheels/$broken_wheel")
-    wait_for "^$good \| " "$((${deadline:-285} + 90))" || die "not rolled back at the deadline"
-    hang_back=$(since "$switched")
-    wait_for "^$good \| ok $good painted rolled-back-from=$broken \| active$" 120 \
-        || die "the display did not come back ok on $good"
-    hang_ok=$(since "$switched")
+    await_rollback "$((${deadline:-285} + 90))" "not rolled back at the deadline"
+    hang_back=$rolled_back hang_ok=$ok_after
     in_root sh -c 'rm -f /etc/systemd/system/pdn-display.service.d/proof-hang.conf && systemctl daemon-reload'
     say "   rolled back ${hang_back} s after the switch; ok again after ${hang_ok} s"
 fi

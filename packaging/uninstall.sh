@@ -12,11 +12,9 @@
 #   -h, --help   this text
 set -euo pipefail
 
-PREFIX=/opt/pdn
-CONFIG_DIR=/etc/pdn
-STATE_DIR=/var/lib/pdn
-UNIT_DIR=/etc/systemd/system
-USERS=(pdn pdn-scheduler pdn-content pdn-sensor)
+# What install.sh installs where, and its users (PREFIX, CONFIG_DIR, STATE_DIR, ...).
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/layout.sh"
+USERS=("$PDN_USER" "$SCHEDULER_USER" "$CONTENT_USER" "$SENSOR_USER")
 UNITS=(pdn-display.service pdn-display-retry.timer pdn-release-check.timer pdn-release-check.service
     pdn-scheduler.service pdn-content.service)
 
@@ -80,7 +78,7 @@ remove_files() {
         rm -f "$ROOT$UNIT_DIR/$unit"
     done
     # Every release (/opt/pdn/releases), the current link, and the releases' state.
-    rm -rf "$ROOT$PREFIX" "$ROOT/var/lib/pdn-release"
+    rm -rf "$ROOT$PREFIX" "$ROOT$RELEASE_STATE_DIR"
     if [ -L "$ROOT/usr/local/bin/pdn" ]; then rm -f "$ROOT/usr/local/bin/pdn"; fi
     if [ -z "$ROOT" ] && [ -d /run/systemd/system ]; then
         systemctl daemon-reload

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from PySide6.QtCore import QTimer
 
@@ -45,11 +46,12 @@ from player.clocksanity import ClockSanity
 from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
-from player.display import Display
-from player.engine import LOAD_TIMEOUT, Engine
+from player.display import ClockStatus, Display, MemoryStatus, ScreenAccess
+from player.engine import LOAD_TIMEOUT, Engine, EngineStore
 from player.follower import ScheduleFollower
 from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
+from player.playitem import Renderer
 from player.power import start_power_schedule
 from player.qtloop import (
     EngineDriver,
@@ -109,6 +111,66 @@ def tls_setup(config: DisplayConfig, data_dir: Path) -> tuple[ssl.SSLContext, st
     else:
         cert, key = ensure_certificate(data_dir)
     return server_context(cert, key), fingerprint(cert)
+
+
+class Playing(NamedTuple):
+    """What plays on a display, wired by ``assemble``."""
+
+    playlist: Playlist
+    engine: Engine
+    display: Display
+
+
+def assemble(
+    config: DisplayConfig,
+    *,
+    store: DisplayStore,
+    playback: PlaybackRecord,
+    renderer: Renderer,
+    wake: Callable[[], None],
+    queue: EngineStore | None = None,
+    content: CachedContent | None = None,
+    clock_trusted: Callable[[], bool] | None = None,
+    screen: ScreenAccess | None = None,
+    memory: MemoryStatus | None = None,
+    clock_sync: ClockStatus | None = None,
+) -> Playing:
+    """The playlist over the display's CDS documents, the engine that drives ``renderer`` (and
+    that the renderer reports to: the one loop, closed here), and the display that holds them.
+
+    ``queue``: where the engine keeps its request queue (``store`` itself if None); ``content``:
+    the content cache, which says what is available and where; ``clock_trusted``: whether time
+    windows may open yet; ``screen``, ``memory``, ``clock_sync``: what health reports of them.
+    ``run`` passes them all; a display without a screen (the API's tests) needs none."""
+    playlist = Playlist(
+        config.tzinfo(),
+        clock_trusted=clock_trusted,
+        natural_length=content.natural_length if content is not None else None,
+    )
+    engine = Engine(
+        clock=utc_now,
+        schedule=playlist,
+        store=queue if queue is not None else store,
+        renderer=renderer,
+        available=content.available if content is not None else None,
+        locate=content.locate if content is not None else None,
+        on_playback=playback.changed,
+        wake=wake,
+        load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
+    )
+    renderer.set_listener(engine)  # the loop: the renderer reports to the engine it obeys
+    display = Display(
+        config=config,
+        store=store,
+        engine=engine,
+        playlist=playlist,
+        playback=playback,
+        screen=screen,
+        content=content,
+        memory=memory,
+        clock_sync=clock_sync,
+    )
+    return Playing(playlist, engine, display)
 
 
 def run(
@@ -229,34 +291,21 @@ def run(
             ContentCache(data_dir, config=config.cache, on_ready=lambda _spec, _path: waker.wake())
         )
         stopping.callback(content.close)
-        playlist = Playlist(
-            config.tzinfo(), clock_trusted=clock.is_set, natural_length=content.natural_length
-        )
         playback = PlaybackRecord(
             store=store, outbox=outbox, display_url=lambda: url, clock=utc_now
         )
         # The request queue's progress is written off the GUI thread (player.writer).
         queue_writer = OrderedWriter("queue-writer")
-        engine = Engine(
-            clock=utc_now,
-            schedule=playlist,
-            store=DeferredQueueStore(store, queue_writer),
-            renderer=renderer,
-            available=content.available,
-            locate=content.locate,
-            on_playback=playback.changed,
-            wake=waker.wake,
-            load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
-        )
-        renderer.set_listener(engine)  # the loop: the renderer reports to the engine it obeys
-        display = Display(
-            config=config,
+        playlist, engine, display = assemble(
+            config,
             store=store,
-            engine=engine,
-            playlist=playlist,
             playback=playback,
-            screen=QtScreen(bridge, renderer),
+            renderer=renderer,
+            wake=waker.wake,
+            queue=DeferredQueueStore(store, queue_writer),
             content=content,
+            clock_trusted=clock.is_set,
+            screen=QtScreen(bridge, renderer),
             memory=memory,
             clock_sync=clock_sync,
         )

@@ -4,7 +4,7 @@ No Qt here. The engine tells the cache what the schedules need (:meth:`ContentCa
 asks :meth:`ContentCache.path_for` which of those are ready to play, and is called back
 (``on_ready``, from a downloader thread) when one becomes ready, so it can re-evaluate.
 
-Rules (CDS.md, "Files"):
+Rules (docs/cds.md, "Files"):
 
 - Sources are tried in order; a partial download is resumed with ``Range`` where the server
   allows it (``206`` with a matching ``Content-Range``), else started again.
@@ -26,6 +26,11 @@ Rules (CDS.md, "Files"):
   plays until then and is deleted after the swap. A server that sends no validators is asked
   for the whole file, which is compared with the copy by content.
 - :meth:`ContentCache.stats` tells, per wanted file, its state, progress and last failure.
+
+Why one module: downloading, verifying, evicting and revalidating are transitions of one
+file's entry, in one index, under one lock; apart, each would reach into the same index and
+lock through every call. What stands alone is beside it: ``player.cachefiles`` (the files on
+disk and the cache's settings) and ``player.cachedcontent`` (serving them).
 """
 
 from __future__ import annotations

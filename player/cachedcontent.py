@@ -1,4 +1,4 @@
-"""Which scheduled items may play, and what the renderer loads (CDS.md, "Files").
+"""Which scheduled items may play, and what the renderer loads (docs/cds.md, "Files").
 
 An item whose file has hashes, or is not a web page (an image, a video), plays only from the
 content cache (``player.cache``), once downloaded and verified; the renderer then loads the

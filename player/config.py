@@ -70,10 +70,8 @@ from urllib.parse import urlsplit
 from cds.timezone import system_timezone_name
 from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
-from player.memory import parse_budget, parse_low_memory
 from player.power import PowerConfig, parse_power_config
-from player.videodecode import BACKENDS
-from player.wall import Wall, parse_wall
+from player.screenconfig import SCREEN_KEYS, ScreenConfig, parse_screen
 from server.platform.validation import check_uri, parse_coordinate
 
 DEFAULT_HOST = "127.0.0.1"
@@ -90,30 +88,13 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.problems))
 
 
-@dataclass(frozen=True)
-class ScreenConfig:
-    index: int = 0
-    rotation: int = 0
-    crossfade: float = 0.3
-    compositor_check: float = 30.0  # seconds; 0: off (player.renderer.compositor)
-    # Multiplies the times a page has to paint (15 s), to answer (10 s) and a wrong screen to
-    # be put right (20 s): 1 on real boards, more under emulation (fresh-root.sh --arch arm64).
-    timeout_factor: float = 1.0
-    audio: bool = True  # videos' sound
-    video_backend: str = "auto"  # player.videodecode.BACKENDS
-    video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
-    memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
-    low_memory: str = "auto"  # auto, on, off
-    wall: Wall | None = None  # this display's tile of a video wall (player.wall)
-
-
 @dataclass
 class DisplayConfig:
     name: str | None = None
     location: dict[str, str] | None = None
     timezone: str = "UTC"
     api_token: str | None = None
-    #: The scheduler's enrolment token, sent when registering and following (issue 22).
+    #: The scheduler's enrolment token, sent when registering and following.
     scheduler_token: str | None = None
     protect_reads: bool = False
     allowed_origins: tuple[str, ...] = ()
@@ -154,17 +135,6 @@ class DisplayConfig:
         if url.split(":", 1)[0].strip().lower() == "data" or self.origin_allowed(url):
             return None
         return f"the origin {origin_of(url)} is not in this display's allowed_origins"
-
-
-# [screen] keys read by the service's start wrapper (packaging/pdn-display-start).
-SCREEN_PLATFORMS = ("auto", "eglfs", "cage", "xcb", "wayland", "offscreen")
-_PLATFORM_KEYS = {
-    "platform",
-    "x_display",
-    "wayland_display",
-    "eglfs_kms_config",
-    "chromium_sandbox",
-}
 
 
 def origin_of(url: str) -> str:
@@ -316,87 +286,12 @@ def _screen(key: str, value: Any) -> ScreenConfig:
     if not isinstance(value, dict):
         raise ConfigError(f"'{key}' must be a table")
     table = _norm(value)
-    problems = _unknown_keys(key, table, _SCREEN_KEYS)
-    if table.get("platform", "auto") not in SCREEN_PLATFORMS:
-        problems.append(f"'{key}.platform' must be one of {', '.join(SCREEN_PLATFORMS)}")
-    for name in ("x_display", "wayland_display", "eglfs_kms_config"):
-        if name in table:
-            _check(problems, _string, f"{key}.{name}", table[name])
-    if "chromium_sandbox" in table:
-        _check(problems, _bool, f"{key}.chromium_sandbox", table["chromium_sandbox"])
-    index = table.get("index", 0)
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        problems.append(f"'{key}.index' must be a screen number (0, 1, ...)")
-    rotation = table.get("rotation", 0)
-    if rotation not in (0, 90, 180, 270) or isinstance(rotation, bool):
-        problems.append(f"'{key}.rotation' must be 0, 90, 180 or 270")
-    crossfade = table.get("crossfade", 0.3)
-    if (
-        isinstance(crossfade, bool)
-        or not isinstance(crossfade, int | float)
-        or not 0 <= crossfade <= 10
-    ):
-        problems.append(f"'{key}.crossfade' must be seconds from 0 to 10")
-    compositor_check = table.get("compositor_check", 30)
-    if (
-        isinstance(compositor_check, bool)
-        or not isinstance(compositor_check, int | float)
-        or not (compositor_check == 0 or 1 <= compositor_check <= 3600)
-    ):
-        problems.append(f"'{key}.compositor-check' must be 0 (off) or seconds from 1 to 3600")
-    timeout_factor = table.get("timeout_factor", 1)
-    if (
-        isinstance(timeout_factor, bool)
-        or not isinstance(timeout_factor, int | float)
-        or not 1 <= timeout_factor <= 100
-    ):
-        problems.append(f"'{key}.timeout-factor' must be a number from 1 to 100")
-    audio = table.get("audio", "on")
-    audio = {"on": True, "off": False}.get(audio, audio) if isinstance(audio, str) else audio
-    if not isinstance(audio, bool):
-        problems.append(f'\'{key}.audio\' must be "on" or "off"')
-    video_backend = table.get("video_backend", "auto")
-    if video_backend not in BACKENDS:
-        problems.append(f"'{key}.video-backend' must be one of {', '.join(BACKENDS)}")
-    video_decoders = table.get("video_decoders", 2)
-    if video_decoders not in (1, 2) or isinstance(video_decoders, bool):
-        problems.append(f"'{key}.video-decoders' must be 1 or 2")
-    budget: int | None = None
-    low_memory = "auto"
-    try:
-        budget = parse_budget(table.get("memory_budget", "auto"))
-    except ValueError as error:
-        problems.append(f"'{key}.memory-budget': {error}")
-    try:
-        low_memory = parse_low_memory(table.get("low_memory", "auto"))
-    except ValueError as error:
-        problems.append(f"'{key}.low-memory': {error}")
-    wall: Wall | None = None
-    if "wall" in table:
-        given = table["wall"]
-        if isinstance(given, dict):
-            wall, wall_problems = parse_wall(f"{key}.wall", given)
-            problems.extend(wall_problems)
-        else:
-            problems.append(
-                f"'{key}.wall' must be a table like "
-                "{columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}"
-            )
-    if problems:
+    problems = _unknown_keys(key, table, SCREEN_KEYS)
+    screen, found = parse_screen(key, table)
+    problems.extend(found)
+    if screen is None or problems:
         raise ConfigError(*problems)
-    return ScreenConfig(
-        index=index,
-        rotation=rotation,
-        crossfade=float(crossfade),
-        compositor_check=float(compositor_check),
-        timeout_factor=float(timeout_factor),
-        audio=audio is not False,
-        video_backend=str(video_backend),
-        video_decoders=int(video_decoders),
-        memory_budget_mb=budget,
-        low_memory=low_memory,
-        wall=wall,
-    )
+    return screen
 
 
 def _norm(table: dict[str, Any]) -> dict[str, Any]:
@@ -460,23 +355,9 @@ def _section(parse: Callable[[dict[str, Any]], Any]) -> Callable[[str, Any], Any
     return check
 
 
-_SCREEN_KEYS = {
-    "index",
-    "rotation",
-    "crossfade",
-    "compositor_check",
-    "timeout_factor",
-    "audio",
-    "video_backend",
-    "video_decoders",
-    "memory_budget",
-    "low_memory",
-    "wall",
-    *_PLATFORM_KEYS,
-}
 # The keys of each section (sections of other modules: player/power.py, player/clocksanity.py).
 _SECTION_KEYS: dict[str, set[str]] = {
-    "screen": _SCREEN_KEYS,
+    "screen": SCREEN_KEYS,
     "listen": {"host", "port", "tls", "tls_cert", "tls_key", "hosts"},
     "location": {"latitude", "longitude"},
     "power": {"on", "off", "days", "methods", "cec_device"},

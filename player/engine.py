@@ -32,6 +32,10 @@ duration after it painted, and not at a video's own end); the next turn's item i
 ``due`` instant, so the switch waits on the renderer's own timer, not on this engine's tick. A
 display that starts, restarts or comes back from an interruption asks the grid again and joins
 the turn of now, at its offset (``PlayItem.due`` in the past).
+
+Why one module: the engine is one state machine under one lock: the queue, the scheduled
+play, the back-offs and the synchronised turns decide together, at each tick, what is on
+screen. What it plays is ``player.playitem``; what it stores, ``player.store``.
 """
 
 from __future__ import annotations

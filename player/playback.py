@@ -2,17 +2,16 @@
 
 The engine calls :meth:`PlaybackRecord.changed` each time the renderer confirms a new item (or
 the idle page) painted. The record and one webhook event per subscriber are committed in one
-SQLite transaction (``player.store``, ``server.platform.outbox``), so a power cut never leaves a
-record
-that subscribers were not told about, or an event for a record that was not kept.
+SQLite transaction (``player.store``, ``server.platform.outbox``), so a power cut never leaves
+a record that subscribers were not told about, or an event for a record that was not kept.
 
 The commit is made by this record's own writer thread, in the order of the changes, and the
-record is published (``GET /playback/``, the event stream) once it is on disk, as before. The
-engine calls from the GUI thread, on the instant an item is shown: a commit there waits for
-its fsync (``synchronous=FULL``), and on a disk that others share an fsync can take seconds
-(3 displays of issue 26's benchmark froze together for 38 s, their GUI threads in this commit
-while the disk flushed, which is why all of them at once). The screen must not wait for the
-disk.
+record is published (``GET /playback/``, the event stream) once it is on disk. The engine
+calls from the GUI thread, on the instant an item is shown: a commit there waits for its fsync
+(``synchronous=FULL``), and on a disk that others share an fsync can take seconds (3 displays
+of a benchmark on one shared disk have frozen together for 38 s, their GUI threads in this
+commit while the disk flushed, which is why all of them at once). The screen must not wait for
+the disk.
 
 On a full disk the record is kept in memory and stored and sent when space returns, with a
 jump in ``sequence`` subscribers can see (``PlaybackRecord._save``); health says why.

@@ -4,7 +4,7 @@ What survives ``kill -9`` or a power cut: the CDS documents (raw XML as received
 content-set name), the interrupt queue (each request with its remaining time and, for the one
 on screen, when it went up), the sensors and their latest readings, and the playback record
 with its ``sequence``, and the play log: every record, kept 90 days and at most
-:data:`PLAY_LOG_ROWS` rows (``GET /x/plays``; issue 25). Subscriptions and queued webhook
+:data:`PLAY_LOG_ROWS` rows (``GET /x/plays``). Subscriptions and queued webhook
 events live in the same file, in the tables of :mod:`server.platform.outbox`, so a playback change,
 its entry in the play log and its events commit together.
 
@@ -12,7 +12,8 @@ SQLite settings, and why:
 - WAL: readers (the API) never wait for the writer (the engine), and a crash never corrupts.
 - ``synchronous=FULL`` on this connection: every commit is on disk before the API answers or
   the playback record is published. With NORMAL a power cut may drop the last commits, and the
-  ``sequence`` could then go back after reboot, which INTERFACE.md forbids. Writes here are few
+  ``sequence`` could then go back after reboot, which docs/interface.md ("Display Segment")
+  forbids. Writes here are few
   (a request, a CDS, a reading, a playback change), so the fsync per commit costs nothing that
   matters.
 - The schema is versioned with ``PRAGMA user_version``; :data:`MIGRATIONS` upgrades old files
@@ -75,12 +76,12 @@ MIGRATIONS: Migrations = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-#: The steps pdn 0.1.0 knew: the version it reads stays there (server.platform.db, issue 25).
+#: The steps pdn 0.1.0 knew: the version it reads stays there (server.platform.db).
 RELEASED_STEPS = 1
 
-# The play log (issue 25), a schema of its own (see the module's docstring).
+# The play log, a schema of its own (see the module's docstring).
 PLAY_LOG_MIGRATIONS: Migrations = (
-    # Issue 25: the play log. Each playback record, written in the transaction that stores
+    # The play log. Each playback record, written in the transaction that stores
     # it, so a scheduler that missed some (down, unsubscribed) fetches them here.
     (
         """CREATE TABLE plays (

@@ -3,9 +3,9 @@
 The engine reports an item shown, and a request's progress, from the GUI thread on the instant
 the item is shown. A write there waits for its fsync (``synchronous=FULL``), and an SD card or
 a disk that others share can take from tens of milliseconds to seconds to flush: the screen
-stands still for as long (issue 26: three displays froze together for 38 s). So these writes
-are handed to an :class:`OrderedWriter`, which makes them one after the other, in the order
-given, and the caller goes on drawing.
+stands still for as long (three displays on one shared disk have frozen together for 38 s). So
+these writes are handed to an :class:`OrderedWriter`, which makes them one after the other, in
+the order given, and the caller goes on drawing.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ class OrderedWriter:
 class DeferredQueueStore:
     """The engine's request queue store, with the progress written by an :class:`OrderedWriter`.
 
-    A request is added as before (``POST /schedule``, on the API's thread: it answers with the
-    request stored); what the engine writes on the GUI thread, a request's time left and its
-    end, goes to the writer. A failed write keeps the queue going in memory, as before: at worst
-    a request replays after a restart.
+    A request is added to the store directly (``POST /schedule``, on the API's thread: it answers
+    with the request stored); what the engine writes on the GUI thread, a request's time left and
+    its end, goes to the writer. A failed write leaves the queue going on in memory: at worst a
+    request replays after a restart.
     """
 
     def __init__(self, store: EngineStore, writer: OrderedWriter) -> None:

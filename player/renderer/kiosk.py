@@ -14,6 +14,10 @@ frame standing still a moment.
 
 An item of a synchronised set (``PlayItem.due``) comes ahead of its instant, prepared: it is
 held by a :class:`~player.renderer.duegate.DueGate` and switched to on the instant.
+
+Why one module: one class moves one scene's layers in step (which is in front, which loads,
+what covers the screen, what crashed); every part that stands alone is beside it (``stage``,
+``webslot``, ``layers``, ``native``, ``duegate``, ``watchdog``, ``idle``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QImage
 from PySide6.QtQuick import QQuickItem
 
@@ -316,12 +320,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
 
     def grab_png(self) -> bytes:
         """A PNG of what the window shows now (rotation included). GUI thread only."""
-        data = QByteArray()
-        buffer = QBuffer(data)
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        self.stage.grab().save(buffer, "PNG")  # type: ignore[call-overload]  # the stub is wrong: str works, bytes does not
-        buffer.close()
-        return bytes(data.data())
+        return self.stage.grab_png()
 
     def grab_image(self) -> QImage:
         """What the window shows now, as an image (tests and benchmarks)."""

@@ -27,7 +27,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
 )
-# ``gc()`` in every page. Slots no longer need it (each item gets a fresh page, whose render
+# ``gc()`` in every page. Slots do not need it (each item gets a fresh page, whose render
 # process ends when it is dropped: webslot.py); kept for pages and tools that call it, at no
 # cost to those that do not. Chromium keeps only the last --js-flags.
 JS_FLAGS = "--js-flags=--expose-gc"

@@ -25,8 +25,11 @@ import shiboken6
 from PySide6.QtCore import (
     Q_ARG,
     Q_RETURN_ARG,
+    QBuffer,
+    QByteArray,
     QCoreApplication,
     QEvent,
+    QIODevice,
     QMetaObject,
     QObject,
     QRect,
@@ -221,6 +224,15 @@ class Stage(QObject):
         """What the window shows now (rotation included): a read-back, so only for
         screenshots, tests and the watchdog's occasional look."""
         return self.view.grabWindow()
+
+    def grab_png(self) -> bytes:
+        """:meth:`grab`, as a PNG. GUI thread only."""
+        data = QByteArray()
+        buffer = QBuffer(data)
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        self.grab().save(buffer, "PNG")  # type: ignore[call-overload]  # the stub is wrong: str works, bytes does not
+        buffer.close()
+        return bytes(data.data())
 
     def content_size(self) -> QSize:
         """The size of this panel's content (the window's, turned back)."""

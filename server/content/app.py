@@ -1,4 +1,5 @@
-"""The Content Segment's HTTP API (spec 4.2, INTERFACE.md): hosted applications.
+"""The Content Segment's HTTP API (spec 4.2; docs/interface.md, "Content Segment"):
+hosted applications.
 
 Every folder ``<apps dir>/<app>/`` with an ``index.html`` is an application at ``/<app>/``; the
 built-in ``message`` application (``server/apps/message``) always exists.
@@ -58,7 +59,7 @@ log = logging.getLogger("pdn.content")
 BUILTIN_APPS = Path(__file__).resolve().parent.parent / "apps"
 DEFAULT_APP = "message"
 APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-#: Displays must answer within this (INTERFACE.md: 504 within 5 s).
+#: Displays must answer within this (docs/interface.md, "Content Segment": 504 within 5 s).
 FORWARD_TIMEOUT = 4.5
 MAX_URL_LENGTH = 8000
 
@@ -221,7 +222,7 @@ def advertised_base(
     return base
 
 
-#: Requests per client address to POST /<app>/schedule: 30 a minute (issue 22).
+#: Requests per client address to POST /<app>/schedule: 30 a minute (the endpoint is open).
 SCHEDULE_RATE = (30, 60.0)
 
 
@@ -235,7 +236,8 @@ def create_app(
 ) -> Flask:
     """The content server's Flask app; ``displays``: where ``display-uri`` may go."""
     app = create_base_app("pdn.content", openapi="content")
-    # POST /<app>/schedule stays open with a token set too (INTERFACE.md): rate-limited below.
+    # POST /<app>/schedule stays open with a token set too (docs/interface.md, "Who may change
+    # what"): rate-limited below.
     install_token_check(
         app,
         lambda: token,

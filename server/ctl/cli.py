@@ -63,8 +63,10 @@ from server.ctl.client import (
     base_url,
     call,
     check,
+    get_json,
     headers_for,
     json_answer,
+    print_json,
     reason_of,
     session_for,
 )
@@ -250,11 +252,9 @@ def describe_playback(record: dict[str, Any]) -> str:
 
 def cmd_playing(args: argparse.Namespace) -> int:
     display = base_url(args.display, "DISPLAY_URL")
-    record = check(call("GET", f"{display}/playback/"))
-    if not isinstance(record, dict):
-        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {record!r}")
+    record = get_json(display, "/playback/", dict)
     if args.json:
-        print(json.dumps(record, indent=2, ensure_ascii=False))
+        print_json(record)
     else:
         print(describe_playback(record))
     return EXIT_OK
@@ -263,11 +263,9 @@ def cmd_playing(args: argparse.Namespace) -> int:
 def cmd_displays(args: argparse.Namespace) -> int:
     scheduler = base_url(args.scheduler, "SCHEDULER_URL")
     url_only = "false" if args.full else "true"
-    records = check(call("GET", f"{scheduler}/displays?url-only={url_only}"))
-    if not isinstance(records, list):
-        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {records!r}")
+    records = get_json(scheduler, f"/displays?url-only={url_only}", list)
     if args.json:
-        print(json.dumps(records, indent=2, ensure_ascii=False))
+        print_json(records)
         return EXIT_OK
     if not records:
         print("no displays registered")
@@ -510,7 +508,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             check(response)
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {report!r}")
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print_json(report)
     else:
         print("\n".join(describe_health(report)))
     return EXIT_OK if report["status"] == "ok" else EXIT_REFUSED
@@ -548,11 +546,9 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
 def cmd_sensing(args: argparse.Namespace) -> int:
     display = base_url(args.display, "DISPLAY_URL")
-    sensors = check(call("GET", f"{display}/sensing"))
-    if not isinstance(sensors, list):
-        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {sensors!r}")
+    sensors = get_json(display, "/sensing", list)
     if args.json:
-        print(json.dumps(sensors, indent=2, ensure_ascii=False))
+        print_json(sensors)
     elif not sensors:
         print("no sensors known")
     else:

@@ -13,7 +13,7 @@ A token goes only to the origin (``scheme://host:port``) it was made for:
 
 Every ``pdn ctl`` module builds on this one (``server.ctl.cli``, ``server.ctl.pair``,
 ``server.ctl.fleet``), and this one on none of them: the commands never import each
-other's helpers (issue 24 broke the circles they made).
+other's helpers, so they make no import circle.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -41,6 +41,8 @@ EXIT_UNEXPECTED = 4
 
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
+
+_T = TypeVar("_T")
 
 
 class CtlError(Exception):
@@ -308,3 +310,17 @@ def check(response: requests.Response) -> Any:
             detail += _unauthorized_hint(response.url, detail)
         raise CtlError(code, f"{response.status_code}: {detail}")
     return json_answer(response)
+
+
+def get_json(base: str, path: str, kind: type[_T]) -> _T:
+    """``GET base + path``, checked (:func:`check`): its JSON answer when it is a ``kind``
+    (a list, a dict), else a CtlError saying what came."""
+    answer = check(call("GET", f"{base}{path}"))
+    if not isinstance(answer, kind):
+        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {base}: {answer!r}")
+    return answer
+
+
+def print_json(value: Any) -> None:
+    """What ``--json`` prints: the answer as it came, indented, non-ASCII kept."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))

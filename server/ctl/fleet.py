@@ -30,6 +30,8 @@ from server.ctl.client import (
     base_url,
     call,
     check,
+    get_json,
+    print_json,
 )
 from server.platform.clockspread import clock_spread, describe_spread
 
@@ -270,7 +272,7 @@ def cmd_plays(args: argparse.Namespace) -> int:
     if not isinstance(answer, dict) or not isinstance(answer.get("plays"), list):
         raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print_json(answer)
         return EXIT_OK
     if not answer["plays"]:
         print("no plays recorded")
@@ -355,11 +357,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
             out.write(response.content)
         print(f"{args.output}: {len(response.content)} bytes")
         return EXIT_OK
-    answer = check(call("GET", f"{scheduler}/x/fleet"))
-    if not isinstance(answer, list):
-        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {scheduler}: {answer!r}")
+    answer = get_json(scheduler, "/x/fleet", list)
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print_json(answer)
         return EXIT_OK
     if not answer:
         print("no display has registered")

@@ -47,8 +47,10 @@ from server.ctl.client import (
     base_url,
     call,
     check,
+    get_json,
     load,
     origin,
+    print_json,
     save,
 )
 from server.platform.pairing import NAME_PATTERN, ROLES
@@ -158,11 +160,9 @@ def cmd_pair(args: argparse.Namespace) -> int:
 
 def cmd_pairings(args: argparse.Namespace) -> int:
     display = base_url(args.display, "DISPLAY_URL")
-    answer = check(call("GET", f"{display}/x/pairings"))
-    if not isinstance(answer, list):
-        raise CtlError(EXIT_UNEXPECTED, f"unexpected answer from {display}: {answer!r}")
+    answer = get_json(display, "/x/pairings", list)
     if args.json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print_json(answer)
     elif not answer:
         print("no controller is paired", file=sys.stderr)
     for entry in answer if not args.json else []:

@@ -1,7 +1,7 @@
 """The Display Segment's HTTP face (Flask), served by waitress inside ``pdn display``.
 
 It knows a display only through :class:`server.display.port.DisplayPort`, and who may change it
-through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
+through :class:`DisplaySecurity` (docs/interface.md, "Who may change what"):
 
 - every request's ``Host`` names the display, where it answers without a token (loopback) or
   names are configured, and a state-changing request's browser ``Origin`` is the display's own
@@ -9,11 +9,9 @@ through :class:`DisplaySecurity` (INTERFACE.md, "Who may change what"):
 - listening on loopback only with no ``api_token``: open, as the spec shows it;
 - otherwise every state-changing request needs ``Authorization: Bearer`` with the configured
   ``api_token`` or a paired controller's token (``server.platform.pairing``); without one it is
-  refused
-  with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how to
-  pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings``, ``GET
-  /x/screenshot`` (it may show the pairing code) and the event stream (it holds a thread) are
-  never free reads;
+  refused with 401 ``not-paired`` (``unauthorized`` when an ``api_token`` is configured), saying how
+  to pair. Reads stay open unless ``protect_reads``; ``GET /x/pairings``, ``GET /x/screenshot`` (it
+  may show the pairing code) and the event stream (it holds a thread) are never free reads;
 - each token has a role (``server.platform.pairing.ROLES``): the ``api_token`` and the scheduler's
   token are ``control``, a paired controller's is the one it paired with; a token used beyond
   its role is refused with 403 ``forbidden``, naming the role it has and the roles needed;

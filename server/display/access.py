@@ -14,8 +14,7 @@ carries the page's name in ``Host`` and, when it changes state, its origin in ``
   is the display's own: its scheme and the ``Host`` the request came to.
 
 Tokens carry a role (``server.platform.pairing.ROLES``); :func:`roles_for` says which roles an
-endpoint
-takes besides ``control``, which takes every one.
+endpoint takes besides ``control``, which takes every one.
 """
 
 from __future__ import annotations

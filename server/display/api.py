@@ -1,4 +1,5 @@
-"""The Display Segment's HTTP endpoints (spec 4.1, INTERFACE.md) and its /x/ extensions.
+"""The Display Segment's HTTP endpoints (spec 4.1; docs/interface.md, "Display
+Segment") and its /x/ extensions.
 
 Each endpoint's input is declared once, in the schemas below; handlers only call the display
 (a :class:`server.display.port.DisplayPort`).
@@ -9,12 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
 from server.display.port import DisplayPort, SensorMessage, UnknownSensorError
+from server.platform.eventstream import EventStream, comment, event, opening, stream_response
 from server.platform.http import (
     ApiError,
     body_kind,
@@ -40,8 +42,7 @@ from server.platform.validation import (
 log = logging.getLogger("pdn.display.api")
 
 # Each open event stream holds one of waitress's worker threads (8 in server.platform.wsgi) for as
-# long
-# as it is open; at most this many are served at once, so requests always find a thread. One
+# long as it is open; at most this many are served at once, so requests always find a thread. One
 # client (an address, an IPv6 /64) holds at most one, and none longer than STREAM_LIFE: a client
 # then reconnects and resumes with Last-Event-ID, so no one holds the slots for good.
 MAX_EVENT_STREAMS = 3
@@ -200,7 +201,7 @@ MAX_PLAYS_LIMIT = 10000
 
 @api.get("/x/plays")
 def plays() -> Response:
-    """The display's play log, in sequence order, from just after ``since`` (issue 25)."""
+    """The display's play log, in sequence order, from just after ``since``."""
     since = _whole_number("since", 0, 0, 2**63 - 1)
     limit = _whole_number("limit", PLAYS_LIMIT, 1, MAX_PLAYS_LIMIT)
     return json_response(display().plays(since, limit))
@@ -306,7 +307,7 @@ def playback_events() -> Response:
     life = float(current_app.config.get("PDN_SSE_LIFE", STREAM_LIFE))
     slots = _stream_slots()
     client = client_key(request.remote_addr or "")
-    body = EventStream(display(), after, heartbeat, life=life)
+    body = PlaybackStream(display(), after, heartbeat, life=life)
     body.on_close(lambda: slots.give(client, body))
     if not slots.take(client, body):
         raise ApiError(
@@ -316,10 +317,7 @@ def playback_events() -> Response:
             " try again later, or poll GET /playback/.",
             headers={"Retry-After": str(max(1, round(heartbeat)))},
         )
-    response = Response(body, mimetype="text/event-stream")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
-    return response
+    return stream_response(body)
 
 
 def _last_event_id() -> int | None:
@@ -344,9 +342,9 @@ class StreamSlots:
     def __init__(self, most: int) -> None:
         self.most = most
         self._lock = threading.Lock()
-        self._streams: dict[str, EventStream] = {}
+        self._streams: dict[str, PlaybackStream] = {}
 
-    def take(self, client: str, stream: EventStream) -> bool:
+    def take(self, client: str, stream: PlaybackStream) -> bool:
         """Give ``client``'s slot to ``stream`` (ending the client's older stream, if any);
         False when every slot is held by other clients."""
         with self._lock:
@@ -358,7 +356,7 @@ class StreamSlots:
             older.supersede()
         return True
 
-    def give(self, client: str, stream: EventStream) -> None:
+    def give(self, client: str, stream: PlaybackStream) -> None:
         """``stream`` ended: its slot is free, unless a newer stream of the client has it."""
         with self._lock:
             if self._streams.get(client) is stream:
@@ -373,9 +371,9 @@ def _stream_slots() -> StreamSlots:
         return slots
 
 
-class EventStream:
-    """The body of one event stream: an iterator whose ``close`` (always called by the WSGI
-    server, even when the client left before the first byte) gives its slot back."""
+class PlaybackStream(EventStream):
+    """The playback events of one client: what it missed (or the current record), then each
+    change; it ends when its time is up or a newer stream of its client takes its slot."""
 
     def __init__(
         self,
@@ -385,43 +383,31 @@ class EventStream:
         *,
         life: float = STREAM_LIFE,
     ) -> None:
+        super().__init__()
         self._port = port
         self._after = after
         self._heartbeat = heartbeat
         self._ends = time.monotonic() + life
         self._superseded = False
-        self._release: Callable[[], None] = lambda: None
-        self._closed = False
-        self._events = self._generate()
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        return next(self._events)
-
-    def on_close(self, release: Callable[[], None]) -> None:
-        """Call ``release`` when the stream is closed (its slot is given back)."""
-        self._release = release
 
     def supersede(self) -> None:
         """Another stream of the same client took this one's slot: end within STREAM_POLL."""
         self._superseded = True
 
-    def _generate(self) -> Generator[bytes]:
-        yield f"retry: 3000\n: playback events; heartbeat every {self._heartbeat:g} s\n\n".encode()
+    def events(self) -> Generator[bytes]:
+        yield opening(f"playback events; heartbeat every {self._heartbeat:g} s")
         after = self._after
         beat = time.monotonic() + self._heartbeat
-        while not self._closed:
+        while not self.closed:
             now = time.monotonic()
             if self._superseded:
-                yield b": a newer stream of this client took over\n\n"
+                yield comment("a newer stream of this client took over")
                 return
             if now >= self._ends:
-                yield b": this stream's time is up; reconnect (Last-Event-ID resumes it)\n\n"
+                yield comment("this stream's time is up; reconnect (Last-Event-ID resumes it)")
                 return
             if now >= beat:
-                yield b": heartbeat\n\n"
+                yield comment("heartbeat")
                 beat = now + self._heartbeat
                 continue
             wait = min(beat, self._ends, now + STREAM_POLL) - now
@@ -430,13 +416,7 @@ class EventStream:
                 continue
             chunk = b""
             for sequence, record in updates:
-                chunk += b"id: %d\nevent: playback\ndata: %s\n\n" % (sequence, record.strip())
+                chunk += event("playback", sequence, record.strip())
                 after = sequence
             beat = time.monotonic() + self._heartbeat
             yield chunk
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._events.close()
-            self._release()

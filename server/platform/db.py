@@ -18,20 +18,11 @@ Settings, and why:
   take the database's mode), and an existing one, or its ``-wal``/``-shm``, readable by others
   is tightened at open (``server.platform.atomicfile.tighten``).
 
-Migrations: a schema is an ordered list of steps, each a list of SQL statements; step *n*
-takes the schema from version *n* to *n + 1*. :func:`migrate` applies the steps a file lacks
-in one transaction and records the new version. The version is ``PRAGMA user_version``, or,
-for a schema that shares its file with another one (the outbox's tables live in the display's
-and the scheduler's files), a one-row table of its own.
-
-Steps are forward-only and additive (issue 25): new tables, indexes and columns that may be
-NULL or have a default, never a table or column dropped, renamed or retyped; so the release
-before reads a file the new one migrated, and a release rolled back to keeps its data. Such a
-file opens as it is in an older pdn (:func:`migrate` returns its newer version and logs it).
-pdn 0.1.0, released before this rule, refuses a version it does not know: for it the version
-above is kept at what it knows (``legacy``, per schema) and the steps after are counted in
-``pdn_schema_steps`` (one row per schema), which also holds the steps a reader must know
-(``readable_from``): a file whose reader needs more is refused (:class:`SchemaTooNewError`).
+Migrations: :func:`migrate` applies the steps a file lacks in one transaction and records the
+new version (``server.platform.migration`` decides which, for SQLite and PostgreSQL alike). The
+version is ``PRAGMA user_version``, or, for a schema that shares its file with another one (the
+outbox's tables live in the display's and the scheduler's files), a one-row table of its own;
+the steps counted beyond what pdn 0.1.0 reads are in ``pdn_schema_steps``.
 """
 
 from __future__ import annotations
@@ -42,12 +33,18 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 from server.platform.atomicfile import SECRET_MODE, tighten
+from server.platform.migration import (
+    Migrations,
+    SchemaTooNewError,
+    bring_up,
+    missing_statements,
+)
 
 __all__ = [
     "Migrations",
@@ -63,9 +60,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("pdn.db")
-
-#: ``MIGRATIONS[n]`` holds the statements that take a schema from version n to n + 1.
-Migrations = Sequence[Sequence[str]]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -104,15 +98,6 @@ def last_disk_full() -> tuple[float, str] | None:
     """(when, why) of the last write that failed on a full disk in this process, or None."""
     with _full_lock:
         return _last_full[0] if _last_full else None
-
-
-class SchemaTooNewError(sqlite3.DatabaseError):
-    """The file's schema is newer than the migrations this pdn knows."""
-
-    def __init__(self, found: int, supported: int) -> None:
-        super().__init__(f"schema version {found} is newer than this pdn's ({supported})")
-        self.found = found
-        self.supported = supported
 
 
 def connect(
@@ -182,29 +167,54 @@ def schema_version(connection: sqlite3.Connection, version_table: str | None = N
 STEPS_TABLE = "pdn_schema_steps"
 
 
-def _steps_row(connection: sqlite3.Connection, key: str) -> tuple[int, int] | None:
-    """(version, readable_from) of ``key`` in :data:`STEPS_TABLE`, None when it has none."""
-    exists = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (STEPS_TABLE,)
-    ).fetchone()
-    if exists is None:
-        return None
-    row = connection.execute(
-        f"SELECT version, readable_from FROM {STEPS_TABLE} WHERE name = ?", (key,)
-    ).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
+class _FileBook:
+    """A schema's version in an SQLite file (see :class:`server.platform.migration.VersionBook`):
+    ``PRAGMA user_version`` or the one row of ``version_table``; the count in
+    :data:`STEPS_TABLE` under ``key``."""
 
+    def __init__(self, connection: sqlite3.Connection, version_table: str | None) -> None:
+        self._connection = connection
+        self._table = version_table
+        self._key = version_table or "user_version"
 
-def _count_steps(connection: sqlite3.Connection, key: str, version: int, legacy: int) -> None:
-    connection.execute(
-        f"CREATE TABLE IF NOT EXISTS {STEPS_TABLE} (name TEXT PRIMARY KEY,"
-        " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
-    )
-    connection.execute(
-        f"INSERT INTO {STEPS_TABLE} (name, version, readable_from) VALUES (?, ?, ?)"
-        " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
-        (key, version, legacy),
-    )
+    def recorded(self) -> int:
+        return schema_version(self._connection, self._table)
+
+    def counted(self) -> tuple[int, int] | None:
+        exists = self._connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (STEPS_TABLE,)
+        ).fetchone()
+        if exists is None:
+            return None
+        row = self._connection.execute(
+            f"SELECT version, readable_from FROM {STEPS_TABLE} WHERE name = ?", (self._key,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def count(self, version: int, readable_from: int) -> None:
+        self._connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {STEPS_TABLE} (name TEXT PRIMARY KEY,"
+            " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
+        )
+        self._connection.execute(
+            f"INSERT INTO {STEPS_TABLE} (name, version, readable_from) VALUES (?, ?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
+            (self._key, version, readable_from),
+        )
+
+    def run(self, statement: str) -> None:
+        self._connection.execute(statement)
+
+    def record(self, version: int) -> None:
+        if self._table is None:
+            # PRAGMA does not take parameters; version is an int.
+            self._connection.execute(f"PRAGMA user_version={int(version)}")
+            return
+        self._connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._table} (version INTEGER NOT NULL)"
+        )
+        self._connection.execute(f"DELETE FROM {self._table}")
+        self._connection.execute(f"INSERT INTO {self._table} (version) VALUES (?)", (version,))
 
 
 def migrate(
@@ -219,59 +229,15 @@ def migrate(
     The missing steps run in one transaction, with the new version, so a crash leaves the
     old schema or the new one. The version is ``PRAGMA user_version``, or with
     ``version_table`` the single row ``version`` of that table (created when missing), for a
-    schema that shares its file with another. With ``legacy`` (the steps pdn 0.1.0 knows of
-    this schema), that version stays at most ``legacy`` and the full count is kept in
-    :data:`STEPS_TABLE`, so pdn 0.1.0 opens the file. A file from a newer pdn opens as it is,
-    unless its steps table says a reader must know more steps (SchemaTooNewError).
+    schema that shares its file with another. ``legacy``: the steps pdn 0.1.0 knows of this
+    schema (:func:`server.platform.migration.bring_up` decides).
     """
-    target = len(migrations)
-    key = version_table or "user_version"
+    # Read inside the write lock: two processes opening a new file migrate it once.
     with transaction(connection):
-        # Read inside the write lock: two processes opening a new file migrate it once.
-        counted = schema_version(connection, version_table)
-        steps = _steps_row(connection, key) if legacy is not None else None
-        found = max(counted, steps[0]) if steps is not None else counted
-        if found > target:
-            if steps is None or steps[1] > target:
-                raise SchemaTooNewError(found, target)
-            log.info(
-                "database schema version %d is newer than this pdn's (%d): opened as it is"
-                " (its steps are additive)",
-                found,
-                target,
-            )
-            return found
-        missing = missing_statements(migrations, found)
-        if not missing:
-            if legacy is not None and steps is None:
-                _count_steps(connection, key, target, legacy)  # every file alike
-            return found
-        for statement in missing:
-            connection.execute(statement)
-        # The version pdn 0.1.0 reads: what it knows, never lowered (a file that an unreleased
-        # pdn took past it stays refused by 0.1.0, as it was).
-        shown = target if legacy is None else max(counted, min(target, legacy))
-        if version_table is None:
-            # PRAGMA does not take parameters; shown is an int.
-            connection.execute(f"PRAGMA user_version={shown}")
-        else:
-            connection.execute(
-                f"CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER NOT NULL)"
-            )
-            connection.execute(f"DELETE FROM {version_table}")
-            connection.execute(f"INSERT INTO {version_table} (version) VALUES (?)", (shown,))
-        if legacy is not None:
-            _count_steps(connection, key, target, legacy)
-    log.info("database schema migrated from version %d to %d", found, target)
+        found, migrated = bring_up(_FileBook(connection, version_table), migrations, legacy=legacy)
+    if migrated:
+        log.info("database schema migrated from version %d to %d", found, len(migrations))
     return found
-
-
-def missing_statements(migrations: Migrations, found: int) -> list[str]:
-    """The statements that take a schema from version ``found`` to the newest, in order
-    (none: it is current); SchemaTooNewError for a schema from a newer pdn."""
-    if found > len(migrations):
-        raise SchemaTooNewError(found, len(migrations))
-    return [statement for step in migrations[found:] for statement in step]
 
 
 def _check_name(name: str) -> None:

@@ -1,14 +1,12 @@
 """How the webhook outbox delivers, on either database (``server.platform.outbox.Outbox.start``
-runs this in
-its delivery thread): the one delivery core of issue 24, with a claim strategy per database.
+runs this in its delivery thread): the one delivery core, with a claim strategy per database.
 
 The loop, per process:
 
 1. **Claim** up to ``CLAIM_BATCH`` subscribers that have pending events, each with its oldest
    event (:class:`Claims`: on SQLite the one process takes every subscriber it is not already
-   working on, ``server.platform.outbox.SingleProcessClaims``; on PostgreSQL, processes claiming
-   together take disjoint subscribers and hold them by a lease, ``server.platform.pgoutbox``). It
-   claims
+   working on, ``server.platform.sqliteoutbox``; on PostgreSQL, processes claiming together
+   take disjoint subscribers and hold them by a lease, ``server.platform.pgoutbox``). It claims
    while it has room (``max_lanes`` subscribers being worked on, those waiting out a back-off
    not counted), whenever it is woken (a publish, a NOTIFY) and every ``Claims.poll`` seconds.
 2. **Deliver**: one lane (task) per claimed subscriber POSTs its events one at a time, oldest
@@ -23,7 +21,7 @@ The loop, per process:
 A process that dies between a receiver's 2xx and the batch that deletes that event leaves the
 event in the database; it is sent again with the same ``X-PDN-Event-Id`` (by another process
 once the lease runs out, on PostgreSQL; at the next start, on SQLite), and the receiver
-de-duplicates by that id (INTERFACE.md): at-least-once delivery.
+de-duplicates by that id (docs/interface.md, "Pushed updates"): at-least-once delivery.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A segment's credentials for the displays it pushes to: a token of each, and its certificate.
 
 A sensor (its readings) and a content server (the requests it forwards) talk to displays that
-take changes only from paired controllers (issue 22). Each gets a display's token
+take changes only from paired controllers (docs/interface.md, "Who may change what"). Each
+gets a display's token
 
 - **by pairing**: ``pdn ctl pair DISPLAY_URL CODE``, run as the user the segment runs as,
   keeps the token, and the fingerprint of the display's certificate when it serves HTTPS, in

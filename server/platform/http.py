@@ -1,10 +1,11 @@
 """What every segment's Flask app shares: JSON errors, request bodies, the bearer token.
 
-INTERFACE.md fixes these for all four segments:
+These hold for all four segments (docs/interface.md, "Every segment"):
 - every 4xx/5xx is ``{"error": "<kebab-code>", "message": "...", ["field": ...]}``, never HTML;
 - a body is JSON when ``Content-Type`` says ``application/json``, XML when it says
-  ``text/xml`` or ``application/xml``; any other body (a form, text/plain, or one with no
-  ``Content-Type``) is 415, so a web page cannot send one without the browser asking first;
+  ``text/xml`` or ``application/xml``; any other label (a form, text/plain) is 415, so a web
+  page cannot send one without the browser asking first; a body with no ``Content-Type`` is
+  judged by its content, unless it comes with a browser's ``Origin`` (then 415 too);
 - JSON bodies over 1 MiB and XML bodies over 8 MiB get 413;
 - JSON nested deeper than ``JSON_MAX_DEPTH`` arrays/objects gets 400 ``too-deep``, judged
   before parsing (Python's parser would fail with RecursionError, a 500);
@@ -14,8 +15,7 @@ INTERFACE.md fixes these for all four segments:
 - ``GET /x/openapi.json`` serves the segment's OpenAPI document.
 
 ``server.platform.validation`` stays free of Flask: its ``ValidationError`` is answered here, by
-the same
-handler as ``ApiError``.
+the same handler as ``ApiError``.
 """
 
 from __future__ import annotations

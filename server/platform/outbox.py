@@ -1,6 +1,6 @@
 """A durable webhook outbox: write the event first, POST it, delete it only after a 2xx.
 
-Used by every segment that pushes updates (INTERFACE.md, "Pushed updates"): the display's
+Used by every segment that pushes updates (docs/interface.md, "Pushed updates"): the display's
 playback updates, the scheduler's schedule updates, a sensor's readings.
 
 Usage::
@@ -30,22 +30,21 @@ display by its URL (got by pairing or configured: ``server.platform.displaycreds
 Topics are free strings (``"playback"``, ``"schedule:<id>"``, ``"sensor"``). A subscription is
 (topic, uri); subscribing twice is one record.
 
-Delivery (INTERFACE.md): per subscriber, events go out one at a time in the order they were
-published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per event and
-subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that gave a
-signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a 5 s
-limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
-(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h;
-a subscriber that stays dead *expires*) the subscription and its events are dropped, with a
-warning in the log.
+Delivery (docs/interface.md, "Pushed updates"): per subscriber, events go out one at a time in the
+order they were published; each POST carries ``Content-Type``, ``X-PDN-Event-Id`` (unique per
+event and subscriber, the same on every retry) and ``X-PDN-Topic`` (and, for a subscriber that
+gave a signing secret, the Standard Webhooks headers, ``webhook-id`` being the event id), with a
+5 s limit for connect and answer together. Anything but a 2xx is retried with exponential backoff
+(1 s, 2 s, 4 s ... capped at 5 min); when a subscriber has failed for ``give_up_after`` (24 h; a
+subscriber that stays dead *expires*) the subscription and its events are dropped, with a warning
+in the log.
 
 Bounds (defaults from ``server.platform.limits``): at most ``max_subscriptions`` subscriptions per
-topic
-(one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
-undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap,
-in the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic
-published with ``latest_only=True`` (a sensor's readings, where only the newest value matters)
-keeps a failing subscriber's backlog to the newest event alone.
+topic (one more raises :class:`SubscriptionLimitError`, answered 429); at most ``max_backlog``
+undelivered events per subscriber: beyond, the oldest are dropped (the receiver sees the gap, in
+the playback record's ``sequence`` for instance, and ``stats()`` counts them). A topic published
+with ``latest_only=True`` (a sensor's readings, where only the newest value matters) keeps a
+failing subscriber's backlog to the newest event alone.
 
 Delivery runs on an asyncio loop in its own thread with one lane (task) per subscriber, so a
 slow or dead subscriber holds only its own lane: it never delays another subscriber, the API or
@@ -56,13 +55,11 @@ per delivery loop: connections to a subscriber are kept alive and reused, proxie
 environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), certificates are checked against
 the system's store, and the connections are closed when delivery stops.
 
-One outbox, two databases (issue 24): this class, its tables and every statement on them but
-the claims are the same on SQLite and PostgreSQL (``server.platform.sql``);
-``server.platform.delivery`` is the
-one delivery core (order, retries, expiry), and the claims are the database's own:
-:class:`SingleProcessClaims` here (a SQLite file, one process), ``server.platform.pgoutbox``
-(several
-processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
+One outbox, two databases: this class, its tables and every statement on them but the claims
+are the same on SQLite and PostgreSQL (``server.platform.sql``); ``server.platform.delivery`` is
+the one delivery core (order, retries, expiry), and the claims are the database's own:
+``server.platform.sqliteoutbox`` (a SQLite file, one process), ``server.platform.pgoutbox``
+(several processes on one PostgreSQL: leased claims, LISTEN/NOTIFY; ``PgOutbox`` builds one). A
 subscriber's back-off (attempts, next attempt, failing since) is kept on its subscription, so
 dropping events (the backlog bound, ``latest_only``) never resets it or its expiry.
 
@@ -77,12 +74,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import sqlite3
 import threading
-import time
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -92,18 +85,15 @@ from server.platform.delivery import (
     MAX_BACKOFF,
     Claims,
     DeliveryLoop,
-    Failure,
-    Head,
-    Settings,
     Tally,
     backoff,
     bearer_for,
-    head_of,
 )
 from server.platform.limits import SubscriptionLimitError, limits
 from server.platform.net import shown_uri
 from server.platform.pins import Pins
 from server.platform.sql import Database, Schema, SqliteDatabase, Transaction, only, steps_for
+from server.platform.sqliteoutbox import SQLITE_NOW, SingleProcessClaims
 from server.platform.webhookpost import Poster
 
 __all__ = [
@@ -111,7 +101,6 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Outbox",
-    "SingleProcessClaims",
     "backoff",
     "bearer_for",
     "install_schema",
@@ -122,18 +111,13 @@ log = logging.getLogger("pdn.outbox")
 #: NOTIFY channel of new events (PostgreSQL): every delivery loop listening wakes.
 CHANNEL = "pdn_outbox"
 TIMEOUT = 5.0
-GIVE_UP_AFTER = 24 * 3600.0  # the default of server.platform.limits' subscriber_expiry
-POLL_INTERVAL = 2.0  # SQLite: a publish that joined a caller's transaction is seen this soon
 SLOW_AFTER = 1.0  # seconds unanswered before a POST leaves the live receivers' share
 
-# SQLite's clock in epoch seconds (the outbox's times are REAL there, TIMESTAMPTZ on PostgreSQL).
-_SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 # MIGRATIONS[n] takes the outbox tables from version n to n + 1 (server.platform.sql: only() marks
-# one
-# database's history). The tables share the file or database of the segment they serve,
-# whose schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in
-# pdn_schema (PostgreSQL).
+# one database's history). The tables share the file or database of the segment they serve, whose
+# schema owns PRAGMA user_version: the version is in outbox_schema (SQLite) or in pdn_schema
+# (PostgreSQL).
 MIGRATIONS: Schema = (
     only(
         "sqlite",
@@ -159,7 +143,7 @@ MIGRATIONS: Schema = (
         )""",
         "CREATE INDEX IF NOT EXISTS outbox_events_lane ON outbox_events (subscription_id, id)",
     ),
-    # Signed webhooks (issue 22): the subscriber's whsec_ secret, NULL for unsigned updates.
+    # Signed webhooks: the subscriber's whsec_ secret, NULL for unsigned updates.
     only("sqlite", "ALTER TABLE outbox_subscriptions ADD COLUMN signing_secret TEXT"),
     only(
         "postgresql",
@@ -189,18 +173,18 @@ MIGRATIONS: Schema = (
         "CREATE INDEX pdn_outbox_events_lane ON pdn_outbox_events (subscription_id, id)",
     ),
     only("postgresql", "ALTER TABLE pdn_outbox_subscriptions ADD COLUMN signing_secret TEXT"),
-    # Issue 24, one outbox on both: SQLite's tables take PostgreSQL's names and shape (the
+    # One outbox on both: SQLite's tables take PostgreSQL's names and shape (the
     # back-off on the subscription, taken from its oldest event); the database makes the
-    # event ids and the times. The old tables stay (issue 25: steps are additive), so pdn 0.1.0
+    # event ids and the times. The old tables stay (steps are additive), so pdn 0.1.0
     # rolled back to still opens the file: it finds the subscriptions as they were, and no
-    # events (they moved here, and are not sent twice).
+    # events (this step moves them into the new tables, so none is sent twice).
     only(
         "sqlite",
         f"""CREATE TABLE pdn_outbox_subscriptions (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             topic TEXT NOT NULL,
             uri TEXT NOT NULL,
-            created REAL NOT NULL DEFAULT {_SQLITE_NOW},
+            created REAL NOT NULL DEFAULT {SQLITE_NOW},
             attempts INTEGER NOT NULL DEFAULT 0,
             next_attempt REAL,
             first_failure REAL,
@@ -221,7 +205,7 @@ MIGRATIONS: Schema = (
             topic TEXT NOT NULL,
             body BLOB NOT NULL,
             content_type TEXT NOT NULL,
-            created REAL NOT NULL DEFAULT {_SQLITE_NOW}
+            created REAL NOT NULL DEFAULT {SQLITE_NOW}
         )""",
         "INSERT INTO pdn_outbox_events"
         " SELECT id, subscription_id, event_id, topic, body, content_type, created"
@@ -550,122 +534,3 @@ class Outbox:
             await self.claims.close()
             self._loop = None
             log.info("%s: webhook delivery stopped", self.name)
-
-
-#: A subscriber, its back-off and its oldest event: the columns of server.platform.delivery.head_of.
-_HEADS = (
-    "SELECT s.id, s.uri, s.attempts, s.next_attempt - ?, ? - s.first_failure,"
-    " e.id, e.event_id, e.topic, e.body, e.content_type, s.signing_secret"
-    " FROM pdn_outbox_subscriptions s LEFT JOIN pdn_outbox_events e ON e.id ="
-    " (SELECT MIN(id) FROM pdn_outbox_events WHERE subscription_id = s.id)"
-)
-
-
-class SingleProcessClaims:
-    """The claims of the one process delivering from a SQLite file: every subscriber with
-    pending events that none of its lanes works on. Nothing runs out (no lease), nobody else
-    publishes (a publish here wakes the loop; one that joined a caller's transaction and was
-    not followed by ``notify()`` is seen within :data:`POLL_INTERVAL`). Times are epoch
-    seconds of this machine's clock. Its own connection: ``synchronous=NORMAL`` (see the
-    module's docstring)."""
-
-    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
-    transient: tuple[type[Exception], ...] = ()
-    poll = POLL_INTERVAL
-    lease = None
-    #: SQL: seconds since the oldest pending event was queued (for Outbox.stats).
-    oldest_age = f"{_SQLITE_NOW} - MIN(created)"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._give_up_after = GIVE_UP_AFTER
-        self._db: SqliteDatabase | None = None
-
-    def _database(self) -> SqliteDatabase:
-        assert self._db is not None, "open() first"
-        return self._db
-
-    async def open(self, outbox: Settings) -> None:
-        self._give_up_after = outbox.give_up_after
-        self._db = SqliteDatabase(self.path, synchronous="NORMAL")
-
-    async def close(self) -> None:
-        self._database().close()
-
-    def _heads(self, transaction: Transaction, where: str, params: tuple[Any, ...]) -> list[Head]:
-        now = time.time()
-        return [head_of(row) for row in transaction.rows(f"{_HEADS} {where}", (now, now, *params))]
-
-    async def claim(self, limit: int, working: Collection[int] = ()) -> list[Head]:
-        with self._database().connection() as connection:
-            return self._heads(
-                connection,
-                "WHERE e.id IS NOT NULL AND s.id NOT IN (SELECT value FROM json_each(?))"
-                " ORDER BY s.id LIMIT ?",
-                (json.dumps(list(working)), limit),
-            )
-
-    def _following(self, transaction: Transaction, subscriptions: list[int]) -> list[Head | None]:
-        found = {
-            h.subscription: h
-            for h in self._heads(
-                transaction,
-                "WHERE s.id IN (SELECT value FROM json_each(?))",
-                (json.dumps(subscriptions),),
-            )
-        }
-        return [found.get(sub) for sub in subscriptions]
-
-    async def acknowledge(self, done: list[tuple[int, int]]) -> list[Head | None]:
-        with self._database().transaction() as transaction:
-            transaction.executemany(
-                "DELETE FROM pdn_outbox_events WHERE id = ?", [(row,) for _sub, row in done]
-            )
-            transaction.executemany(
-                "UPDATE pdn_outbox_subscriptions SET attempts = 0, next_attempt = NULL,"
-                " first_failure = NULL, last_error = NULL WHERE id = ? AND attempts > 0",
-                [(sub,) for sub, _row in done],
-            )
-            return self._following(transaction, [sub for sub, _row in done])
-
-    async def fail(self, failures: list[Failure]) -> list[tuple[str, float | None]]:
-        now = time.time()
-        outcomes: list[tuple[str, float | None]] = []
-        with self._database().transaction() as transaction:
-            for failure in failures:
-                row = transaction.row(
-                    "SELECT first_failure FROM pdn_outbox_subscriptions WHERE id = ?",
-                    (failure.subscription,),
-                )
-                if row is None:
-                    outcomes.append(("lost", None))
-                elif row[0] is not None and now - row[0] >= self._give_up_after:
-                    transaction.execute(
-                        "DELETE FROM pdn_outbox_events WHERE subscription_id = ?",
-                        (failure.subscription,),
-                    )
-                    transaction.execute(
-                        "DELETE FROM pdn_outbox_subscriptions WHERE id = ?",
-                        (failure.subscription,),
-                    )
-                    outcomes.append(("expired", now - row[0]))
-                else:
-                    transaction.execute(
-                        "UPDATE pdn_outbox_subscriptions SET attempts = ?, next_attempt = ?,"
-                        " first_failure = COALESCE(first_failure, ?), last_error = ?"
-                        " WHERE id = ?",
-                        (failure.attempts, now + failure.delay, now, failure.error,
-                         failure.subscription),
-                    )  # fmt: skip
-                    outcomes.append(("waiting", None))
-        return outcomes
-
-    async def reread(self, subscriptions: list[int]) -> list[Head | None]:
-        with self._database().connection() as connection:
-            return self._following(connection, subscriptions)
-
-    async def renew(self, subscriptions: list[int]) -> set[int]:
-        return set(subscriptions)  # nothing runs out
-
-    async def listen(self, wake: asyncio.Event) -> None:
-        """Nobody else publishes to this file."""

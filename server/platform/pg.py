@@ -1,12 +1,10 @@
 """The one way pdn opens PostgreSQL: a connection pool, explicit transactions, versioned schema
 migrations applied at start (the PostgreSQL counterpart of ``server.platform.db``), and what only
 PostgreSQL does for pdn, each in one place here: :class:`PgDatabase` (``server.platform.sql``'s one
-SQL
-text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
-tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`,
-:meth:`PgDatabase.lock`). The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues
-that claim: ``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox``
-(deliveries).
+SQL text on a pool), LISTEN/NOTIFY (:meth:`PgDatabase.notify`, :meth:`PgDatabase.listen`: processes
+tell each other of a change) and advisory locks (:data:`MIGRATION_LOCK`, :meth:`PgDatabase.lock`).
+The claims made with ``FOR UPDATE SKIP LOCKED`` belong to the queues that claim:
+``server.scheduler.pgfleet`` (reads of the displays) and ``server.platform.pgoutbox`` (deliveries).
 
 Used by the scheduler when it runs on PostgreSQL (``pdn scheduler --database postgresql://...``)
 and by its outbox. Needs the ``postgres`` extra (psycopg 3 and psycopg_pool):
@@ -20,17 +18,12 @@ Usage::
         connection.execute("UPDATE ...")
     pool.close()
 
-Migrations: as in ``server.platform.db``, ``MIGRATIONS[n]`` takes a schema from version n to n + 1.
-Every
-component (the scheduler's tables, the outbox's) keeps its version in one row of
-``pdn_schema``. :func:`migrate` takes a transaction-scoped advisory lock first, so when several
-processes start at once on a new database, one migrates and the others wait for its commit,
-then find the schema current; a crash mid-way leaves the old schema (PostgreSQL's DDL is
-transactional). As on SQLite (``server.platform.db``, issue 25), with ``legacy`` the version pdn
-0.1.0
-reads stays at the steps it knows, the full count is in ``pdn_schema_steps``, and a database
-from a newer pdn opens as it is unless that table says a reader must know more steps
-(``server.platform.db.SchemaTooNewError``).
+Migrations: every component (the scheduler's tables, the outbox's) keeps its version in one row
+of ``pdn_schema``, the steps counted beyond what pdn 0.1.0 reads in ``pdn_schema_steps``;
+``server.platform.migration`` decides what to run, as on SQLite. :func:`migrate` takes a
+transaction-scoped advisory lock first, so when several processes start at once on a new
+database, one migrates and the others wait for its commit, then find the schema current; a
+crash mid-way leaves the old schema (PostgreSQL's DDL is transactional).
 """
 
 from __future__ import annotations
@@ -46,7 +39,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.platform.db import Migrations, SchemaTooNewError, missing_statements
+from server.platform.migration import Migrations, bring_up
 from server.platform.sql import (
     RELEASED_POSTGRESQL_STEPS,
     Database,
@@ -132,26 +125,49 @@ def schema_version(connection: Connection, component: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def _steps(connection: Connection, component: str) -> tuple[int, int] | None:
-    exists = connection.execute("SELECT to_regclass('pdn_schema_steps') IS NOT NULL").fetchone()
-    if not exists or not exists[0]:
-        return None
-    row = connection.execute(
-        "SELECT version, readable_from FROM pdn_schema_steps WHERE component = %s", (component,)
-    ).fetchone()
-    return None if row is None else (int(row[0]), int(row[1]))
+class _ComponentBook:
+    """A component's version in ``pdn_schema``, its count in ``pdn_schema_steps`` (see
+    :class:`server.platform.migration.VersionBook`)."""
 
+    def __init__(self, connection: Connection, component: str) -> None:
+        self._connection = connection
+        self._component = component
 
-def _count_steps(connection: Connection, component: str, version: int, legacy: int) -> None:
-    connection.execute(
-        "CREATE TABLE IF NOT EXISTS pdn_schema_steps (component TEXT PRIMARY KEY,"
-        " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
-    )
-    connection.execute(
-        "INSERT INTO pdn_schema_steps (component, version, readable_from) VALUES (%s, %s, %s)"
-        " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-        (component, version, legacy),
-    )
+    def recorded(self) -> int:
+        return schema_version(self._connection, self._component)
+
+    def counted(self) -> tuple[int, int] | None:
+        exists = self._connection.execute(
+            "SELECT to_regclass('pdn_schema_steps') IS NOT NULL"
+        ).fetchone()
+        if not exists or not exists[0]:
+            return None
+        row = self._connection.execute(
+            "SELECT version, readable_from FROM pdn_schema_steps WHERE component = %s",
+            (self._component,),
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def count(self, version: int, readable_from: int) -> None:
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS pdn_schema_steps (component TEXT PRIMARY KEY,"
+            " version INTEGER NOT NULL, readable_from INTEGER NOT NULL)"
+        )
+        self._connection.execute(
+            "INSERT INTO pdn_schema_steps (component, version, readable_from) VALUES (%s, %s, %s)"
+            " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+            (self._component, version, readable_from),
+        )
+
+    def run(self, statement: str) -> None:
+        self._connection.execute(statement.encode())
+
+    def record(self, version: int) -> None:
+        self._connection.execute(
+            "INSERT INTO pdn_schema (component, version) VALUES (%s, %s)"
+            " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+            (self._component, version),
+        )
 
 
 def migrate(
@@ -166,43 +182,21 @@ def migrate(
     One transaction under ``pg_advisory_xact_lock``: processes starting together migrate once.
     ``legacy``: the steps pdn 0.1.0 knows of this schema (see the module's docstring).
     """
-    target = len(migrations)
     with transaction(pool) as connection:
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         connection.execute(
             "CREATE TABLE IF NOT EXISTS pdn_schema ("
             " component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        counted = schema_version(connection, component)
-        steps = _steps(connection, component) if legacy is not None else None
-        found = max(counted, steps[0]) if steps is not None else counted
-        if found > target:
-            if steps is None or steps[1] > target:
-                raise SchemaTooNewError(found, target)
-            log.info(
-                "%s: database schema version %d is newer than this pdn's (%d): used as it is",
-                component,
-                found,
-                target,
-            )
-            return found
-        missing = missing_statements(migrations, found)
-        if not missing:
-            if legacy is not None and steps is None:
-                _count_steps(connection, component, target, legacy)
-            return found
-        for statement in missing:
-            connection.execute(statement.encode())
-        # The version pdn 0.1.0 reads: what it knows, never lowered.
-        shown = target if legacy is None else max(counted, min(target, legacy))
-        connection.execute(
-            "INSERT INTO pdn_schema (component, version) VALUES (%s, %s)"
-            " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-            (component, shown),
+        book = _ComponentBook(connection, component)
+        found, migrated = bring_up(book, migrations, legacy=legacy, name=f"{component}: ")
+    if migrated:
+        log.info(
+            "%s: database schema migrated from version %d to %d",
+            component,
+            found,
+            len(migrations),
         )
-        if legacy is not None:
-            _count_steps(connection, component, target, legacy)
-    log.info("%s: database schema migrated from version %d to %d", component, found, target)
     return found
 
 

@@ -1,8 +1,7 @@
 """The webhook outbox on PostgreSQL, shared by several processes (the scheduler, ``--database
 postgresql://...``): :class:`PgOutbox` is ``server.platform.outbox.Outbox`` (read its docstring
-first: the
-same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's way of
-dividing the deliveries between processes.
+first: the same tables, statements and delivery rules) with :class:`LeasedClaims`, this database's
+way of dividing the deliveries between processes.
 
 Usage::
 
@@ -26,7 +25,8 @@ What differs from one process on SQLite, and why:
   leases run out (``lease``, 30 s by default) the others take its subscribers over and deliver
   what it had not: the event it had in flight is sent again with the same ``X-PDN-Event-Id``
   (it was never acknowledged, or its 2xx came back but the delete never committed; receivers
-  de-duplicate by that id, as INTERFACE.md asks). No event is ever sent by two live processes.
+  de-duplicate by that id: docs/interface.md, "Pushed updates"). No event is ever sent by two
+  live processes.
 - **Fast for thousands of subscribers.** Claims, acknowledgements, failures and re-reads are
   one statement per batch (``server.platform.delivery.Batcher``), each over arrays of subscribers.
 - **Wake-ups through LISTEN/NOTIFY.** ``publish`` runs ``NOTIFY pdn_outbox`` in the publishing

@@ -1,5 +1,5 @@
 """One SQL text on SQLite or PostgreSQL: the thin layer the scheduler's storage and the webhook
-outbox run on (issue 24), so each query is written once.
+outbox run on, so each query is written once.
 
 Statements are written in the SQL both databases understand (SQLite 3.35 or newer: ``INSERT ...
 ON CONFLICT``, ``RETURNING``, window functions), with ``?`` for each parameter; on PostgreSQL
@@ -11,10 +11,9 @@ per database (:data:`TYPES`).
 A :class:`Database` runs a statement on its own (autocommit) or several in
 :meth:`Database.transaction`; :class:`SqliteDatabase` is one file, one connection behind a lock
 (``server.platform.db``'s settings), ``server.platform.pg.PgDatabase`` a connection pool. What only
-PostgreSQL
-does (LISTEN/NOTIFY, advisory locks, ``FOR UPDATE SKIP LOCKED`` claims) is not here: the
-database's :meth:`~Database.notify` and :meth:`~Database.listen` do nothing on SQLite (one
-process: there is nobody to tell) and are ``server.platform.pg``'s on PostgreSQL.
+PostgreSQL does (LISTEN/NOTIFY, advisory locks, ``FOR UPDATE SKIP LOCKED`` claims) is not here: the
+database's :meth:`~Database.notify` and :meth:`~Database.listen` do nothing on SQLite (one process:
+there is nobody to tell) and are ``server.platform.pg``'s on PostgreSQL.
 
 Migrations (:meth:`Database.migrate`): a schema is one ordered list of steps, each a list of
 statements for both databases, or for one of them (:func:`only`): the scheduler's two kinds of
@@ -49,7 +48,7 @@ Dialect = Literal["sqlite", "postgresql"]
 
 #: The SQLite steps of each component that the first release to have it knew (pdn 0.1.0; the
 #: scheduler's proof_of_play came with 0.2.0): the version that release reads stays there, and a
-#: later release's additive steps open after a rollback (server.platform.db, issue 25). Constant: a
+#: later release's additive steps open after a rollback (server.platform.db). Constant: a
 #: component's entry never changes once released.
 RELEASED_SQLITE_STEPS = {"scheduler": 7, "outbox": 2, "proof_of_play": 1}
 #: And on PostgreSQL (server.platform.pg).

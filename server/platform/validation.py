@@ -14,8 +14,7 @@ The segments' OpenAPI documents carry the very same strings (``PATTERNS``), and
 tests/server/platform/test_openapi.py keeps them equal, so a document says exactly what is accepted.
 
 This module imports neither Flask nor ``server.platform.http`` (the display reads its configuration
-with
-``check_uri`` and ``parse_coordinate`` from here): a refusal is a ``ValidationError``, which
+with ``check_uri`` and ``parse_coordinate`` from here): a refusal is a ``ValidationError``, which
 ``server.platform.http`` answers with the usual JSON error body.
 """
 

@@ -22,7 +22,8 @@ loop guarded here (:class:`GuardedServer`, bounds from :mod:`server.platform.lim
   when every connection is busy is the new one refused (503).
 
 Every error waitress answers by itself (400 malformed request, 413 body over its limit, 431
-headers over its limit, 500) is the JSON error body of INTERFACE.md (:class:`JsonErrorTask`).
+headers over its limit, 500) is the JSON error body (docs/interface.md, "Errors";
+:class:`JsonErrorTask`).
 """
 
 from __future__ import annotations

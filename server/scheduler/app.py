@@ -1,4 +1,5 @@
-"""The Scheduling and Management Segment's HTTP API (spec 4.3, INTERFACE.md).
+"""The Scheduling and Management Segment's HTTP API (spec 4.3; docs/interface.md,
+"Scheduling and Management Segment").
 
 GET  /displays                       registry (url-only: JSON body field or query parameter)
 POST /displays                       register a display (a change needs proof: registration)

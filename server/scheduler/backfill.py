@@ -1,4 +1,4 @@
-"""Filling the gaps in proof of play from the displays' own play logs (issue 25).
+"""Filling the gaps in proof of play from the displays' own play logs.
 
 A display keeps every playback record in its play log (``player.store``) and serves it at
 ``GET /x/plays?since=SEQ&limit=N``. The scheduler stores the updates the display POSTs to it

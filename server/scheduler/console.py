@@ -30,7 +30,7 @@ from __future__ import annotations
 import hmac
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -40,6 +40,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from cds.errors import CdsError
 from server.platform.clockspread import clock_spread, describe_spread
+from server.platform.eventstream import EventStream, comment, event, opening, stream_response
 from server.platform.http import ApiError
 from server.platform.lockout import TOKEN_GUESSES, Lockout
 from server.platform.validation import ValidationError
@@ -260,11 +261,9 @@ def create_console_app(
     def events() -> Response:
         if not streams.acquire(blocking=False):
             return Response("too many live pages", status=503, mimetype="text/plain")
-        body = _EventStream(status, storage, streams.release)
-        response = Response(body, mimetype="text/event-stream")
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["X-Accel-Buffering"] = "no"
-        return response
+        body = _FleetStream(status, storage)
+        body.on_close(streams.release)
+        return stream_response(body)
 
     def registered(given: str | None) -> str:
         display = storage.display(given) if given else None
@@ -497,47 +496,31 @@ def create_console_app(
     return app
 
 
-class _EventStream:
-    """One console page's live feed: every display's status first, then each change. Its
-    ``close`` (called by the WSGI server, also when the page went away) frees its slot."""
+class _FleetStream(EventStream):
+    """One console page's live feed: every display's status first, then each change."""
 
-    def __init__(self, status: FleetStatus, storage: SchedulerStorage, release: Any) -> None:
+    def __init__(self, status: FleetStatus, storage: SchedulerStorage) -> None:
+        super().__init__()
         self._status = status
         self._storage = storage
-        self._release = release
-        self._closed = False
-        self._events = self._generate()
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self
-
-    def __next__(self) -> bytes:
-        return next(self._events)
 
     def _event(self, url: str, revision: int) -> bytes:
         body = self._status.status_json(url)
         record = self._storage.display(url)
         body["name"] = record.name if record else None
-        data = _json(body)
-        return f"id: {revision}\nevent: display\ndata: {data}\n\n".encode()
+        return event("display", revision, _json(body))
 
-    def _generate(self) -> Generator[bytes]:
-        yield b"retry: 3000\n: fleet status\n\n"
+    def events(self) -> Generator[bytes]:
+        yield opening("fleet status")
         after = self._status.revision
         yield b"".join(self._event(d.url, after) for d in self._storage.displays())
-        while not self._closed:
+        while not self.closed:
             revision, changed = self._status.changes(after, HEARTBEAT)
             if not changed:
-                yield b": heartbeat\n\n"
+                yield comment("heartbeat")
                 continue
             after = revision
             yield b"".join(self._event(url, revision) for url in changed)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._events.close()
-            self._release()
 
 
 def _json(body: Any) -> str:

@@ -1,4 +1,5 @@
-"""Who may change the scheduler, and how displays join it (INTERFACE.md, "Who may change what").
+"""Who may change the scheduler, and how displays join it (docs/interface.md, "Who may change
+what").
 
 - **The operator token** (``PDN_API_TOKEN``; ``install.sh`` makes one) guards schedules,
   assignments, groups, broadcasts, approvals, adding displays and the console. A scheduler

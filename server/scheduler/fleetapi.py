@@ -1,4 +1,4 @@
-"""The scheduler's extension API for running a fleet (INTERFACE.md, "Extensions").
+"""The scheduler's extension API for running a fleet (docs/interface.md, "Extensions").
 
 PUT    /x/schedules/<id>                 a CDS (text/xml): 201 new, 204 replaced, 400 with the line
 DELETE /x/schedules/<id>                 204, or 404

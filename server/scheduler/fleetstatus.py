@@ -9,12 +9,11 @@ display is read by one of the processes, and every process answers alike). Per d
   play, :meth:`FleetStatus.played`) and from the ``playback`` section of its ``/x/health``;
 - a health summary from ``/x/health``: ``ok`` or ``degraded``, and the first problem found;
 - its version (``/x/health``'s extension field ``version``) and, after a release of it was
-  rolled back by itself, which one (``release.rolled-back-from``, issue 25);
+  rolled back by itself, which one (``release.rolled-back-from``);
 - its clock: what its time daemon says (``/x/health``'s ``clock``: source, synchronised,
   offset), and over the fleet the spread of the offsets (``server.platform.clockspread``):
   screens that change together (a synchronised set) agree only as well as their clocks do;
-- a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (when Qt,
-  the display extra, is installed beside the scheduler; else kept as the display sent it),
+- a thumbnail: its ``/x/screenshot`` scaled down to ``THUMBNAIL_WIDTH`` pixels wide (Pillow),
   taken when there is none, when what it shows changed (at most every ``THUMBNAIL_MIN_GAP``
   seconds), every ``thumbnail_interval`` seconds, and on demand (:meth:`refresh_thumbnail`).
 
@@ -25,6 +24,7 @@ server-sent events stream).
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import threading
 import time
@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import requests
 from flask import Flask, Response, request
+from PIL import Image
 from werkzeug.http import http_date
 
 from server.platform.http import ApiError, json_response
@@ -66,34 +67,21 @@ def _iso(timestamp: float | None) -> str | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
-#: Held by the one thread at a time that is in PySide6 (the health read workers and the
-#: thumbnail threads all scale screenshots). PySide6 creates its types and enums lazily, at
-#: first use, inside C++ static initialisers that call back into Python: two threads there at
-#: once deadlock the whole process, one holding the initialiser's guard and waiting for the
-#: GIL, the other holding the GIL and waiting for the guard (seen as a scheduler whose probes
-#: all stopped and that ignored SIGTERM, py-spy: ``__cxa_guard_acquire`` in libpyside6 against
-#: ``Shiboken::Enum::createPythonEnum`` waiting for the GIL), or crash it. Serialising costs
-#: nothing measurable: PySide6 keeps the GIL through these calls anyway.
-_QT_LOCK = threading.Lock()
-
-
 def downscale_png(png: bytes, width: int = THUMBNAIL_WIDTH) -> bytes:
-    """The PNG scaled to ``width`` pixels wide (aspect kept), or unchanged when it is no wider,
-    not readable, or Qt is not installed here. Safe from any thread (:data:`_QT_LOCK`)."""
-    with _QT_LOCK:
-        try:
-            from PySide6.QtCore import QBuffer, QIODevice, Qt
-            from PySide6.QtGui import QImage
-        except ImportError:  # a scheduler host without the display extra
-            return png
-        image = QImage.fromData(png)
-        if image.isNull() or image.width() <= width:
-            return png
-        small = image.scaledToWidth(width, Qt.TransformationMode.SmoothTransformation)
-        buffer = QBuffer()
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        small.save(buffer, "PNG")  # type: ignore[call-overload]  # a str at run time
-        return bytes(buffer.data().data())
+    """The PNG scaled to ``width`` pixels wide (aspect kept), or unchanged when it is no wider
+    or not readable. Pillow, not Qt: a scheduler on a server loads no GUI toolkit."""
+    try:
+        with Image.open(io.BytesIO(png), formats=("PNG",)) as image:
+            if image.width <= width:
+                return png
+            height = max(1, round(image.height * width / image.width))
+            rgb = image if image.mode in ("RGB", "RGBA", "L", "LA") else image.convert("RGBA")
+            small = rgb.resize((width, height), Image.Resampling.LANCZOS)
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return png
+    out = io.BytesIO()
+    small.save(out, "PNG")
+    return out.getvalue()
 
 
 def health_problem(health: dict[str, Any]) -> str | None:

@@ -1,12 +1,12 @@
 """Move a scheduler's registry from its SQLite files to PostgreSQL (``pdn scheduler --data-dir
-DIR --migrate-to postgresql://...``; issue 14).
+DIR --migrate-to postgresql://...``).
 
 Copies everything the scheduler keeps, in one PostgreSQL transaction (all of it or nothing):
 displays (in registration order, with their names, sensors and playback-ingest secrets, so the
 displays' playback updates keep arriving), schedules (with where they came from), groups,
 assignments, what was pushed to each display, proof of play, and from the outbox the
 subscriptions and the events not yet delivered (with their event ids: a receiver that already
-had one de-duplicates it), and how far each display's plays are accounted for (issue 25).
+had one de-duplicates it), and how far each display's plays are accounted for.
 Back-off state is not copied: the first delivery is tried at once.
 
 The target must hold no scheduler data yet (its tables are created if need be): copying twice,
@@ -57,7 +57,7 @@ _TABLES: dict[str, tuple[str, str]] = {
         "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
         " started_at, duration, ended, painted, received",
     ),
-    # Issue 25: how far each display's plays are accounted for, and whether its play log is
+    # How far each display's plays are accounted for, and whether its play log is
     # to be read (not who was reading it: no process is, the scheduler is stopped).
     "play_backfill": (
         "display_key, seen, wanted, done, due, failures, error",
@@ -137,7 +137,7 @@ def _copy_outbox(path: Path, target: Connection) -> dict[str, int]:
         source.close()
     new_ids: dict[int, int] = {}
     for old_id, topic, uri, signing_secret in subscriptions:
-        # Signed subscriptions stay signed (issue 22).
+        # Signed subscriptions stay signed.
         row = target.execute(
             "INSERT INTO pdn_outbox_subscriptions (topic, uri, signing_secret)"
             " VALUES (%s, %s, %s) RETURNING id",

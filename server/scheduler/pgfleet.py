@@ -1,5 +1,5 @@
 """The displays' background reads and what they found, shared by every scheduler process on one
-PostgreSQL (issue 14): :class:`PgProbeQueue` divides the reads, :class:`PgStatusBook` keeps the
+PostgreSQL: :class:`PgProbeQueue` divides the reads, :class:`PgStatusBook` keeps the
 fleet status (``GET /x/fleet``) in the database, so any process answers it alike.
 
 Tables (PostgreSQL's own migrations in ``server.scheduler.storage``): the displays table's

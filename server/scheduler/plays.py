@@ -10,7 +10,7 @@ scheduler's API (``SchedulerService``), outside the API token's reach.
 
 ``GET /x/plays?display=&since=&until=`` answers JSON, or CSV for ``Accept: text/csv``. A jump
 in a display's ``sequence`` (updates that never arrived) is filled from the display's own play
-log (``server.scheduler.backfill``, issue 25); while it cannot be, it is reported as a gap with
+log (``server.scheduler.backfill``); while it cannot be, it is reported as a gap with
 the reason, in the JSON (``gaps``, and ``gap-before`` on the update after it) and the CSV
 (``gap_before``, ``gap_reason``). Without ``since``, the plays before a display's first stored
 one are a gap too, until its play log has been read.
@@ -153,7 +153,7 @@ def with_gaps(
 
 def gap_reason(state: BackfillState, last_missing: int) -> dict[str, Any]:
     """Why plays up to ``last_missing`` are missing, and whether the scheduler still fills them
-    (``filling``): they are read from the display's play log (issue 25)."""
+    (``filling``): they are read from the display's play log."""
     if last_missing > state.seen and state.error is not None:
         return {"reason": f"the display's play log cannot be read: {state.error}", "filling": True}
     if last_missing > state.seen and state.pending:

@@ -1,9 +1,8 @@
 """Proof of play in the scheduler's database: every playback update the displays sent, and what
-the scheduler knows of each display's own play log, to fill the gaps (issue 25).
+the scheduler knows of each display's own play log, to fill the gaps.
 
-:class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that
-keeps them; it shares that storage's database (``server.platform.sql``: SQLite or PostgreSQL). The
-plays
+:class:`PlayStorage` is the part of :class:`server.scheduler.storage.SchedulerStorage` that keeps
+them; it shares that storage's database (``server.platform.sql``: SQLite or PostgreSQL). The plays
 table belongs to the scheduler's own migrations (fleet, migration 2); the backfill table is a
 component of its own (:data:`PLAYS_SCHEMA`), so the release before still opens the database.
 """
@@ -58,7 +57,7 @@ class PlayRecord:
     received: float
 
 
-#: Issue 25, filling the gaps in proof of play: the tables of a component of their own
+#: Filling the gaps in proof of play: the tables of a component of their own
 #: (``proof_of_play``: its version in ``proof_of_play_schema`` on SQLite, a row of
 #: ``pdn_schema`` on PostgreSQL), so the scheduler's own version, which the release before reads,
 #: stays as it was and that release still opens a database this one migrated.
@@ -218,7 +217,7 @@ class PlayStorage:
         )
         return [_play(row) for row in rows]
 
-    # -- filling the gaps (issue 25) -------------------------------------------------------
+    # -- filling the gaps ---------------------------------------------------------------------
 
     def _want_plays(self, transaction: Transaction, key: str) -> None:
         transaction.execute(

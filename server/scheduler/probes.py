@@ -1,4 +1,4 @@
-"""When each display is read next, shared by every scheduler process (issue 14).
+"""When each display is read next, shared by every scheduler process.
 
 The scheduler reads its displays in the background: their ``GET /`` (name, sensors) and
 playback subscription (kind ``info``, :mod:`server.scheduler.registry`), and their
@@ -18,7 +18,7 @@ microseconds for a refused connection), and its status is written only when the 
 differs from the last one (:attr:`Claim.last_error`).
 
 - :class:`MemoryProbeQueue`: one process (SQLite): due times in memory, every display due at
-  start, as before.
+  start.
 - ``server.scheduler.pgfleet.PgProbeQueue``: due times are columns of the displays table,
   claimed with ``FOR UPDATE SKIP LOCKED`` in due order through an index, so several processes
   divide the work and each display is read once per round by one of them, whatever the number

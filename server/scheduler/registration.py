@@ -15,7 +15,7 @@
     before sign nothing, but give their secret at every registration).
 
   Without proof nothing is stored. The same registration again (a display starting) is
-  answered 201 as before; one that differs is answered 409 (``secret-changed``,
+  answered 201 again; one that differs is answered 409 (``secret-changed``,
   ``certificate-changed`` or ``proof-required``, naming the field), the record unchanged.
 - **A pending record replaced**: a registration with a token replaces a pending record whole
   (its signing secret, certificate and declared groups are dropped first): a stranger who
@@ -212,7 +212,7 @@ class Registrar:
         )
 
     def _unproven(self, fields: dict[str, Any], known: DisplayRecord) -> Response:
-        """No proof: nothing is stored. The same registration again is answered as before;
+        """No proof: nothing is stored. The same registration again is answered as the first time;
         another one is refused, naming what it would change."""
         url = fields["url"]
         changed = self._difference(fields, known)

@@ -65,7 +65,7 @@ class SchedulerService(SegmentService):
         to it); default: the address it listens on (this machine's, for 0.0.0.0).
         ``database``: a ``postgresql://`` URL (default: ``PDN_DATABASE_URL``) puts the registry,
         schedules, fleet and outbox in PostgreSQL, shared with the other scheduler processes
-        on it (issue 14); without, they live in SQLite files in ``data_dir``.
+        on it; without, they live in SQLite files in ``data_dir``.
         ``schedules_dir``: a folder of ``<id>.xml`` files to import schedules from and watch
         (optional: the schedules themselves live in the storage)."""
         super().__init__("scheduler")
@@ -135,7 +135,7 @@ class SchedulerService(SegmentService):
             pins=self.pins.pin,
             tokens=self.tokens.get,
         )
-        # The plays it missed, read from the displays' play logs (issue 25).
+        # The plays it missed, read from the displays' play logs.
         self.backfill = PlayBackfill(self.storage, bearer=self.prober.bearer, pins=self.pins.pin)
         # What every display is doing now: GET /x/fleet.
         self.fleet_status = FleetStatus(
@@ -250,7 +250,7 @@ class SchedulerService(SegmentService):
 
     def _registered(self, url: str, groups: list[str] | None) -> None:
         self.fleet.registered(url, groups)
-        self.backfill.wanted(url)  # its plays from the first not stored (issue 25)
+        self.backfill.wanted(url)  # its plays from the first not stored
         self.prober.poke(url)  # due at once in the queue the prober and fleet status share
         self.fleet_status.poke()
 
@@ -270,7 +270,7 @@ class SchedulerService(SegmentService):
         # Every display gets what it should hold now: what changed while the scheduler was
         # down, and the removal of a broadcast that was under way when it stopped.
         self.fleet.sync_all()
-        # And every display's plays it missed meanwhile (issue 25).
+        # And every display's plays it missed meanwhile.
         self.storage.want_all_plays()
         return self
 

@@ -1,9 +1,9 @@
 """Where the Scheduling and Management Segment keeps its state: :class:`SchedulerStorage`, one
-class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``; issue 24).
+class and one SQL text over SQLite or PostgreSQL (``server.platform.sql``).
 
 SQLite (``scheduler.sqlite3``, WAL, ``synchronous=FULL``: a registration answered 201 survives a
 power cut) is the default and right for one scheduler process; PostgreSQL (``pdn scheduler
---database postgresql://...``; issue 14) serves several scheduler processes on one database.
+--database postgresql://...``) serves several scheduler processes on one database.
 
 What is stored:
 - the display registry: one row per display, keyed by its normalised URL (upsert), with the
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.platform.sql import Database, Schema, Transaction, only
+from server.platform.sql import Database, Transaction
 from server.scheduler.playstore import (
     PLAYS_COMPONENT,
     PLAYS_SCHEMA,
@@ -43,6 +43,7 @@ from server.scheduler.playstore import (
     PlayStorage,
     display_key,
 )
+from server.scheduler.schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
@@ -100,143 +101,6 @@ class Assignment:
     group: str | None = None
     created: float = 0.0
 
-
-# Tables both databases had before issue 24, with the same columns ({real}:
-# server.platform.sql.TYPES).
-_DISPLAYS_V1 = (
-    "key TEXT PRIMARY KEY, url TEXT NOT NULL, location TEXT NOT NULL, name TEXT,"
-    " sensors TEXT NOT NULL DEFAULT '[]', registered {real} NOT NULL, checked {real}"
-)
-_SCHEDULES_V1 = """CREATE TABLE schedules (
-    id TEXT PRIMARY KEY,
-    xml {blob} NOT NULL,
-    digest TEXT NOT NULL,
-    root_name TEXT,
-    updated {real} NOT NULL
-)"""
-_FLEET_TABLES = (
-    """CREATE TABLE display_groups (
-        display_key TEXT NOT NULL,
-        name TEXT NOT NULL,
-        source TEXT NOT NULL CHECK (source IN ('display', 'operator')),
-        PRIMARY KEY (display_key, name, source)
-    )""",
-    """CREATE TABLE assignments (
-        schedule_id TEXT NOT NULL,
-        target_kind TEXT NOT NULL CHECK (target_kind IN ('display', 'group')),
-        target TEXT NOT NULL,
-        created {real} NOT NULL,
-        PRIMARY KEY (schedule_id, target_kind, target)
-    )""",
-    """CREATE TABLE pushed_sets (
-        display_key TEXT NOT NULL,
-        name TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        pushed {real} NOT NULL,
-        PRIMARY KEY (display_key, name)
-    )""",
-    """CREATE TABLE plays (
-        id {serial},
-        display_key TEXT NOT NULL,
-        display_url TEXT NOT NULL,
-        sequence {bigint} NOT NULL,
-        item TEXT,
-        content_type TEXT,
-        set_name TEXT,
-        origin TEXT NOT NULL,
-        started TEXT NOT NULL,
-        started_at {real} NOT NULL,
-        duration {real},
-        ended TEXT,
-        painted {bool} NOT NULL,
-        received {real} NOT NULL,
-        UNIQUE (display_key, sequence, started)
-    )""",
-    "CREATE INDEX plays_by_time ON plays (started_at)",
-    "CREATE INDEX plays_by_display ON plays (display_key, sequence)",
-)
-# A schedule change looks up where it is assigned or was pushed (Fleet.schedule_changed).
-_LOOKUP_INDEXES = (
-    "CREATE INDEX pushed_sets_by_name ON pushed_sets (name)",
-    "CREATE INDEX display_groups_by_name ON display_groups (name)",
-)
-
-# MIGRATIONS[n] takes the tables from version n to n + 1 (server.platform.sql: a step marked
-# only(...)
-# is one database's history; SQLite counts 7 steps to issue 22, PostgreSQL 6).
-MIGRATIONS: Schema = (
-    only("sqlite", f"CREATE TABLE displays ({_DISPLAYS_V1}, seq INTEGER NOT NULL)", _SCHEDULES_V1),
-    only("sqlite", "ALTER TABLE displays ADD COLUMN ingest TEXT", *_FLEET_TABLES),
-    # Displays registered before the fleet get their playback-ingest secret now, so the
-    # scheduler subscribes to their updates without waiting for them to register again.
-    only("sqlite", "UPDATE displays SET ingest = lower(hex(randomblob(18))) WHERE ingest IS NULL"),
-    only(
-        "postgresql",
-        f"CREATE TABLE displays ({_DISPLAYS_V1}, seq BIGSERIAL NOT NULL, ingest TEXT UNIQUE,"
-        " probe_until DOUBLE PRECISION)",
-        "CREATE INDEX displays_by_seq ON displays (seq)",
-        _SCHEDULES_V1,
-        *_FLEET_TABLES,
-    ),
-    # Where each schedule came from (a folder, or the API); those stored before: any folder.
-    ("ALTER TABLE schedules ADD COLUMN source TEXT NOT NULL DEFAULT '*'",),
-    # A registration takes the next seq; listing is by seq; a schedule change looks up
-    # where it is assigned or was pushed: indexes, not scans.
-    only("sqlite", "CREATE INDEX displays_by_seq ON displays (seq)", *_LOOKUP_INDEXES),
-    # Background reads shared by the processes (server.scheduler.pgfleet): when each kind of
-    # read is due next (epoch s, the database's clock), how many failed in a row and (the
-    # next step) with what; and what each display is doing (GET /x/fleet), the same from
-    # every process.
-    only(
-        "postgresql",
-        "ALTER TABLE displays DROP COLUMN probe_until,"
-        " ADD COLUMN info_due DOUBLE PRECISION NOT NULL DEFAULT 0,"
-        " ADD COLUMN info_failures INTEGER NOT NULL DEFAULT 0,"
-        " ADD COLUMN health_due DOUBLE PRECISION NOT NULL DEFAULT 0,"
-        " ADD COLUMN health_failures INTEGER NOT NULL DEFAULT 0",
-        "CREATE INDEX displays_info_due ON displays (info_due)",
-        "CREATE INDEX displays_health_due ON displays (health_due)",
-        "CREATE SEQUENCE display_status_revision",
-        """CREATE TABLE display_status (
-            key TEXT PRIMARY KEY,
-            fields TEXT NOT NULL,
-            revision BIGINT NOT NULL,
-            thumbnail BYTEA
-        )""",
-        "CREATE INDEX display_status_by_revision ON display_status (revision)",
-    ),
-    only(
-        "postgresql",
-        "ALTER TABLE displays ADD COLUMN info_error TEXT, ADD COLUMN health_error TEXT",
-        *_LOOKUP_INDEXES,
-    ),
-    # What a display gave when it registered (issue 22): the secret pushes to it are signed
-    # with, and the fingerprint of its TLS certificate, pinned.
-    (
-        "ALTER TABLE displays ADD COLUMN push_secret TEXT",
-        "ALTER TABLE displays ADD COLUMN tls_pin TEXT",
-    ),
-    # Issue 22: a display that registered without the enrolment token is 'pending' until an
-    # operator approves it (those registered before were taken: 'approved'); and the token
-    # the scheduler got by pairing with a display (the console's "Add a display").
-    (
-        "ALTER TABLE displays ADD COLUMN state TEXT NOT NULL DEFAULT 'approved'",
-        "ALTER TABLE displays ADD COLUMN push_token TEXT",
-    ),
-    # A new display's info read waits for its health read (server.scheduler.probes.FOLLOWER):
-    # registering no longer sets it, PgProbeQueue.due_now does, just after (issue 24).
-    only("postgresql", "ALTER TABLE displays ALTER COLUMN info_due SET DEFAULT 'Infinity'"),
-    # Console sessions (server.scheduler.sessions): the SHA-256 of each random session id,
-    # a mark of the operator token it was opened with, when it opened and was last used.
-    (
-        """CREATE TABLE console_sessions (
-            id_hash TEXT PRIMARY KEY,
-            token_mark TEXT NOT NULL,
-            created {real} NOT NULL,
-            seen {real} NOT NULL
-        )""",
-    ),
-)
 
 #: NOTIFY channel of schedule changes (PostgreSQL); the payload is the schedule id.
 SCHEDULES_CHANNEL = "pdn_schedules"
@@ -315,7 +179,7 @@ class SchedulerStorage(PlayStorage):
                     "pending" if pending else "approved",
                 ),
             )
-            # Its play log is read from the first play not stored (issue 25).
+            # Its play log is read from the first play not stored.
             self._want_plays(transaction, display_key(url))
 
     def record_display_info(

@@ -1,4 +1,5 @@
-"""The Environment Segment's HTTP API (spec 4.4, INTERFACE.md): one sensor.
+"""The Environment Segment's HTTP API (spec 4.4; docs/interface.md, "Environment Segment"): one
+sensor.
 
 GET  /             the current reading: sensor-id, sensor-type, data (a string) or data-source
 POST /subscribe    push readings to subscriber-uri (durable; idempotent)
@@ -6,8 +7,7 @@ POST /unsubscribe
 
 Closed beyond loopback, like the scheduler: with ``PDN_API_TOKEN`` set, subscribing and
 unsubscribing need ``Authorization: Bearer <token>`` (``server.platform.http.require_token``). With
-no
-token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
+no token, a sensor listening on loopback only is open, as the spec shows it; one listening on any
 other address takes no subscription at all (401, saying to set the token).
 """
 

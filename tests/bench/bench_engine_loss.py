@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
 
-import tests.player.test_process as process_module  # noqa: E402
 from player.crashonly import EXITS_FILE  # noqa: E402
 from tests.player.test_engine_loss import (  # noqa: E402
     RED,
@@ -36,13 +35,14 @@ from tests.player.test_engine_loss import (  # noqa: E402
     playback,
     show_red,
 )
+from tests.support.pages import one_page  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    red = process_module.ContentServer(RED)
+    red = one_page(RED)
     figures: list[float] = []
     with tempfile.TemporaryDirectory() as work:
         supervisor = Supervisor(Path(work))

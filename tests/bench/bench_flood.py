@@ -15,7 +15,7 @@ from a healthy client (a new connection per request, from 127.0.0.2) twice in th
 A probe that gets no answer within 5 s counts as failed. Figures go to
 ``bench-results/bench_flood.json``.
 
-``--tls`` (issue 22) runs it all twice in the same run, over plain HTTP and then over HTTPS
+``--tls`` runs it all twice in the same run, over plain HTTP and then over HTTPS
 (``[listen] tls = true``, a self-signed certificate), each probe a new TLS connection. Over
 TLS the idle connections never start their handshake (closed by the header deadline and
 reopened) and the drip-fed ones complete the handshake and then drip encrypted header bytes.

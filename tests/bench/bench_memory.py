@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.bench.bench_memory [--transitions 2000] [--profile both]
         [--item-seconds 1] [--checkout PATH] [--plot-also OTHER.json]
 
-Issue 11's benchmark. On an Xvfb of its own (1920x1080, no window manager) it first measures the
+The memory benchmark. On an Xvfb of its own (1920x1080, no window manager) it first measures the
 *floor*: one bare ``QWebEngineView`` in a process of its own, fullscreen, showing one of the
 signage pages below. Then, per profile, a real ``pdn display`` (of this checkout or of
 ``--checkout PATH``, run from a copy of its packages taken at the start unless ``--live``, with

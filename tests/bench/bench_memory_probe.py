@@ -1,4 +1,4 @@
-"""Where the display's browser process memory goes, by content kind and Chromium flag (issue 11).
+"""Where the display's browser process memory goes, by content kind and Chromium flag.
 
 Runs a real ``pdn display`` fullscreen on its own Xvfb (1920x1080) over ``--items`` items of ONE
 kind (``page``: DOM-and-script signage pages; ``image``: cached 1920x1080 pictures shown by the

@@ -4,7 +4,7 @@ served on 127.0.0.1, pixels read back from the window.
 
     .venv/bin/python -m tests.bench.bench_renderer [--transitions 2000] [--size 1920x1080]
 
-Prints the figures and writes them to ``bench-results/renderer.json``. Targets (issue 4):
+Prints the figures and writes them to ``bench-results/renderer.json``. Targets:
 page p95 < 300 ms, cached image p95 < 150 ms, 0 blank frames per transition, resident memory
 growth (process tree) < 30 MB between transition 100 and 2000, cold start < 3 s.
 

@@ -10,7 +10,7 @@ clock. The
 display crossfades (0.3 s by default), so the time until a screenshot shows the item in full
 (its colour at the centre) is measured too, by polling ``/x/screenshot``.
 
-Two kinds of item (issue 4's targets on this machine: p95 < 300 ms and < 150 ms):
+Two kinds of item (the targets on this machine: p95 < 300 ms and < 150 ms):
 - a page served on loopback, sent as JSON (``content-item``);
 - a cached image: a CDS whose item is a PNG with its sha256, already downloaded and verified
   (the first round warms the cache and is not counted), so it is drawn from disk.

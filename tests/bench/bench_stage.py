@@ -43,7 +43,7 @@ own CPU beside it (not in the tree's figure). Parts, each for each stage:
   mapped; nothing asked of the X server) every millisecond: *first pixel* is the first sample
   whose centre left the grey (by more than 3 levels), *full* the first with all 13 points at
   the colour; the playback record's ``started`` (stamped by the renderer) is kept beside.
-  Target (issue 4, for a page): first pixel p95 < 300 ms.
+  Target (for a page): first pixel p95 < 300 ms.
   Blank frames (all 13 points near black or near white; bench_memory.ScreenWatch, every 5 ms)
   are counted during the memory transitions and these switches. Target: 0.
 

@@ -1,4 +1,4 @@
-"""Screens that change together (issue 26), measured from the screens: real ``pdn display``
+"""Screens that change together, measured from the screens: real ``pdn display``
 processes, each on an Xvfb of its own, playing one synchronised set, each screen recorded by
 ``ffmpeg -f x11grab`` at 60 fps.
 

@@ -1,4 +1,4 @@
-"""What a video wall's tile costs against a single screen ([screen] wall, issue 26).
+"""What a video wall's tile costs against a single screen ([screen] wall).
 
     .venv/bin/python -m tests.bench.bench_wall [--seconds 20] [--size 1920x1080]
         [--output tests/bench/figures/wall_cost.json]

@@ -1,4 +1,4 @@
-"""Where a following display's periodic check costs the scheduler CPU (issue 14).
+"""Where a following display's periodic check costs the scheduler CPU.
 
     .venv/bin/python tests/bench/profile_followers.py [--checks 1000] [--top 30]
 

@@ -1,4 +1,4 @@
-"""What bench_sync.py (issue 26) sets up: the machine's load as the figures report it, and the
+"""What bench_sync.py sets up: the machine's load as the figures report it, and the
 synchronised set it plays (its media, its turns and their grid)."""
 
 from __future__ import annotations

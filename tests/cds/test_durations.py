@@ -1,4 +1,4 @@
-"""preferred-duration forms from INTERFACE.md, Durations."""
+"""preferred-duration forms (docs/interface.md, "Durations")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The meaning of a CDS (CDS.md, Meaning) beyond the windows: inheritance, priority, order,
-rotation, remote sets and explanations. 2026-11-23 is a Monday."""
+"""The meaning of a CDS (docs/cds.md, "What it means") beyond the windows: inheritance,
+priority, order, rotation, remote sets and explanations. 2026-11-23 is a Monday."""
 
 from __future__ import annotations
 

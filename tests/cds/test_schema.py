@@ -1,4 +1,4 @@
-"""The shipped RELAX NG schema: it is the grammar of CDS.md, it is what the parser validates
+"""The shipped RELAX NG schema: it is the grammar of docs/cds.md, it is what the parser validates
 against, and its verdicts reach people as sentences with line numbers."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Synchronised sets (CDS.md, sync="wall-clock"): the grid, its epoch, its shuffle, and the
-playlist that plays it. Everything with an injected instant; 2026-11-23 is a Monday."""
+"""Synchronised sets (docs/cds.md, "Screens that change together"): the grid, its epoch, its
+shuffle, and the playlist that plays it. Everything with an injected instant; 2026-11-23 is a
+Monday."""
 
 from __future__ import annotations
 

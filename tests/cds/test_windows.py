@@ -1,4 +1,4 @@
-"""Window arithmetic (CDS.md, Meaning): time, day-of-week and date windows, DST, and when
+"""Window arithmetic (docs/cds.md, "Windows"): time, day-of-week and date windows, DST, and when
 the answer next changes. 2026-11-23 is a Monday."""
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import re
@@ -31,20 +32,19 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 import urllib3
 
 from server.cli import build_parser
-from tests.player.test_process import ContentServer
-from tests.support.ports import free_port
+from tests.support.display import DisplayProcess
+from tests.support.pages import one_page
+from tests.support.process import CREDENTIALS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -277,28 +277,23 @@ class Stage:
         return (data_dir / "pairing-code").read_text(encoding="ascii").splitlines()[0].strip()
 
 
-def start_display(base: Path, name: str, env: dict[str, str], tls: bool) -> tuple[Any, str, Path]:
-    port = free_port()
-    config = base / f"{name}.toml"
-    config.write_text(f'name = "Docs {name}"\n[listen]\ntls = {str(tls).lower()}\n')
-    log = base / f"{name}.log"
-    command = [sys.executable, "-m", "server.cli", "display", "--port", str(port)]
-    command += ["--data-dir", str(base / name), "--config", str(config)]
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    return process, f"{'https' if tls else 'http'}://127.0.0.1:{port}", log
+def start_display(base: Path, name: str, tls: bool) -> DisplayProcess:
+    """A display with its data in ``base/name`` (where ``Stage.code`` reads its pairing code)."""
+    display = DisplayProcess(
+        base / f"{name}-run",
+        config=f'name = "Docs {name}"\n[listen]\ntls = {str(tls).lower()}\n',
+        data_dir=base / name,
+        scheme="https" if tls else "http",
+        unset=(*CREDENTIALS, "PDN_CONFIG"),
+    )
+    return display.start()
 
 
-def wait_until_up(process: Any, url: str, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
-            # verify=False: the self-signed certificate is what pdn ctl pair pins, later.
-            if requests.get(url + "/", timeout=2, verify=False).status_code == 200:
-                return
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"pdn display did not come up:\n{log.read_text(errors='replace')}")
-        time.sleep(0.2)
+def answers(url: str) -> bool:
+    with contextlib.suppress(requests.ConnectionError, requests.Timeout):
+        # verify=False: the self-signed certificate is what pdn ctl pair pins, later.
+        return requests.get(url + "/", timeout=2, verify=False).status_code == 200
+    return False
 
 
 @pytest.fixture(scope="module")
@@ -308,14 +303,14 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
     env = {**os.environ, "QTWEBENGINE_DISABLE_SANDBOX": "1"}
     for name in ("PDN_API_TOKEN", "PDN_CONFIG", "PDN_DISPLAY_TOKEN"):
         env.pop(name, None)
-    started = [start_display(base, "plain", env, tls=False)]
-    started.append(start_display(base, "tls", env, tls=True))
-    content = ContentServer(PAGE)
+    started = [start_display(base, "plain", tls=False)]
+    started.append(start_display(base, "tls", tls=True))
+    content = one_page(PAGE)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            for process, url, log in started:
-                wait_until_up(process, url, log)
+            for display in started:
+                display.wait_ready(functools.partial(answers, display.url), timeout=90)
         # `pdn` as the documents write it, the project's own; curl that fails on an HTTP error.
         bin_dir = base / "bin"
         bin_dir.mkdir()
@@ -337,17 +332,11 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
             "CURL_HOME": str(home),
             "PYTHONPATH": str(ROOT),
         }
-        yield Stage(started[0][1], started[1][1], content.url + "/", workdir, run_env)
+        yield Stage(started[0].url, started[1].url, content.url + "/", workdir, run_env)
     finally:
         content.close()
-        for process, _, _ in started:
-            process.terminate()
-        for process, _, _ in started:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        for display in started:
+            display.stop()
 
 
 RUNNABLE_BLOCKS = [block for block in all_blocks() if block.marker == "runnable"]

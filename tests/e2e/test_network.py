@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,31 +17,13 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from tests.support.ports import free_port
+from tests.support.process import PDN, PdnProcess
+from tests.support.waiting import wait_for_answer
+
 pytestmark = [pytest.mark.slow, pytest.mark.qt]
 
-PDN = str(Path(sys.executable).parent / "pdn")
 LOCATION = {"latitude": "N54.0104", "longitude": "W 2 47.298"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except requests.RequestException as error:
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout} s (last: {last!r})")
 
 
 # Green when the display's context API says the sensor reads 22 or more, red otherwise.
@@ -60,10 +37,6 @@ function paint(sensors) {
 if (window.pdn) { window.pdn.onSensor(paint); }
 </script></body></html>
 """
-
-
-def _answers(url: str) -> bool:
-    return requests.get(url, timeout=2).ok
 
 
 def schedule_xml(text: str, content_url: str) -> bytes:
@@ -82,34 +55,30 @@ def schedule_xml(text: str, content_url: str) -> bytes:
 
 @dataclass
 class Network:
+    """The four segments, each a ``pdn`` process (the venv's entry point) in ``root``."""
+
     root: Path
     ports: dict[str, int]
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    commands: dict[str, list[str]] = field(default_factory=dict)
+    processes: dict[str, PdnProcess] = field(default_factory=dict)
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}"
 
-    def start(self, name: str, *args: str) -> None:
-        self.commands[name] = [
-            PDN,
+    def start(self, name: str, *args: str, probe: str = "/", timeout: float = 20) -> None:
+        self.processes[name] = process = PdnProcess(
             name,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.ports[name]),
-            *args,
-        ]
-        self.restart(name)
-
-    def restart(self, name: str) -> None:
-        with (self.root / f"{name}.log").open("ab") as log:
-            self.processes[name] = subprocess.Popen(
-                self.commands[name], stdout=log, stderr=subprocess.STDOUT, cwd=self.root
-            )
+            self.root,
+            ["--host", "127.0.0.1", *args],
+            port=self.ports[name],
+            probe=probe,
+            unset=(),
+            program=(PDN,),
+            cwd=self.root,
+        )
+        process.start().wait_ready(timeout=timeout)
 
     def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text(errors="replace")
+        return self.processes[name].text()
 
     def playback(self) -> dict[str, Any]:
         record: dict[str, Any] = requests.get(f"{self.url('display')}/playback/", timeout=5).json()
@@ -117,14 +86,7 @@ class Network:
 
     def stop(self) -> None:
         for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            process.stop(15)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +107,14 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
         gauge = root / "apps" / "gauge"
         gauge.mkdir(parents=True)
         (gauge / "index.html").write_text(GAUGE_PAGE)
-        net.start("content", "--apps", str(root / "apps"), "--display", net.url("display"))
+        net.start(
+            "content",
+            "--apps",
+            str(root / "apps"),
+            "--display",
+            net.url("display"),
+            probe="/x/apps",
+        )
         net.start(
             "sensor",
             "--sensor-id",
@@ -171,10 +140,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
             str(schedules),
             "--refresh",
             "2",
+            probe="/x/schedules",
         )
-        for name, path in (("content", "/x/apps"), ("sensor", "/"), ("scheduler", "/x/schedules")):
-            url = net.url(name) + path
-            wait_for(partial(_answers, url), 20, f"{name} up")
         net.start(
             "display",
             "--config",
@@ -185,8 +152,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
             f"{net.url('scheduler')}/schedule/lobby/",
             "--register",
             net.url("scheduler"),
+            timeout=60,
         )
-        wait_for(lambda: requests.get(net.url("display") + "/", timeout=2).ok, 60, "display up")
         yield net
     finally:
         net.stop()
@@ -194,14 +161,14 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
 
 def test_display_follows_and_registers(network: Network) -> None:
     wanted = "text=Lobby%20one"
-    record = wait_for(
+    record = wait_for_answer(
         lambda: (r := network.playback()).get("content-item") and wanted in r["content-item"] and r,
         30,
         "the schedule on screen",
     )
     assert record["origin"] == "schedule"
     assert record["set"] == "lobby"
-    displays = wait_for(
+    displays = wait_for_answer(
         lambda: requests.get(
             f"{network.url('scheduler')}/displays?url-only=false", timeout=5
         ).json(),
@@ -210,7 +177,7 @@ def test_display_follows_and_registers(network: Network) -> None:
     )
     assert displays[0]["url"].rstrip("/") == network.url("display")
     assert displays[0]["location"] == LOCATION
-    assert wait_for(
+    assert wait_for_answer(
         lambda: (
             requests.get(f"{network.url('scheduler')}/displays", timeout=5).json()[0]["name"]
             == "e2e display"
@@ -224,7 +191,7 @@ def test_schedule_file_edit_reaches_the_screen(network: Network) -> None:
     (network.root / "schedules" / "lobby.xml").write_bytes(
         schedule_xml("Lobby two", network.url("content"))
     )
-    wait_for(
+    wait_for_answer(
         lambda: "text=Lobby%20two" in (network.playback().get("content-item") or ""),
         15,
         "the edited schedule on screen",
@@ -244,7 +211,7 @@ def test_content_app_request_reaches_the_screen(network: Network) -> None:
     )
     assert answer.status_code == 202
     assert answer.json() == {"request-status": "forwarded"}
-    record = wait_for(
+    record = wait_for_answer(
         lambda: (r := network.playback()).get("origin") == "request" and r,
         15,
         "the content app's page on screen",
@@ -268,7 +235,7 @@ def test_remote_content_set_is_fetched_and_played(network: Network) -> None:
         timeout=5,
     )
     assert answer.status_code == 202
-    wait_for(
+    wait_for_answer(
         lambda: "text=Remote%20menu" in (network.playback().get("content-item") or ""),
         20,
         "the remote set's item on screen",
@@ -284,14 +251,14 @@ def test_sensor_readings_reach_the_display(network: Network) -> None:
         timeout=5,
     )
     assert answer.status_code == 201
-    sensors = wait_for(
+    sensors = wait_for_answer(
         lambda: requests.get(f"{network.url('display')}/sensing", timeout=5).json(),
         10,
         "the sensor known to the display",
     )
     assert sensors == [{"sensor-id": "e2e-temp", "sensor-type": "air temperature"}]
     # The scheduler re-reads the display's GET / (every 2 s here) and learns its sensors.
-    wait_for(
+    wait_for_answer(
         lambda: (
             requests.get(f"{network.url('scheduler')}/displays?url-only=false", timeout=5).json()[
                 0
@@ -303,7 +270,7 @@ def test_sensor_readings_reach_the_display(network: Network) -> None:
     )
     (network.root / "temp").write_text("23000\n")
     assert requests.get(f"{network.url('sensor')}/", timeout=5).json()["sensor-id"] == "e2e-temp"
-    wait_for(
+    wait_for_answer(
         lambda: requests.get(f"{network.url('sensor')}/", timeout=5).json()["data"] == "23",
         5,
         "the new reading",
@@ -320,12 +287,12 @@ def test_sensor_readings_reach_the_display(network: Network) -> None:
         timeout=10,
     )
     assert answer.json() == {"request-status": "forwarded"}
-    wait_for(
+    wait_for_answer(
         lambda: "/gauge/" in (network.playback().get("content-item") or ""),
         15,
         "the gauge page on screen",
     )
-    wait_for(lambda: _centre_colour(network) == (0, 255, 0), 10, "the page turned green")
+    wait_for_answer(lambda: _centre_colour(network) == (0, 255, 0), 10, "the page turned green")
 
 
 def _centre_colour(network: Network) -> tuple[int, int, int]:
@@ -342,9 +309,9 @@ def test_scheduler_killed_and_restarted_loses_nothing(network: Network) -> None:
     process = network.processes["scheduler"]
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
-    network.restart("scheduler")
+    process.start()
     scheduler = network.url("scheduler")
-    displays = wait_for(
+    displays = wait_for_answer(
         lambda: requests.get(f"{scheduler}/displays", timeout=2).json(), 20, "the registry back"
     )
     assert displays[0]["url"].rstrip("/") == network.url("display")
@@ -354,7 +321,7 @@ def test_scheduler_killed_and_restarted_loses_nothing(network: Network) -> None:
     (network.root / "schedules" / "lobby.xml").write_bytes(
         schedule_xml("Lobby three", network.url("content"))
     )
-    wait_for(
+    wait_for_answer(
         lambda: "text=Lobby%20three" in (network.playback().get("content-item") or ""),
         25,  # the gauge request of the sensor test may still be on screen
         "the change after the restart on screen",

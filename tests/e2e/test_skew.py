@@ -1,4 +1,4 @@
-"""Version skew (issue 25): a scheduler and a display one minor version apart work together.
+"""Version skew: a scheduler and a display one minor version apart work together.
 
 This checkout's scheduler against a display of the previous release, pdn 0.1.0 installed from
 its wheel into a venv of its own (tests/support/release.py), and the reverse: each a real process on
@@ -9,24 +9,20 @@ its plays arrive at the scheduler (GET /x/plays); the fleet view names the displ
 
 from __future__ import annotations
 
-import http.server
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 
-from tests.e2e.test_network import free_port, wait_for
-from tests.support.release import PREVIOUS_VERSION, release_env
+from tests.support.pages import one_page
+from tests.support.ports import free_port
+from tests.support.process import PDN, PdnProcess
+from tests.support.release import PREVIOUS_VERSION
+from tests.support.waiting import wait_for_answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.qt]
 
-NEW_PDN = str(Path(sys.executable).parent / "pdn")
 NEW_VERSION = "0.2.0"
 OPERATOR, ENROLMENT = "operator-token-of-the-skew-test", "enrolment-token-of-the-skew-test"
 PAGE = b"<!doctype html><html><body style='margin:0;background:#2060a0'>skew</body></html>"
@@ -39,53 +35,27 @@ def old_pdn(previous_release: Path) -> str:
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[str]:
-    """A page to schedule, from a plain HTTP server in this process."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/skew.html"
-    server.shutdown()
-    server.server_close()
+    """A page to schedule, from a page server in this process."""
+    with one_page(PAGE) as server:
+        yield f"{server.url}/skew.html"
 
 
-class Processes:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.running: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, command: list[str], **env: str) -> None:
-        with (self.root / f"{name}.log").open("ab") as log:
-            self.running[name] = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-                env=release_env(**env),
-            )  # fmt: skip
-
-    def log(self, name: str) -> str:
-        path = self.root / f"{name}.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else "(not started)"
-
-    def stop(self) -> None:
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running.values():
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+def release_process(
+    pdn: str, command: str, folder: Path, args: list[str], port: int, **env: str
+) -> PdnProcess:
+    """``pdn`` of one release or the other, in ``folder`` (this checkout kept off its path)."""
+    return PdnProcess(
+        command,
+        folder,
+        ["--host", "127.0.0.1", *args] if command == "scheduler" else args,
+        port=port,
+        env=env,
+        unset=("PYTHONPATH", "VIRTUAL_ENV"),
+        program=(pdn,),
+        cwd=folder,
+        listen_flag=command == "scheduler",
+        probe="/displays",
+    )
 
 
 def schedule(page: str) -> bytes:
@@ -105,9 +75,7 @@ def schedule(page: str) -> bytes:
 def test_scheduler_and_display_one_version_apart(
     skew: str, old_pdn: str, page: str, tmp_path: Path
 ) -> None:
-    scheduler_pdn, display_pdn = (
-        (NEW_PDN, old_pdn) if skew.startswith("new") else (old_pdn, NEW_PDN)
-    )
+    scheduler_pdn, display_pdn = (PDN, old_pdn) if skew.startswith("new") else (old_pdn, PDN)
     display_version = PREVIOUS_VERSION if display_pdn == old_pdn else NEW_VERSION
     scheduler_port, display_port = free_port(), free_port()
     scheduler = f"http://127.0.0.1:{scheduler_port}"
@@ -118,23 +86,25 @@ def test_scheduler_and_display_one_version_apart(
         f'[listen]\nhost = "127.0.0.1"\nport = {display_port}\n'
         '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
     )
-    processes = Processes(tmp_path)
+    started = {
+        "scheduler": release_process(
+            scheduler_pdn, "scheduler", tmp_path,
+            ["--data-dir", str(tmp_path / "scheduler-data"),
+             "--schedules", str(tmp_path / "schedules"), "--refresh", "2"],
+            scheduler_port, PDN_API_TOKEN=OPERATOR, PDN_ENROLMENT_TOKEN=ENROLMENT,
+        ),
+        "display": release_process(
+            display_pdn, "display", tmp_path,
+            ["--config", str(tmp_path / "display.toml"),
+             "--data-dir", str(tmp_path / "display-data")],
+            display_port,
+        ),
+    }  # fmt: skip
     operator = {"Authorization": f"Bearer {OPERATOR}"}
     try:
-        processes.start(
-            "scheduler",
-            [scheduler_pdn, "scheduler", "--host", "127.0.0.1", "--port", str(scheduler_port),
-             "--data-dir", str(tmp_path / "scheduler-data"),
-             "--schedules", str(tmp_path / "schedules"), "--refresh", "2"],
-            PDN_API_TOKEN=OPERATOR, PDN_ENROLMENT_TOKEN=ENROLMENT,
-        )  # fmt: skip
-        wait_for(lambda: requests.get(f"{scheduler}/displays", timeout=2).ok, 30, "scheduler up")
-        processes.start(
-            "display",
-            [display_pdn, "display", "--config", str(tmp_path / "display.toml"),
-             "--data-dir", str(tmp_path / "display-data")],
-        )  # fmt: skip
-        wait_for(
+        started["scheduler"].start().wait_ready(timeout=30)
+        started["display"].start()
+        wait_for_answer(
             lambda: any(
                 d["url"].rstrip("/") == display
                 for d in requests.get(f"{scheduler}/displays", timeout=5).json()
@@ -156,14 +126,14 @@ def test_scheduler_and_display_one_version_apart(
             timeout=5,
         )
         assert assigned.status_code == 201, assigned.text
-        wait_for(
+        wait_for_answer(
             lambda: (
                 requests.get(f"{display}/playback/", timeout=5).json().get("content-item") == page
             ),
             60,
             "the schedule on the display",
         )
-        plays = wait_for(
+        plays = wait_for_answer(
             lambda: [
                 play
                 for play in requests.get(f"{scheduler}/x/plays", timeout=5).json()["plays"]
@@ -173,7 +143,7 @@ def test_scheduler_and_display_one_version_apart(
             "a play at the scheduler",
         )
         assert plays[0]["display"].rstrip("/") == display and plays[0]["set"] == "skew"
-        fleet = wait_for(
+        fleet = wait_for_answer(
             lambda: [
                 d
                 for d in requests.get(f"{scheduler}/x/fleet", timeout=5).json()
@@ -184,9 +154,12 @@ def test_scheduler_and_display_one_version_apart(
         )
         assert fleet[0]["version"] == display_version
     except AssertionError as error:
+        logs = {
+            name: process.text()[-4000:] or "(not started)" for name, process in started.items()
+        }
         raise AssertionError(
-            f"{error}\n--- scheduler log\n{processes.log('scheduler')}"
-            f"\n--- display log\n{processes.log('display')}"
+            f"{error}\n--- scheduler log\n{logs['scheduler']}\n--- display log\n{logs['display']}"
         ) from None
     finally:
-        processes.stop()
+        for process in started.values():
+            process.stop()

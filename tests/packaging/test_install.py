@@ -24,6 +24,10 @@ SCRIPTS = [
     REPO / "packaging/fresh-root.sh",
     REPO / "packaging/systemd-proof.sh",
     REPO / "packaging/lock.sh",
+    # The parts the scripts source, each checked on its own too: shellcheck follows a sourced
+    # file for what it defines but reports nothing in it.
+    *sorted((REPO / "packaging").glob("*.d/*.sh")),
+    *sorted((REPO / "packaging/lib").glob("*.sh")),
 ]
 
 
@@ -125,7 +129,7 @@ def test_install_into_a_throwaway_root(tmp_path: Path) -> None:
     assert not (wants / "pdn-scheduler.service").is_symlink()
     out = result.stdout
     assert "would create the system users pdn (the display's), pdn-scheduler, pdn-content" in out
-    # A new display serves HTTPS (issue 22) and says how to pair and pin.
+    # A new display serves HTTPS and says how to pair and pin.
     assert "\ntls = true\n" in config.read_text()
     assert "display API: https://" in out and ":8080/" in out
     assert "pdn ctl pins the display's certificate" in out
@@ -168,7 +172,7 @@ def test_an_upgrade_installs_the_packages_of_the_configured_platform(tmp_path: P
 
 
 def test_install_tightens_config_files_others_may_read(tmp_path: Path) -> None:
-    """Secrets at rest (issue 22): /etc/pdn's files may hold tokens."""
+    """Secrets at rest: /etc/pdn's files may hold tokens."""
     assert install_into(tmp_path).returncode == 0
     services = tmp_path / "etc/pdn/services.env"
     services.chmod(0o644)
@@ -535,7 +539,7 @@ def test_example_config_is_valid_for_the_display(tmp_path: Path) -> None:
 
 def test_start_wrapper_runs_the_pdn_of_its_own_release(tmp_path: Path) -> None:
     """Run through /opt/pdn/current, it starts the release the link named when it started
-    (issue 25: a switch meanwhile cannot mix two releases)."""
+    (a switch meanwhile cannot mix two releases)."""
     libexec = tmp_path / "opt/pdn/releases/0.2.0-abc/libexec"
     libexec.mkdir(parents=True)
     shutil.copy2(START, libexec / "pdn-display-start")

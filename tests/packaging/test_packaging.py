@@ -83,7 +83,10 @@ def test_setups_install_from_the_lock_file() -> None:
     dev = DEV.read_text()
     assert "x11-xserver-utils" in dev  # xset, for tests/player/test_power.py
     assert '-c "$constraints" -e "${root}[display,test,postgres]"' in dev
-    install = INSTALL.read_text()
+    # install.sh and the parts it sources (packaging/install.d).
+    install = "\n".join(
+        path.read_text() for path in [INSTALL, *sorted(INSTALL.parent.glob("install.d/*.sh"))]
+    )
     pip_lines = [line for line in install.splitlines() if "pip install" in line]
     assert pip_lines and all('-c "$constraints"' in line for line in pip_lines)
     assert not any("--upgrade" in line for line in pip_lines)

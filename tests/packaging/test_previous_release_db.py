@@ -1,4 +1,4 @@
-"""The release before opens the databases this one migrated (issue 25: a rollback keeps its data).
+"""The release before opens the databases this one migrated (a rollback keeps its data).
 
 This checkout writes a display's files (its state with the playback outbox, the pairings, the
 content cache's index) and a scheduler's (registry, schedules, plays, outbox); then pdn 0.1.0,
@@ -37,8 +37,8 @@ from pathlib import Path
 from player.store import DisplayStore
 from player.cache import ContentCache
 from server.display.port import SensorMessage
-from server.platform.outbox import Outbox
-from server.platform.pairing import Pairing
+from server.outbox import Outbox
+from server.pairing import Pairing
 from server.scheduler.storage import Assignment, PlayRecord, SqliteStorage, StoredSchedule
 
 display, scheduler = Path(sys.argv[1]), Path(sys.argv[2])
@@ -127,7 +127,7 @@ def test_the_previous_release_opens_and_writes_what_this_one_migrated(
     assert seen["sensors"] == ["door"]
     assert seen["playback"] == 1
     # The subscriptions as the tables of 0.1.0 hold them: those made before this release's
-    # outbox took over the file are not among them (the outbox is this release's, issue 24).
+    # outbox took over the file are not among them (the outbox is this release's).
     assert seen["display-subscribers"] == []
     assert seen["displays"] == [ONE]
     assert seen["schedules"] == ["hall"]
@@ -167,8 +167,8 @@ def test_a_file_from_a_newer_release_opens_here(tmp_path: Path) -> None:
 # The same on PostgreSQL: a scheduler's registry and outbox, made by this checkout.
 PREVIOUS_PG = r"""
 import json, sys
-from server.platform.pg import open_pool
-from server.platform.pgoutbox import PgOutbox
+from server.pg import open_pool
+from server.pgoutbox import PgOutbox
 from server.scheduler.pgstorage import PgStorage
 from server.scheduler.storage import PlayRecord
 
@@ -249,7 +249,7 @@ def schemas() -> Iterator[tuple[str, list[str]]]:
 
 
 def test_steps_after_the_release_are_additive() -> None:
-    # What the rule refuses (issue 24's first outbox step 3 dropped the tables 0.1.0 reads).
+    # What the rule refuses (a step that drops the tables 0.1.0 reads).
     assert NOT_ADDITIVE.search("DROP TABLE outbox_events")
     assert NOT_ADDITIVE.search("ALTER TABLE plays ADD COLUMN seen INTEGER NOT NULL")
     assert not NOT_ADDITIVE.search("ALTER TABLE plays ADD COLUMN seen INTEGER NOT NULL DEFAULT 0")

@@ -1,4 +1,4 @@
-"""Releases and the unattended rollback (issue 25), with install.sh --root and real releases.
+"""Releases and the unattended rollback, with install.sh --root and real releases.
 
 install.sh installs real wheels into a throwaway root (each release a venv of its own that
 reuses this checkout's dependencies: PDN_INSTALL_SITE_PACKAGES), the locked pip from the
@@ -19,23 +19,22 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.pages import PageServer, json_reply
 from tests.support.paths import REPO
+from tests.support.ports import free_port
 from tests.support.release import (
     BASE_PYTHON,
     PREVIOUS_WHEEL,
@@ -44,18 +43,13 @@ from tests.support.release import (
     build_wheel,
     release_env,
 )
+from tests.support.waiting import wait_until
 
 INSTALL = REPO / "packaging/install.sh"
 UNINSTALL = REPO / "packaging/uninstall.sh"
 RELEASE = REPO / "packaging/pdn-release"
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def source_copy(target: Path, version: str) -> Path:
@@ -232,20 +226,23 @@ class DisplayUnit:
     def run_until(self, done: Callable[[], bool], timeout: float) -> float:
         """Supervise until ``done()``; returns the seconds it took."""
         began = time.monotonic()
-        next_check = began
-        while time.monotonic() - began < timeout:
+        next_check = [began]
+
+        def supervised() -> bool:
             if self.process is None or self.process.poll() is not None:
                 if self.process is not None:
                     self.log.append(self.output.read_text(errors="replace")[-2000:])
                     time.sleep(self.restart_sec)
                 self._run_start()
-            if time.monotonic() >= next_check:
+            if time.monotonic() >= next_check[0]:
                 self.check()
-                next_check = time.monotonic() + 1.0
-            if done():
-                return time.monotonic() - began
-            time.sleep(0.2)
-        raise AssertionError(f"not done within {timeout} s; log:\n" + "\n".join(self.log)[-6000:])
+                next_check[0] = time.monotonic() + 1.0
+            return done()
+
+        wait_until(
+            supervised, timeout, lambda: "done; log:\n" + "\n".join(self.log)[-6000:], step=0.2
+        )
+        return time.monotonic() - began
 
     def health(self) -> dict[str, Any] | None:
         try:
@@ -463,7 +460,7 @@ def test_an_install_from_before_releases_becomes_the_release_to_go_back_to(
     from tests.support.release import release_venv
 
     root = tmp_path / "root"
-    # The layout install.sh made before issue 25: the project installed in place.
+    # The layout of pdn 0.1.0's install.sh: the project installed in place.
     release_venv(root / "opt/pdn/venv", wheels["previous"])
     (root / "opt/pdn/libexec").mkdir(parents=True)
     shutil.copy2(REPO / "packaging/pdn-display-start", root / "opt/pdn/libexec/pdn-display-start")
@@ -583,27 +580,9 @@ def test_the_trial_runs_on_the_boot_clock(tmp_path: Path) -> None:
 def answering_health(body: dict[str, Any]) -> Iterator[int]:
     """A display's /x/health on the loopback (plain HTTP), answering ``body`` as it is then;
     yields its port."""
-
-    class Health(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with PageServer() as health:
+        health.handle(lambda request: json_reply(body))
+        yield health.port
 
 
 def test_only_the_release_on_trial_confirms_it(tmp_path: Path) -> None:

@@ -1,12 +1,12 @@
 """pdn-release as root against a data directory its service user booby-trapped.
 
-The real script runs as root (``PDN_ROOT``: a copy of the layout in a directory of its own).
-The display's user is ``nobody`` here (``PDN_DISPLAY_USER``): it owns ``var/lib/pdn`` as an
-older install left it, and plants links where root used to write and read: the old release
-state directory, its ``lock``, ``.health`` and ``state``, the files the data move takes and
-the directory it moves them to, each pointing at a root-owned secret (``/etc/shadow``'s kind:
-0600) or a root-owned directory. Nothing root owns changes, no secret is read into anything
-the display's user can see, and pdn-release does its job or says why it did not.
+The real script runs as root (``PDN_ROOT``: a copy of the layout in a directory of its own). The
+display's user is ``nobody`` here (``PDN_DISPLAY_USER``): it owns ``var/lib/pdn`` as an older
+install left it, and plants links where an older pdn-release wrote and read as root: the old release
+state directory, its ``lock``, ``.health`` and ``state``, the files the data move takes and the
+directory it moves them to, each pointing at a root-owned secret (``/etc/shadow``'s kind: 0600) or a
+root-owned directory. Nothing root owns changes, no secret is read into anything the display's user
+can see, and pdn-release does its job or says why it did not.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_display_unit_is_a_watched_kiosk(root: Path) -> None:
     assert int(unit["StartLimitBurst"][0]) >= 3
     assert unit["User"] == ["pdn"]
     assert unit["ExecStart"] == ["/opt/pdn/current/libexec/pdn-display-start"]
-    # Each start of a new release is counted as root, and never stops the display (issue 25).
+    # Each start of a new release is counted as root, and never stops the display.
     assert unit["ExecStartPre"] == ["-+/opt/pdn/libexec/pdn-release started"]
     assert unit["DevicePolicy"] == ["closed"]
     assert any(v.startswith("char-drm") for v in unit["DeviceAllow"])
@@ -155,7 +155,7 @@ def test_timers_verify(root: Path, timer: str) -> None:
 
 
 def test_the_release_check_runs_while_the_display_is_enabled(root: Path) -> None:
-    """pdn-release check (issue 25): from boot on, so a rollback a power cut stopped is
+    """pdn-release check: from boot on, so a rollback a power cut stopped is
     finished; it does nothing without a trial."""
     assert (root / "etc/systemd/system/timers.target.wants/pdn-release-check.timer").is_symlink()
     check = settings(root / "etc/systemd/system/pdn-release-check.service")

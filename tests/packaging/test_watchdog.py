@@ -5,8 +5,6 @@ resume after."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ import requests
 
 from tests.support.notify import NotifyListener
 from tests.support.paths import REPO
+from tests.support.process import PdnProcess
 
 # Runs the real display in this interpreter, and on "block SECONDS" from stdin puts a sleep on
 # its GUI thread through the app's own GUI bridge (a queued Qt signal).
@@ -48,59 +47,28 @@ WATCHDOG_USEC = 1_000_000  # pings every 0.5 s
 
 
 @pytest.fixture
-def display(
-    notify_listener: NotifyListener, tmp_path: Path
-) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def display(notify_listener: NotifyListener, tmp_path: Path) -> Iterator[PdnProcess]:
+    """``pdn display`` through the driver above, its notifications to ``notify_listener``."""
     env = {
-        **os.environ,
         "NOTIFY_SOCKET": notify_listener.address,
         "WATCHDOG_USEC": str(WATCHDOG_USEC),
         "QT_QPA_PLATFORM": "offscreen",
         "PYTHONPATH": str(REPO),
     }
-    env.pop("WATCHDOG_PID", None)
-    port = free_port()
-    stderr = (tmp_path / "stderr").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            DRIVER,
-            "display",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-        text=True,
+    process = PdnProcess(
+        "display",
+        tmp_path,
+        ["--host", "127.0.0.1", "--data-dir", str(tmp_path / "data")],
         env=env,
+        unset=("WATCHDOG_PID",),
+        program=(sys.executable, "-c", DRIVER),
         cwd=tmp_path,
+        stdin=True,
     )
     try:
-        yield process, f"http://127.0.0.1:{port}"
+        yield process.start()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdin is not None:
-            process.stdin.close()
-        stderr.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        process.stop()
 
 
 def pings_between(listener: NotifyListener, start: float, end: float) -> list[float]:
@@ -113,9 +81,8 @@ def pings_between(listener: NotifyListener, start: float, end: float) -> list[fl
 
 @pytest.mark.qt
 def test_ready_then_watchdog_pings_that_stop_while_the_gui_thread_is_blocked(
-    display: tuple[subprocess.Popen[str], str], notify_listener: NotifyListener
+    display: PdnProcess, notify_listener: NotifyListener
 ) -> None:
-    process, base_url = display
     ready = notify_listener.wait_for("READY=1", timeout=90)
     assert "STATUS=on screen" in ready
     # Steady pings at about WATCHDOG_USEC / 2.
@@ -126,12 +93,10 @@ def test_ready_then_watchdog_pings_that_stop_while_the_gui_thread_is_blocked(
     assert len(steady) >= 3, notify_listener.messages
 
     # Block the GUI thread for 3 s: no pings, while the API (its own thread) still answers.
-    assert process.stdin is not None
-    process.stdin.write("block 3\n")
-    process.stdin.flush()
+    display.send("block 3\n")
     blocked_at = time.monotonic()
     time.sleep(0.6)  # the queued call reaches the GUI thread, a ping may be in flight
-    answer = requests.get(f"{base_url}/playback/", timeout=5)
+    answer = requests.get(f"{display.url}/playback/", timeout=5)
     assert answer.status_code == 200
     while time.monotonic() - blocked_at < 5.0:
         notify_listener.receive(0.1)
@@ -140,8 +105,7 @@ def test_ready_then_watchdog_pings_that_stop_while_the_gui_thread_is_blocked(
     after = pings_between(notify_listener, blocked_at + 3.0, time.monotonic())
     assert after, "pings did not resume after the GUI thread was free again"
 
-    process.terminate()
-    process.wait(timeout=20)
+    display.stop(20)
     while notify_listener.receive(0.2) is not None:
         pass
     assert any("STOPPING=1" in text for _, text in notify_listener.messages)

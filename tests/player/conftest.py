@@ -1,4 +1,4 @@
-"""Fixtures for the renderer and cache tests: a loopback HTTP server and a real kiosk renderer.
+"""Fixtures for the player tests: a loopback page server and a real kiosk renderer.
 
 Chromium's flags must be in place before Qt WebEngine starts, and conftest files are imported
 before any test runs, so this sets them up here, whichever test makes the QApplication first.
@@ -6,11 +6,7 @@ before any test runs, so this sets them up here, whichever test makes the QAppli
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import re
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from player.renderer.options import prepare_process
+from tests.support.pages import PageServer, Reply, Request
 
 if TYPE_CHECKING:
     from player.renderer import KioskRenderer
@@ -48,64 +45,38 @@ class Served:
     down: bool = False
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    served: Served
-    protocol_version = "HTTP/1.1"
+NO_STORE = {"Cache-Control": "no-store"}
 
-    def do_GET(self) -> None:
-        served = self.served
-        path = self.path.split("?")[0]
-        served.requests.append((path, self.headers.get("Range")))
-        if served.down:
-            self.close_connection = True
-            self.connection.close()
-            return
-        if path in served.slow_paths:
-            time.sleep(30)
-            return
-        slow = re.fullmatch(r"/slow/(\d+)/([0-9a-f]{6})", path)
-        if slow:  # the first byte after this many milliseconds (tests of the load race)
-            time.sleep(int(slow.group(1)) / 1000)
-            path = f"/colour/{slow.group(2)}"
-        match = re.fullmatch(r"/colour/([0-9a-f]{6})", path)
-        if match:
-            body = (
-                "<!doctype html><html><body style='margin:0;background:#"
-                f"{match.group(1)}'></body></html>"
-            ).encode()
-            self._send(200, body, "text/html")
-            return
-        if path not in served.files:
-            self._send(404, b"not found", "text/plain")
-            return
-        body, kind = served.files[path]
-        wanted = self.headers.get("Range")
-        if wanted and not served.no_range:
-            start = int(wanted.removeprefix("bytes=").split("-")[0])
-            if start >= len(body):
-                self._send(416, b"", kind, {"Content-Range": f"bytes */{len(body)}"})
-                return
-            headers = {"Content-Range": f"bytes {start}-{len(body) - 1}/{len(body)}"}
-            self._send(206, body[start:], kind, headers)
-            return
-        self._send(200, body, kind)
 
-    def _send(
-        self, status: int, body: bytes, kind: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        # The renderer drops loads it has replaced (what the race tests do): no traceback.
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+def answer(served: Served, request: Request) -> Reply:
+    """What the test server answers: a colour page (``/colour/rrggbb``, late with
+    ``/slow/<ms>/rrggbb``), a served file (byte ranges unless ``no_range``), or 404."""
+    path = request.route
+    wanted = request.headers.get("Range")
+    served.requests.append((path, wanted))
+    if served.down:
+        return Reply(drop=True)
+    if path in served.slow_paths:
+        return Reply(delay=30, drop=True)
+    delay = 0.0
+    slow = re.fullmatch(r"/slow/(\d+)/([0-9a-f]{6})", path)
+    if slow:  # the first byte after this many milliseconds (tests of the load race)
+        delay = int(slow.group(1)) / 1000
+        path = f"/colour/{slow.group(2)}"
+    match = re.fullmatch(r"/colour/([0-9a-f]{6})", path)
+    if match:
+        page = f"<!doctype html><html><body style='margin:0;background:#{match.group(1)}'>"
+        return Reply(200, (page + "</body></html>").encode(), headers=NO_STORE, delay=delay)
+    if path not in served.files:
+        return Reply(404, b"not found", "text/plain", NO_STORE)
+    body, kind = served.files[path]
+    if wanted and not served.no_range:
+        start = int(wanted.removeprefix("bytes=").split("-")[0])
+        if start >= len(body):
+            return Reply(416, b"", kind, {**NO_STORE, "Content-Range": f"bytes */{len(body)}"})
+        ranged = {**NO_STORE, "Content-Range": f"bytes {start}-{len(body) - 1}/{len(body)}"}
+        return Reply(206, body[start:], kind, ranged)
+    return Reply(200, body, kind, NO_STORE)
 
 
 @dataclass
@@ -122,22 +93,9 @@ class LoopbackServer:
 @pytest.fixture
 def http_server() -> Iterator[LoopbackServer]:
     served = Served()
-    handler = type("Handler", (_Handler,), {"served": served})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    stopped = False
-
-    def stop() -> None:
-        nonlocal stopped
-        if not stopped:
-            stopped = True
-            server.shutdown()
-            server.server_close()
-
-    yield LoopbackServer(f"http://127.0.0.1:{server.server_address[1]}", served, stop)
-    stop()
+    with PageServer(keep_alive=True) as server:
+        server.handle(lambda request: answer(served, request))
+        yield LoopbackServer(server.url, served, server.close)
 
 
 @dataclass

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ import pytest
 from player.cache import ContentCache
 from player.cachedcontent import CachedContent
 from player.cachefiles import CacheConfig, FileSpec, parse_cache_config, parse_size
+from tests.support.pages import PageServer, Reply, Request
+from tests.support.waiting import wait_until
 
 V1 = b"\x89PNG menu, version one " * 2000
 V2 = b"\x89PNG menu, version two!" * 50_000  # over two 256 KiB reads: progress shows
@@ -41,59 +42,43 @@ class Origin:
     def requests_for(self, path: str) -> list[tuple[dict[str, str], int]]:
         return [(headers, status) for p, headers, status in self.seen if p == path]
 
+    def answer(self, request: Request) -> Reply:
+        version = self.files.get(request.path)
+        if version is None:
+            self.seen.append((request.path, request.headers, 404))
+            return Reply(404)
+        match = version.etag and request.headers.get("If-None-Match") == version.etag
+        unchanged = version.last_modified and (
+            request.headers.get("If-Modified-Since") == version.last_modified
+        )
+        if match or (unchanged and not version.etag):
+            self.seen.append((request.path, request.headers, 304))
+            return Reply(304)
+        self.seen.append((request.path, request.headers, 200))
+        headers = {"Content-Length": str(len(version.body))}
+        if version.etag:
+            headers["ETag"] = version.etag
+        if version.last_modified:
+            headers["Last-Modified"] = version.last_modified
+        return Reply(200, halves(version), "image/png", headers)
+
+
+def halves(version: Version) -> Iterator[bytes]:
+    """The body in two halves, the second once the version's gate (if any) is set."""
+    half = len(version.body) // 2
+    yield version.body[:half]
+    if version.gate is not None:
+        version.gate.wait(20)
+    yield version.body[half:]
+
 
 @pytest.fixture
 def origin() -> Iterator[Origin]:
     state = Origin()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            version = state.files.get(self.path)
-            headers = dict(self.headers.items())
-            if version is None:
-                state.seen.append((self.path, headers, 404))
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            match = version.etag and self.headers.get("If-None-Match") == version.etag
-            unchanged = version.last_modified and (
-                self.headers.get("If-Modified-Since") == version.last_modified
-            )
-            if match or (unchanged and not version.etag):
-                state.seen.append((self.path, headers, 304))
-                self.send_response(304)
-                self.end_headers()
-                return
-            state.seen.append((self.path, headers, 200))
-            self.send_response(200)
-            self.send_header("Content-Type", "image/png")
-            self.send_header("Content-Length", str(len(version.body)))
-            if version.etag:
-                self.send_header("ETag", version.etag)
-            if version.last_modified:
-                self.send_header("Last-Modified", version.last_modified)
-            self.end_headers()
-            half = len(version.body) // 2
-            self.wfile.write(version.body[:half])
-            self.wfile.flush()
-            if version.gate is not None:
-                version.gate.wait(20)
-            self.wfile.write(version.body[half:])
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with PageServer(keep_alive=True) as server:
+        server.handle(state.answer)
+        state.base = server.url
+        yield state
 
 
 @pytest.fixture
@@ -116,19 +101,9 @@ def fetched(cache: ContentCache, file: FileSpec) -> Path:
     """The file's path once it is in the cache and its download is over: the entry is set a
     moment before the download's job is done, and a revalidation asked for in that moment is
     not queued (the job is still there)."""
-    path = wait_for(lambda: cache.path_for(file))
+    path = wait_until(lambda: cache.path_for(file))
     assert cache.wait_idle(10)
     return Path(path)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition never met"
-        time.sleep(0.02)
 
 
 def spec(origin: Origin, path: str = "/menu.png") -> FileSpec:
@@ -146,7 +121,7 @@ def test_a_replaced_file_is_fetched_again_on_a_schedule_change(
     assert first.read_bytes() == V1
     # Unchanged: a conditional request, answered 304; the same copy stays.
     cache.wanted([menu])
-    wait_for(lambda: len(origin.requests_for("/menu.png")) == 2 and cache.wait_idle(5))
+    wait_until(lambda: len(origin.requests_for("/menu.png")) == 2 and cache.wait_idle(5))
     headers, status = origin.requests_for("/menu.png")[-1]
     assert (headers.get("If-None-Match"), status) == ('"v1"', 304)
     assert cache.path_for(menu) == first
@@ -154,7 +129,7 @@ def test_a_replaced_file_is_fetched_again_on_a_schedule_change(
     # under a new name (the renderer's next load gets a new URL); the old copy is gone.
     origin.files["/menu.png"] = Version(V2, etag='"v2"')
     cache.wanted([menu])
-    second = wait_for(lambda: (p := cache.path_for(menu)) != first and p)
+    second = wait_until(lambda: (p := cache.path_for(menu)) != first and p)
     assert cache.wait_idle(10)  # the old copy is deleted just after the new one is in
     assert second.read_bytes() == V2
     assert second.suffix == ".png"
@@ -175,7 +150,7 @@ def test_validators_survive_a_restart_and_last_modified_works_alone(
     cache.close()
     again = make_cache()
     again.wanted([menu])
-    wait_for(lambda: len(origin.requests_for("/menu.png")) == 2 and again.wait_idle(5))
+    wait_until(lambda: len(origin.requests_for("/menu.png")) == 2 and again.wait_idle(5))
     headers, status = origin.requests_for("/menu.png")[-1]
     assert (headers.get("If-Modified-Since"), status) == (stamp, 304)
     assert again.path_for(menu) == first
@@ -193,11 +168,11 @@ def test_periodic_revalidation_without_a_schedule_change(
     first = fetched(cache, menu)
     origin.files["/menu.png"] = Version(V2, etag='"v2"')
     cache.wanted([menu])  # within the floor: no check from this
-    second = wait_for(lambda: (p := cache.path_for(menu)) != first and p)
+    second = wait_until(lambda: (p := cache.path_for(menu)) != first and p)
     assert cache.wait_idle(10)  # the old copy is deleted just after the new one is in
     assert second.read_bytes() == V2
     # The engine is told (from the downloader thread, just after the swap), so it re-evaluates.
-    assert wait_for(lambda: bool(ready) and ready[-1] == second)
+    assert wait_until(lambda: bool(ready) and ready[-1] == second)
 
 
 def test_a_server_without_validators_is_compared_by_content(
@@ -209,11 +184,11 @@ def test_a_server_without_validators_is_compared_by_content(
     cache.wanted([menu])
     first = fetched(cache, menu)
     assert cache.revalidate() == 1
-    wait_for(lambda: len(origin.requests_for("/menu.png")) == 2 and cache.wait_idle(5))
+    wait_until(lambda: len(origin.requests_for("/menu.png")) == 2 and cache.wait_idle(5))
     assert cache.path_for(menu) == first  # the same bytes: the copy stays
     origin.files["/menu.png"] = Version(V2)
     cache.revalidate()
-    assert wait_for(lambda: (p := cache.path_for(menu)) != first and p).read_bytes() == V2
+    assert wait_until(lambda: (p := cache.path_for(menu)) != first and p).read_bytes() == V2
 
 
 def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
@@ -234,7 +209,7 @@ def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
         downloads = content.status()["downloads"]
         return next(d for d in downloads if d["url"].endswith("/menu.png"))
 
-    during = wait_for(
+    during = wait_until(
         lambda: (s := menu_status())["state"] == "revalidating" and s["received"] and s
     )
     assert 0 < during["received"] <= len(V2) // 2
@@ -242,9 +217,9 @@ def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
     assert cache.path_for(menu) == first  # the old copy still plays
     assert first.read_bytes() == V1
     gate.set()
-    wait_for(lambda: cache.path_for(menu) != first)
+    wait_until(lambda: cache.path_for(menu) != first)
     # The file that cannot be fetched: failing, with the reason, in health's cache section.
-    status = wait_for(
+    status = wait_until(
         lambda: (
             (s := content.status()) and any(d["state"] == "failed" for d in s["downloads"]) and s
         )
@@ -255,7 +230,7 @@ def test_progress_the_old_copy_plays_until_the_swap_and_reasons(
     assert status["failing"] == 1
     assert (status["wanted"], status["ready"]) == (2, 1)
     # Ready once the revalidation's job is done (a moment after the new copy is in).
-    assert wait_for(lambda: menu_status()["state"] == "ready")
+    assert wait_until(lambda: menu_status()["state"] == "ready")
     assert menu_status()["checked"] is not None
 
 
@@ -269,7 +244,7 @@ def test_a_failed_revalidation_keeps_the_copy_and_says_why(
     first = fetched(cache, menu)
     del origin.files["/menu.png"]
     cache.revalidate()
-    entry = wait_for(lambda: (s := cache.stats().files_wanted[0]).get("error") and s)
+    entry = wait_until(lambda: (s := cache.stats().files_wanted[0]).get("error") and s)
     assert entry["error"] == "revalidation failed: HTTP 404"
     assert entry["state"] == "ready"
     assert cache.path_for(menu) == first

@@ -21,8 +21,7 @@ import pytest
 import requests
 
 from player.renderer.compositor import ppm_frame_class
-from tests.player.test_wayland import Display
-from tests.support.compositor import cage
+from tests.support.compositor import CompositorDisplay, cage
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
@@ -34,13 +33,13 @@ NOTICED_WITHIN = 8.0
 
 def test_health_never_says_right_while_cage_shows_black() -> None:
     with cage() as compositor, tempfile.TemporaryDirectory(prefix="pdn-cage-") as folder:
-        display = Display(compositor, Path(folder))
+        display = CompositorDisplay(compositor, Path(folder))
         try:
             blind_since: float | None = None
             longest = 0.0
             seen: list[tuple[str, bool | None]] = []
             deadline = time.monotonic() + WATCH
-            while time.monotonic() < deadline and display.process.poll() is None:
+            while time.monotonic() < deadline and display.running:
                 frame = ppm_frame_class(compositor.grim())
                 right, painting = None, False
                 with contextlib.suppress(requests.ConnectionError):
@@ -57,6 +56,6 @@ def test_health_never_says_right_while_cage_shows_black() -> None:
                 time.sleep(0.2)
             assert longest < NOTICED_WITHIN, (longest, seen, display.text()[-3000:])
             # The display either went on or gave up for its service manager (exit 3).
-            assert display.process.poll() in (None, 3), display.text()[-3000:]
+            assert display.returncode in (None, 3), display.text()[-3000:]
         finally:
             display.stop()

@@ -12,7 +12,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from player.clocksync import ClockState, ClockSync, parse_span, read_clock
 from player.commands import CommandResult
+from tests.support.waiting import wait_for_value, wait_until
 
 SYNCHRONISED = """\
 Reference ID    : 7F000001 (localhost)
@@ -166,9 +166,7 @@ def test_health_answers_from_the_last_reading_on_its_own_thread() -> None:
     sync = ClockSync(read=lambda: next(readings), interval=3600)
     assert sync.status()["source"] == "unknown"  # before the first reading: not a guess
     sync.start()
-    deadline = time.monotonic() + 5
-    while sync.status()["source"] == "unknown" and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: sync.status()["source"] != "unknown", 5, "a first reading", step=0.01)
     sync.stop()
     status = sync.status()
     assert (status["source"], status["synchronised"], status["offset-ms"]) == ("chrony", True, 4.2)
@@ -231,13 +229,13 @@ def chrony_pair(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_real_chronyd_following_a_local_server(chrony_pair: Path) -> None:
     chronyc = chrony_tool("chronyc")
-    deadline = time.monotonic() + 30
-    state = ClockState("unknown", None)
-    while time.monotonic() < deadline:
-        state = read_clock(chronyc=(chronyc, "-h", str(chrony_pair)))
-        if state.synchronised:
-            break
-        time.sleep(0.5)
+    state = wait_for_value(
+        lambda: read_clock(chronyc=(chronyc, "-h", str(chrony_pair))),
+        lambda state: bool(state.synchronised),
+        30,
+        "chronyd synchronised",
+        step=0.5,
+    )
     assert state.source == "chrony" and state.synchronised, state
     assert state.stratum == 9  # one below the local server's 8
     assert state.offset is not None and abs(state.offset) < 0.001

@@ -6,11 +6,9 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import ssl
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +16,10 @@ import pytest
 import requests
 
 from server.platform.signing import new_secret, signed_headers
-from tests.player.test_process import ContentServer, DisplayProcess
-from tests.server.display.test_security import PDN
+from tests.support.display import DisplayProcess
+from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
+from tests.support.process import PDN
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
@@ -29,25 +28,24 @@ SECRET_FILES = ("pairings.db", "display.db", "webhook-secret", "tls-key.pem", "p
 
 
 @pytest.fixture
-def content() -> Iterator[ContentServer]:
-    server = ContentServer()
-    yield server
-    server.close()
+def content() -> Iterator[PageServer]:
+    with one_page() as server:
+        yield server
 
 
-def start(config: Path, data: Path, log: Path, port: int, tls: bool = False) -> DisplayProcess:
+def start(folder: Path, config: str, data: Path, port: int, tls: bool = False) -> DisplayProcess:
     """``pdn display`` under umask 000, up once it says it runs and answers."""
+    display = DisplayProcess(
+        folder, config=config, data_dir=data, platform="offscreen", port=port, listen_flag=False
+    )
     old = os.umask(0)
     try:
-        display = DisplayProcess(["--config", str(config), "--data-dir", str(data)], log)
+        display.start()
     finally:
         os.umask(old)
-    deadline = time.monotonic() + 90
-    while not ("display running" in display.text() and answers(port, tls)):
-        if display.process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"pdn display did not come up:\n{display.text()}")
-        time.sleep(0.2)
-    return display
+    return display.wait_ready(
+        lambda: "display running" in display.text() and answers(port, tls), 90
+    )
 
 
 def answers(port: int, tls: bool) -> bool:
@@ -71,8 +69,7 @@ def answers(port: int, tls: bool) -> bool:
 
 
 def stop(display: DisplayProcess) -> None:
-    display.process.send_signal(signal.SIGTERM)
-    assert display.process.wait(30) == 0
+    assert display.stop(30) == 0
 
 
 def modes(data: Path) -> dict[str, int]:
@@ -89,7 +86,7 @@ def modes(data: Path) -> dict[str, int]:
 
 
 def test_secrets_are_0600_and_a_replay_after_a_restart_is_dropped(
-    tmp_path: Path, content: ContentServer
+    tmp_path: Path, content: PageServer
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -98,9 +95,8 @@ def test_secrets_are_0600_and_a_replay_after_a_restart_is_dropped(
     (data / "webhook-secret").write_text(secret + "\n")
     os.chmod(data / "webhook-secret", 0o644)
     port = free_port()
-    config = tmp_path / "display.toml"
-    config.write_text(f'[listen]\nhost = "127.0.0.1"\nport = {port}\ntls = true\n')
-    display = start(config, data, tmp_path / "one.log", port, tls=True)
+    config = f'[listen]\nhost = "127.0.0.1"\nport = {port}\ntls = true\n'
+    display = start(tmp_path / "one", config, data, port, tls=True)
     try:
         found = modes(data)
         assert set(SECRET_FILES) <= set(found), found
@@ -110,9 +106,9 @@ def test_secrets_are_0600_and_a_replay_after_a_restart_is_dropped(
 
     # Plain HTTP now; the display's database was left readable by a hand in between.
     os.chmod(data / "display.db", 0o644)
-    config.write_text(f'[listen]\nhost = "127.0.0.1"\nport = {port}\n')
+    config = f'[listen]\nhost = "127.0.0.1"\nport = {port}\n'
     url = f"http://127.0.0.1:{port}"
-    display = start(config, data, tmp_path / "two.log", port)
+    display = start(tmp_path / "two", config, data, port)
     try:
         assert stat.S_IMODE((data / "display.db").stat().st_mode) == 0o600
         before = requests.get(url + "/playback/", timeout=5).json()["sequence"]
@@ -158,7 +154,7 @@ def test_secrets_are_0600_and_a_replay_after_a_restart_is_dropped(
     finally:
         stop(display)
 
-    display = start(config, data, tmp_path / "three.log", port)
+    display = start(tmp_path / "three", config, data, port)
     try:
         replayed = requests.post(url + "/schedule", data=signed, headers=headers, timeout=5)
         assert replayed.status_code == 200 and replayed.json() == {}

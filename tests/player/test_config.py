@@ -274,7 +274,7 @@ def test_register_flag_without_location_exits_2(capsys: pytest.CaptureFixture[st
     assert "needs the display's location" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------ [screen] wall (issue 26)
+# ------------------------------------------------------------------ [screen] wall
 
 
 def test_a_video_wall_tile(tmp_path: Path) -> None:

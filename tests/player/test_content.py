@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,29 +17,17 @@ from player.cachedcontent import CachedContent
 from player.engine import Engine
 from player.store import DisplayStore
 from tests.player.test_engine import ManualRenderer
+from tests.support.pages import PageServer, Reply
+from tests.support.waiting import wait_until
 
 IMAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 
 
 @pytest.fixture
 def files() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "image/png")
-            self.send_header("Content-Length", str(len(IMAGE)))
-            self.end_headers()
-            self.wfile.write(IMAGE)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    """A file server that answers IMAGE at every path."""
+    with PageServer(default=Reply(200, IMAGE, "image/png")) as server:
+        yield server.url
 
 
 def item(url: str, content_type: str, digest: str | None = None) -> str:
@@ -103,10 +88,8 @@ def test_a_file_failing_its_hash_never_plays_but_pages_play_live(
         picture, page = document.walk_items()
         assert content.needs_cache(picture) and not content.needs_cache(page)
         assert content.available(page) and content.locate(page) == "http://example.org/page"
-        deadline = time.monotonic() + 10
-        while cache.stats().failing == {} and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert cache.stats().failing  # discarded after download: the hash did not match
+        # Discarded after download: the hash did not match.
+        wait_until(lambda: cache.stats().failing, 10, "the file failing", step=0.05)
         assert not content.available(picture)
         assert content.locate(picture) == files + "/a.png"
     finally:

@@ -24,12 +24,8 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +33,15 @@ import pytest
 import requests
 
 from server.platform.pairing import read_code_file
-from tests.support.ports import free_port
+from tests.support.display import DisplayProcess
+from tests.support.pages import PageServer, Reply, Request
+from tests.support.process import CREDENTIALS
 from tests.support.tools import require_tools
+from tests.support.waiting import wait_until
 from tests.support.xvfb import xvfb as start_xvfb
 
 pytestmark = [pytest.mark.qt, pytest.mark.xvfb, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 480, 320
 SECRETS = ("webhook-secret", "tls-key.pem", "pairing-code")
 # What each page paints once every attempt has settled: its own colour when nothing leaked
@@ -179,55 +177,25 @@ LOCAL_CSS = "html,body{{height:100%;background:rgb({},{},{})}}".format(*LOCAL_CO
 VICTIM = b"<!doctype html><html><body style='background:#fff'>another item's secret</body></html>"
 
 
-class Pages:
-    """A page server on one loopback address: ``pages`` maps a path to (body, type)."""
+def redirect(request: Request) -> Reply | None:
+    """``/redirect?to=URL``: on to anywhere the page names; a 307 passes a POST's method and
+    body on (the page's own server sends its POST on to wherever the page names)."""
+    if not request.path.startswith("/redirect?to="):
+        return None
+    status = 302 if request.method == "GET" else 307
+    return Reply(status, headers={"Location": request.path.split("=", 1)[1]})
 
-    def __init__(self, address: str) -> None:
-        self.pages: dict[str, tuple[bytes, str]] = {}
-        self.asked: list[str] = []
-        pages, asked = self.pages, self.asked
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                asked.append(self.path)
-                if self.path.startswith("/redirect?to="):  # to anywhere the page names
-                    self.send_response(302)
-                    self.send_header("Location", self.path.split("=", 1)[1])
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body, kind = pages.get(self.path.split("?")[0], (b"", "text/plain"))
-                self.send_response(200 if body else 404)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+def pages(address: str) -> PageServer:
+    """A page server on one loopback address that redirects where it is asked to."""
+    server = PageServer(address)
+    server.handle(redirect)
+    return server
 
-            def do_POST(self) -> None:
-                # A 307 passes the method and body on: the page's own server sends its POST on
-                # to wherever the page names.
-                asked.append(self.path)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if not self.path.startswith("/redirect?to="):
-                    self.send_error(404)
-                    return
-                self.send_response(307)
-                self.send_header("Location", self.path.split("=", 1)[1])
-                self.send_header("Content-Length", "0")
-                self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer((address, 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.port = int(self.server.server_address[1])
-        self.base = f"http://{address}:{self.port}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def asked(server: PageServer) -> list[str]:
+    """Every path the server was asked for, in order."""
+    return [request.path for request in server.received(method=None)]
 
 
 class Listener:
@@ -264,18 +232,23 @@ class Listener:
         self.sock.close()
 
 
-@dataclass
-class Running:
-    url: str
-    data_dir: Path
-    display: str
-    process: subprocess.Popen[bytes]
-    log: Path
+class Running(DisplayProcess):
+    """The display on an X server of its own, ``x_display``."""
+
+    def __init__(self, folder: Path, x_display: str, env: dict[str, str]) -> None:
+        super().__init__(
+            folder,
+            config='name = "Isolation"\ntimezone = "UTC"\n',
+            platform="xcb",
+            env={"DISPLAY": x_display, **env},
+            unset=(*CREDENTIALS, "WAYLAND_DISPLAY"),
+        )
+        self.x_display = x_display
 
     def screen(self, path: Path) -> Any:
         from PySide6.QtGui import QImage
 
-        env = dict(os.environ, DISPLAY=self.display)
+        env = dict(os.environ, DISPLAY=self.x_display)
         subprocess.run(["import", "-window", "root", str(path)], env=env, check=True, timeout=30)
         image = QImage(str(path))
         assert not image.isNull()
@@ -298,37 +271,40 @@ def wait_for_colour(
 ) -> None:
     """Until the X server shows ``colour`` at the centre; a red (leaked) or yellow (its own
     stylesheet missing) screen fails at once."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = colour_at_centre(running.screen(shot))
-        if near(seen, colour):
-            return
-        assert not near(seen, LEAKED), f"the page read or reached something: {shot}"
-        assert not near(seen, NO_STYLE), f"the page's own stylesheet did not load: {shot}"
-        if time.monotonic() > deadline or running.process.poll() is not None:
-            raise AssertionError(f"screen shows {seen}, not {colour}: {shot}\n{log_tail(running)}")
-        time.sleep(0.5)
+    seen: list[tuple[int, int, int]] = []
+
+    def shows() -> bool:
+        assert running.returncode is None, f"the display exited:\n{log_tail(running)}"
+        seen[:] = [colour_at_centre(running.screen(shot))]
+        assert not near(seen[0], LEAKED), f"the page read or reached something: {shot}"
+        assert not near(seen[0], NO_STYLE), f"the page's own stylesheet did not load: {shot}"
+        return near(seen[0], colour)
+
+    wait_until(
+        shows, timeout, lambda: f"screen shows {seen}, not {colour}: {shot}\n{log_tail(running)}",
+        step=0.5,
+    )  # fmt: skip
 
 
 def log_tail(running: Running) -> str:
-    return "\n".join(running.log.read_text(errors="replace").splitlines()[-40:])
+    return "\n".join(running.text().splitlines()[-40:])
 
 
-Servers = tuple[Pages, Pages, Listener, Listener]
+Servers = tuple[PageServer, PageServer, Listener, Listener]
 
 
 @pytest.fixture
 def servers() -> Iterator[Servers]:
     """The hostile page's server (public), a local one, and two loopback listeners: one that
     no page may connect to, one that redirects and preconnects may connect to, silently."""
-    made = (Pages("127.0.0.2"), Pages("127.0.0.3"), Listener(), Listener())
+    made = (pages("127.0.0.2"), pages("127.0.0.3"), Listener(), Listener())
     yield made
     for closing in made:
         closing.close()
 
 
 @pytest.fixture
-def running(tmp_path: Path, servers: tuple[Pages, Pages, Listener]) -> Iterator[Running]:
+def running(tmp_path: Path, servers: Servers) -> Iterator[Running]:
     require_tools("import", "Xvfb")
     hostile = servers[0]
     data_dir = tmp_path / "data"
@@ -336,48 +312,18 @@ def running(tmp_path: Path, servers: tuple[Pages, Pages, Listener]) -> Iterator[
     # As a display with TLS keeps it; the page must not read it.
     (data_dir / "tls-key.pem").write_text("-----BEGIN PRIVATE KEY-----\nsecret\n")
     (data_dir / "tls-key.pem").chmod(0o600)
-    port = free_port()
-    config = tmp_path / "display.toml"
-    config.write_text('name = "Isolation"\ntimezone = "UTC"\n')
-    log = tmp_path / "display.log"
     with start_xvfb(WIDTH, HEIGHT) as display:
         flags = f"--ip-address-space-overrides=127.0.0.2:{hostile.port}=public"
-        env = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
-        env |= {"QTWEBENGINE_DISABLE_SANDBOX": "1", "QTWEBENGINE_CHROMIUM_FLAGS": flags}
-        for name in ("PDN_API_TOKEN", "WAYLAND_DISPLAY"):
-            env.pop(name, None)
-        args = ["--port", str(port), "--data-dir", str(data_dir), "--config", str(config)]
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", "display", *args],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        running = Running(f"http://127.0.0.1:{port}", data_dir, display, process, log)
+        running = Running(tmp_path, display, {"QTWEBENGINE_CHROMIUM_FLAGS": flags})
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                with contextlib.suppress(requests.ConnectionError):
-                    if requests.get(running.url + "/", timeout=2).status_code == 200:
-                        break
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"pdn display did not come up:\n{log_tail(running)}")
-                time.sleep(0.2)
-            yield running
+            yield running.start().wait_ready(timeout=90)
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+            running.stop(30)
 
 
 def page_config(
     running: Running,
-    hostile: Pages,
+    hostile: PageServer,
     listeners: tuple[Listener, Listener],
     colour: tuple[int, int, int],
     redirects: bool = True,
@@ -393,15 +339,15 @@ def page_config(
         "secrets": [*SECRETS, "display.db", f"cache/files/{key}.html"],
         "otherItem": [f"pdn-item://{key[:63]}/cached/victim.html", f"pdn-item://{key[:63]}/"],
         "api": [f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
-        "evil": hostile.base + "/evil.html",
+        "evil": hostile.url + "/evil.html",
         "cds": '<content-set name="pwned"><content-item content-type="text/html"><requires-file>'
-        f"<sources><uri>{hostile.base}/evil.html</uri></sources></requires-file>"
+        f"<sources><uri>{hostile.url}/evil.html</uri></sources></requires-file>"
         "</content-item></content-set>",
         "listener": [f"http://127.0.0.1:{listener.port}", f"http://localhost:{listener.port}"],
         "bare": [f"http://127.0.0.1:{bare.port}"] if redirects else [],
         "apiByRedirect": [f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
         "code": current_code(running.data_dir),
-        "server": hostile.base,
+        "server": hostile.url,
         "colour": "rgb({},{},{})".format(*colour),
     }
 
@@ -419,7 +365,7 @@ def hostile_page(config: dict[str, Any]) -> bytes:
     return HOSTILE.replace("__CONFIG__", json.dumps(config)).encode()
 
 
-def schedule_cds(running: Running, hostile: Pages, page: bytes) -> None:
+def schedule_cds(running: Running, hostile: PageServer, page: bytes) -> None:
     """The hostile page cached and playing; beside it another cached item, downloaded (it is in
     the schedule) but due only in years, so the hostile page is what plays meanwhile."""
 
@@ -429,7 +375,7 @@ def schedule_cds(running: Running, hostile: Pages, page: bytes) -> None:
             f"<preferred-duration>PT10M</preferred-duration>{when}</scheduling-constraints>"
             "</constraints><requires-file><hashes>"
             f'<hash type="sha256">{hashlib.sha256(body).hexdigest()}</hash></hashes>'
-            f"<sources><uri>{hostile.base}{path}</uri></sources></requires-file></content-item>"
+            f"<sources><uri>{hostile.url}{path}</uri></sources></requires-file></content-item>"
         )
 
     later = '<date><between start="2099-01-01" end="2099-01-02"/></date>'
@@ -464,52 +410,52 @@ def test_a_hostile_page_reaches_nothing_cached_or_live(
 ) -> None:
     hostile, local, listener, bare = servers
     for path in ("/cached/own.css", "/live/own.css"):
-        hostile.pages[path] = (OWN_CSS, "text/css")
-    hostile.pages["/cached/victim.html"] = (VICTIM, "text/html")
-    evil = hostile.base + "/evil.html"
-    hostile.pages["/evil.html"] = (b"<body style='background:red'>", "text/html")
+        hostile.page(path, OWN_CSS, "text/css", method="GET")
+    hostile.page("/cached/victim.html", VICTIM, "text/html", method="GET")
+    evil = hostile.url + "/evil.html"
+    hostile.page("/evil.html", b"<body style='background:red'>", "text/html", method="GET")
     pairings = requests.get(running.url + "/x/pairings", timeout=10).text
 
     # 1. Cached: a CDS with a hash; the display plays its verified copy.
     cached = hostile_page(
         page_config(running, hostile, (listener, bare), CACHED_COLOUR, redirects=False)
     )
-    hostile.pages["/cached/hostile.html"] = (cached, "text/html")
+    hostile.page("/cached/hostile.html", cached, "text/html", method="GET")
     schedule_cds(running, hostile, cached)
     wait_for_colour(running, CACHED_COLOUR, tmp_path / "cached.png", timeout=90)
     victim = f"sha256-{hashlib.sha256(VICTIM).hexdigest()}.html"
     assert (running.data_dir / "cache" / "files" / victim).exists()  # there to be guessed
     # Its relative link went on to its own server, from the cached copy.
-    assert "/cached/own.css" in hostile.asked
+    assert "/cached/own.css" in asked(hostile)
     assert listener.connections == 0
     assert bare.received == b""  # connected to, perhaps, but never sent a request
     unchanged(running, evil, pairings)
-    assert "/evil.html" not in hostile.asked
+    assert "/evil.html" not in asked(hostile)
     # It did send its POSTs on to the API by its own server; the API took none of them.
-    sent_on = [path for path in hostile.asked if path.startswith("/redirect?to=")]
-    assert any(path.endswith("/schedule") for path in sent_on), hostile.asked
+    sent_on = [path for path in asked(hostile) if path.startswith("/redirect?to=")]
+    assert any(path.endswith("/schedule") for path in sent_on), asked(hostile)
 
     # 2. Live: a JSON request for the same page, from its (public) server.
     live = hostile_page(page_config(running, hostile, (listener, bare), LIVE_COLOUR))
-    hostile.pages["/live/hostile.html"] = (live, "text/html")
+    hostile.page("/live/hostile.html", live, "text/html", method="GET")
     # Short: the next request (the local page) waits for it to end.
-    item = {"content-item": hostile.base + "/live/hostile.html", "preferred-duration": "PT20S"}
+    item = {"content-item": hostile.url + "/live/hostile.html", "preferred-duration": "PT20S"}
     answer = requests.post(running.url + "/schedule", json=item, timeout=10)
     assert answer.json() == {"request-status": "scheduling"}, answer.text
     wait_for_colour(running, LIVE_COLOUR, tmp_path / "live.png", timeout=60)
     assert listener.connections == 0
     assert bare.received == b""
     unchanged(running, evil, pairings, queued=1)  # the test's own request, on screen
-    assert "/evil.html" not in hostile.asked
-    log = running.log.read_text(errors="replace")
+    assert "/evil.html" not in asked(hostile)
+    log = running.text()
     assert "refused a request" in log and "the display's own API" in log
 
     # 3. A page served from loopback as it is (local) shows, with its own subresources.
-    local.pages["/board/index.html"] = (LOCAL_PAGE, "text/html")
-    local.pages["/board/local.css"] = (LOCAL_CSS, "text/css")
-    item = {"content-item": local.base + "/board/index.html", "preferred-duration": "PT10M"}
+    local.page("/board/index.html", LOCAL_PAGE, "text/html", method="GET")
+    local.page("/board/local.css", LOCAL_CSS, "text/css", method="GET")
+    item = {"content-item": local.url + "/board/index.html", "preferred-duration": "PT10M"}
     answer = requests.post(running.url + "/schedule", json=item, timeout=10)
     assert answer.json() == {"request-status": "scheduling"}, answer.text
     wait_for_colour(running, LOCAL_COLOUR, tmp_path / "local.png", timeout=60)
-    assert "/board/local.css" in local.asked
+    assert "/board/local.css" in asked(local)
     assert listener.connections == 0 and bare.received == b""

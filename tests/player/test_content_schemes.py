@@ -6,10 +6,8 @@ a remote set fetched (logged, since nobody is there to answer)."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 from cds.errors import CdsError
 from player.remotesets import RemoteSetFetcher
 from tests.support.inprocess_display import Display
+from tests.support.pages import PageServer, Reply, Request
 
 REFUSED = [
     "file:///etc/hostname",
@@ -114,26 +113,16 @@ class Remote:
 
 @pytest.fixture
 def set_server() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """Remote sets (``documents``: path -> CDS) served as text/xml; 404 for the others."""
     documents: dict[str, bytes] = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = documents.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "text/xml")
-            self.send_header("Content-Length", str(len(body or b"")))
-            self.end_headers()
-            self.wfile.write(body or b"")
+    def serve(request: Request) -> Reply | None:
+        body = documents.get(request.path)
+        return None if body is None else Reply(200, body, "text/xml")
 
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", documents
-    server.shutdown()
-    server.server_close()
+    with PageServer() as server:
+        server.handle(serve)
+        yield server.url, documents
 
 
 @pytest.mark.parametrize("uri", [*REFUSED, "https://example.org/a.html"])

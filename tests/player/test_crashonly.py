@@ -18,6 +18,7 @@ from player.crashonly import (
 )
 from player.renderer.engineprocs import ZygoteWatch, engine_children
 from server.platform.logrepeat import RepeatFilter
+from tests.support.waiting import wait_until
 
 
 def test_restart_delay_grows_with_exits_in_a_row_and_is_bounded(tmp_path: Path) -> None:
@@ -81,19 +82,19 @@ def test_zygote_watch_says_when_a_zygote_is_gone() -> None:
         ]
     )
     try:
-        deadline = time.monotonic() + 10
-        while not any(p.kind == "zygote" for p in engine_children()):
-            assert time.monotonic() < deadline, engine_children()
-            time.sleep(0.05)
+        wait_until(
+            lambda: any(p.kind == "zygote" for p in engine_children()),
+            10,
+            lambda: f"the fake zygote among {engine_children()}",
+            step=0.05,
+        )
         watch = ZygoteWatch()
         assert watch.supported
         assert watch.lost() is None and watch.seen
         fake.kill()
         # A zombie until waited for: already lost (polled: a loaded machine may take a moment
         # to end a killed process).
-        deadline = time.monotonic() + 5
-        while watch.lost() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(watch.lost, 5, "the zygote lost")
         assert watch.lost() == f"the web engine's zygote process {fake.pid} is gone"
         fake.wait(5)
         assert watch.lost() == f"the web engine's zygote process {fake.pid} is gone"

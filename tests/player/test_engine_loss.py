@@ -21,8 +21,10 @@ from PySide6.QtGui import QImage
 
 from player.crashonly import EXITS_FILE
 from server.platform.exitcodes import EXIT_SCREEN_LOST
-from tests.player.test_process import ContentServer, DisplayProcess
+from tests.support.display import DisplayProcess
+from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
@@ -80,55 +82,52 @@ class Supervisor:
     """``Restart=always`` with ``RestartSec=0``: a display that exits is started again."""
 
     def __init__(self, tmp_path: Path) -> None:
+        self.folder = tmp_path
         self.port = free_port()
         self.data = tmp_path / "data"
-        self.log = tmp_path / "display.log"
         self.url = f"http://127.0.0.1:{self.port}"
         self.display: DisplayProcess | None = None
         self.exits: list[int] = []
 
     def start(self) -> DisplayProcess:
-        args = ["--host", "127.0.0.1", "--port", str(self.port), "--data-dir", str(self.data)]
-        self.display = DisplayProcess(args, self.log)
+        self.display = DisplayProcess(
+            self.folder, ["--host", "127.0.0.1"], platform="offscreen", port=self.port
+        ).start()
         return self.display
 
     def poll(self) -> None:
         """Start the display again if it exited."""
         assert self.display is not None
-        code = self.display.process.poll()
+        code = self.display.returncode
         if code is not None:
             self.exits.append(code)
             self.start()
 
     def wait_until(self, check: Callable[[], bool], timeout: float) -> float:
+        """Seconds until ``check()``, the display started again whenever it exits."""
         started = time.monotonic()
-        while not check():
+
+        def checked() -> bool:
+            if check():
+                return True
             self.poll()
-            if time.monotonic() - started > timeout:
-                raise AssertionError(f"not within {timeout} s; log:\n{self.text()[-4000:]}")
-            time.sleep(0.1)
+            return False
+
+        wait_until(checked, timeout, lambda: f"the check; log:\n{self.text()[-4000:]}", step=0.1)
         return time.monotonic() - started
 
     def text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.display.text() if self.display is not None else ""
 
     def stop(self) -> None:
-        if self.display is not None and self.display.process.poll() is None:
-            self.display.process.send_signal(signal.SIGTERM)
-            try:
-                self.display.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.display.process.kill()
-                self.display.process.wait(10)
+        if self.display is not None:
+            self.display.stop(30)
 
 
 @pytest.fixture
-def red() -> Iterator[ContentServer]:
-    server = ContentServer(RED)
-    try:
+def red() -> Iterator[PageServer]:
+    with one_page(RED) as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
@@ -148,7 +147,7 @@ def playback(url: str) -> dict[str, object] | None:
     return body
 
 
-def show_red(supervisor: Supervisor, red: ContentServer) -> int:
+def show_red(supervisor: Supervisor, red: PageServer) -> int:
     url = supervisor.url
     supervisor.wait_until(lambda: playback(url) is not None, 60)
     item = {"content-item": red.url + "/red", "preferred-duration": "10 minutes"}
@@ -163,14 +162,14 @@ def show_red(supervisor: Supervisor, red: ContentServer) -> int:
     return sequence
 
 
-def lose_and_recover(supervisor: Supervisor, red: ContentServer, sequence: int) -> float:
+def lose_and_recover(supervisor: Supervisor, red: PageServer, sequence: int) -> float:
     """Kill every web engine process; seconds until the red page is on screen again and
     /playback/ says so with a new record."""
     display = supervisor.display
     assert display is not None
-    kill_web_engine(display.process.pid)
+    kill_web_engine(display.pid)
     lost = time.monotonic()
-    assert display.process.wait(20) == EXIT_SCREEN_LOST
+    assert display.wait(20) == EXIT_SCREEN_LOST
 
     def back() -> bool:
         record = playback(supervisor.url)
@@ -187,7 +186,7 @@ def lose_and_recover(supervisor: Supervisor, red: ContentServer, sequence: int) 
 
 
 def test_every_web_engine_process_killed_the_display_exits_3_and_comes_back(
-    supervisor: Supervisor, red: ContentServer
+    supervisor: Supervisor, red: PageServer
 ) -> None:
     sequence = show_red(supervisor, red)
     took = lose_and_recover(supervisor, red, sequence)
@@ -202,9 +201,7 @@ def test_every_web_engine_process_killed_the_display_exits_3_and_comes_back(
     assert len(text) < 60_000, len(text)
 
 
-def test_repeated_losses_back_off_between_restarts(
-    supervisor: Supervisor, red: ContentServer
-) -> None:
+def test_repeated_losses_back_off_between_restarts(supervisor: Supervisor, red: PageServer) -> None:
     sequence = show_red(supervisor, red)
     lose_and_recover(supervisor, red, sequence)  # the first exit: started again at once
     record = playback(supervisor.url)

@@ -3,7 +3,6 @@ reach Chromium's processes, and /x/health shows the tree's memory, the budget an
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,44 +10,27 @@ import requests
 
 from player.memory import measure_tree
 from player.renderer.options import LOW_MEMORY_FLAGS
-from tests.player.test_process import ContentServer, DisplayProcess
-from tests.support.ports import free_port
+from tests.support.display import DisplayProcess
+from tests.support.pages import one_page
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
 
 def test_low_memory_display_flags_and_health(tmp_path: Path) -> None:
-    content = ContentServer()
-    config = tmp_path / "display.toml"
-    config.write_text('name = "Small"\n[screen]\nlow-memory = "on"\nmemory-budget = "128M"\n')
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = ["--port", str(port), "--data-dir", str(tmp_path / "data"), "--config", str(config)]
-    display = DisplayProcess(args, tmp_path / "display.log")
+    content = one_page()
+    config = 'name = "Small"\n[screen]\nlow-memory = "on"\nmemory-budget = "128M"\n'
+    display = DisplayProcess(tmp_path, config=config, platform="offscreen")
+    url = display.url
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(url + "/", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert display.process.poll() is None and time.monotonic() < deadline, display.text()
-            time.sleep(0.1)
+        display.start().wait_ready()
         item = {"content-item": content.url + "/page", "preferred-duration": "1 minute"}
         assert requests.post(url + "/schedule", json=item, timeout=5).status_code == 202
-        deadline = time.monotonic() + 30
-        while (
-            requests.get(url + "/playback/", timeout=5).json()["content-item"]
-            != item["content-item"]
-        ):
-            assert time.monotonic() < deadline, display.text()
-            time.sleep(0.1)
+        display.wait_playback(lambda r: r["content-item"] == item["content-item"])
 
         # Chromium's processes are there, by role. Render processes are forked by a zygote and
         # keep its command line (their own switches come over IPC), and /proc's environ is the
         # one the process started with: the display logs the flags Qt WebEngine starts with.
-        tree = measure_tree(display.process.pid)
+        tree = measure_tree(display.pid)
         assert {p.role for p in tree.processes} >= {"browser", "render", "zygote"}
         logged = (
             next(line for line in display.text().splitlines() if "Chromium flags: " in line)
@@ -67,6 +49,5 @@ def test_low_memory_display_flags_and_health(tmp_path: Path) -> None:
         assert isinstance(memory["recycles"], int) and memory["measured_at"]
         assert "memory budget 128 MiB, low-memory profile" in display.text()
     finally:
-        display.process.kill()
-        display.process.wait(10)
+        display.kill()
         content.close()

@@ -1,4 +1,4 @@
-"""Frame-sized blocks get pages of their own, given back when freed (player.memory, issue 11).
+"""Frame-sized blocks get pages of their own, given back when freed (player.memory).
 
 glibc raises its mmap threshold each time a mapped block is freed, so by default the second
 1920x1080 frame comes out of the main heap and stays there once freed; the renderer's

@@ -1,4 +1,4 @@
-"""The display's play log (issue 25): every playback record kept with it, bounded in rows and
+"""The display's play log: every playback record kept with it, bounded in rows and
 days, served at ``GET /x/plays``; an older display database gains it."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The engine reports an item shown from the GUI thread, on the instant it is shown. With the
 commit (an fsync, ``synchronous=FULL``) made there, a disk that takes seconds to flush froze
-the screen for as long: in issue 26's benchmark three displays on one machine stopped together
+the screen for as long: in a benchmark three displays on one machine stopped together
 for 38 s (their GUI threads in this commit; the health request, waiting for the engine's lock,
 timed out). A slow disk is simulated here by a store whose commit waits.
 """

@@ -2,71 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 
-from tests.support.pages import HookReceiver
+from tests.support.display import DisplayProcess
+from tests.support.pages import HookReceiver, PageServer, one_page
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
-
-PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body></html>"
-
-
-class ContentServer:
-    """Serves one small HTML page on loopback, as a content item."""
-
-    def __init__(self, page: bytes = PAGE) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(page)))
-                self.end_headers()
-                self.wfile.write(page)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class DisplayProcess:
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "QTWEBENGINE_DISABLE_SANDBOX": "1"}
-        env.pop("PDN_API_TOKEN", None)
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", "display", *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def run_pdn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,69 +32,40 @@ def run_pdn(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def content() -> Iterator[ContentServer]:
-    server = ContentServer()
-    yield server
-    server.close()
+def content() -> Iterator[PageServer]:
+    with one_page() as server:
+        yield server
+
+
+CONFIG = (
+    'name = "E2E"\ntimezone = "Europe/London"\n'
+    '[location]\nlatitude = "N54.0104"\nlongitude = "W 2 47.22"\n'
+)
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., tuple[DisplayProcess, str]]]:
+def start(tmp_path: Path) -> Iterator[Callable[[], DisplayProcess]]:
+    """Start ``pdn display`` (offscreen) on one port and data directory, again after a kill."""
     started: list[DisplayProcess] = []
     port = free_port()
-    config = tmp_path / "display.toml"
-    config.write_text(
-        'name = "E2E"\ntimezone = "Europe/London"\n'
-        '[location]\nlatitude = "N54.0104"\nlongitude = "W 2 47.22"\n'
-    )
 
-    def run() -> tuple[DisplayProcess, str]:
-        args = ["--port", str(port), "--data-dir", str(tmp_path / "data"), "--config", str(config)]
-        display = DisplayProcess(args, tmp_path / "display.log")
+    def run() -> DisplayProcess:
+        display = DisplayProcess(tmp_path, config=CONFIG, platform="offscreen", port=port)
         started.append(display)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(url + "/", timeout=2).status_code == 200:
-                    return display, url
-            except requests.ConnectionError:
-                pass
-            if display.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
-            time.sleep(0.1)
+        return display.start().wait_ready()
 
     yield run
     for display in started:
-        if display.process.poll() is None:
-            display.process.kill()
-            display.process.wait(10)
-
-
-def playback(url: str) -> dict[str, Any]:
-    body: dict[str, Any] = requests.get(url + "/playback/", timeout=5).json()
-    return body
-
-
-def wait_playback(
-    url: str, check: Callable[[dict[str, Any]], bool], timeout: float = 30
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    record = playback(url)
-    while not check(record):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"playback never matched: {record}")
-        time.sleep(0.1)
-        record = playback(url)
-    return record
+        display.kill()
 
 
 def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
-    start: Callable[..., tuple[DisplayProcess, str]], content: ContentServer
+    start: Callable[[], DisplayProcess], content: PageServer
 ) -> None:
     receiver = HookReceiver()
     try:
-        first, url = start()
+        first = start()
+        url = first.url
         assert requests.get(url + "/", timeout=5).json() == {
             "location": {"latitude": "N54.0104", "longitude": "W 2 47.22"},
             "sensors": {"url": "sensing"},
@@ -162,11 +84,11 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
             url + "/schedule", data=lobby, headers={"Content-Type": "text/xml"}, timeout=5
         )
         assert scheduled.json() == {"request-status": "scheduling"}
-        wait_playback(url, lambda r: r["set"] == "lobby")
+        first.wait_playback(lambda r: r["set"] == "lobby")
         item = {"content-item": content.url + "/page", "preferred-duration": "2 minutes"}
         answer = requests.post(url + "/schedule", json=item, timeout=5)
         assert answer.json() == {"request-status": "scheduling"}
-        record = wait_playback(url, lambda r: r["content-item"] == item["content-item"])
+        record = first.wait_playback(lambda r: r["content-item"] == item["content-item"])
         assert record["origin"] == "request" and record["duration"] == 120.0
         wait_until(
             lambda: any(json.loads(b)["sequence"] == record["sequence"] for b in receiver.bodies()),
@@ -179,13 +101,11 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
         assert health.status_code == 200, health.text
         assert health.json()["renderer"]["alive"] is True
 
-        first.process.kill()  # kill -9: no clean shutdown at all
-        first.process.wait(10)
+        first.kill()  # kill -9: no clean shutdown at all
         seen_before = len(receiver.received)
 
-        second, url = start()
-        after = wait_playback(
-            url,
+        second = start()
+        after = second.wait_playback(
             lambda r: (
                 r["content-item"] == item["content-item"] and r["sequence"] > record["sequence"]
             ),
@@ -203,8 +123,7 @@ def test_display_serves_shows_survives_kill_9_and_stops_cleanly(
             requests.post(url + "/playback/unsubscribe/", json=hook, timeout=5).status_code == 200
         )
 
-        second.process.send_signal(signal.SIGTERM)
-        assert second.process.wait(30) == 0
+        assert second.stop(30) == 0
         log = second.text()
         assert "received SIGTERM" in log and "stopped" in log
     finally:
@@ -262,37 +181,28 @@ def test_taken_port_exits_1(tmp_path: Path) -> None:
 
 
 def test_a_finished_request_gives_way_to_the_idle_page_on_screen(
-    start: Callable[..., tuple[DisplayProcess, str]], content: ContentServer
+    start: Callable[[], DisplayProcess], content: PageServer
 ) -> None:
     """The idle record comes from the renderer's report that the idle page is painted."""
-    _display, url = start()
+    display = start()
+    url = display.url
     item = {"content-item": content.url + "/page", "preferred-duration": "1 s"}
     assert requests.post(url + "/schedule", json=item, timeout=5).status_code == 202
-    shown = wait_playback(url, lambda r: r["content-item"] == item["content-item"])
-    idle = wait_playback(url, lambda r: r["origin"] == "idle" and r["sequence"] > shown["sequence"])
+    shown = display.wait_playback(lambda r: r["content-item"] == item["content-item"])
+    idle = display.wait_playback(
+        lambda r: r["origin"] == "idle" and r["sequence"] > shown["sequence"]
+    )
     assert idle["content-item"] is None
     assert idle["started"] >= shown["started"]
     assert requests.get(url + "/x/health", timeout=5).json()["engine"]["idle"] is True
 
 
 def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> None:
-    """Issue 22, from a fresh data directory: the real process on 0.0.0.0."""
-    port = free_port()
-    data = tmp_path / "data"
-    display = DisplayProcess(
-        ["--host", "0.0.0.0", "--port", str(port), "--data-dir", str(data)],
-        tmp_path / "display.log",
-    )
-    url = f"http://127.0.0.1:{port}"
+    """Closed beyond loopback, from a fresh data directory: the real process on 0.0.0.0."""
+    display = DisplayProcess(tmp_path, ["--host", "0.0.0.0"], platform="offscreen")
+    data, url = display.data_dir, display.url
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(url + "/", timeout=2).status_code == 200:
-                    break
-            if display.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
-            time.sleep(0.1)
+        display.start().wait_ready()
         item = {"content-item": "http://127.0.0.1:9/page"}
         refused = requests.post(url + "/schedule", json=item, timeout=5)
         assert refused.status_code == 401 and refused.json()["error"] == "not-paired"
@@ -311,36 +221,29 @@ def test_a_display_on_every_address_is_closed_until_paired(tmp_path: Path) -> No
         wait_until(
             lambda: run_pdn("--pairing-code", "--data-dir", str(data)).stdout.strip() != code
         )
-        display.process.send_signal(signal.SIGTERM)
-        assert display.process.wait(30) == 0
+        assert display.stop(30) == 0
         log = display.text()
         assert "closed: changes need a paired controller's token" in log
         assert token not in log and code not in log  # no secret in a log line
     finally:
-        if display.process.poll() is None:
-            display.process.kill()
-            display.process.wait(10)
+        display.kill()
 
 
 def test_a_display_serving_https_pairs_and_is_pinned(tmp_path: Path) -> None:
-    """Issue 22: [listen] tls on a fresh data directory: a self-signed certificate is made,
+    """[listen] tls on a fresh data directory: a self-signed certificate is made,
     its fingerprint is in --check-config, health and the pairing answer, and pdn ctl pairs on
     first use and schedules over HTTPS."""
     port = free_port()
-    data = tmp_path / "data"
-    config = tmp_path / "display.toml"
-    config.write_text(f'[listen]\nhost = "0.0.0.0"\nport = {port}\ntls = true\n')
+    listen = f'[listen]\nhost = "0.0.0.0"\nport = {port}\ntls = true\n'
     display = DisplayProcess(
-        ["--config", str(config), "--data-dir", str(data)], tmp_path / "display.log"
+        tmp_path, config=listen, platform="offscreen", port=port, scheme="https", listen_flag=False
     )
-    url = f"https://127.0.0.1:{port}"
+    data, config, url = display.data_dir, display.config, display.url
     env = {"XDG_CONFIG_HOME": str(tmp_path / "ctl"), "PDN_API_TOKEN": ""}
     try:
-        deadline = time.monotonic() + 60
-        while not (data / "tls-cert.pem").exists() or "Display Segment API" not in display.text():
-            if display.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pdn display did not come up:\n{display.text()}")
-            time.sleep(0.1)
+        display.start().wait_ready(
+            lambda: (data / "tls-cert.pem").exists() and "Display Segment API" in display.text()
+        )
         checked = run_pdn("--check-config", "--config", str(config), "--data-dir", str(data))
         pin = checked.stdout.split("fingerprint ")[1].split()[0]
         assert pin.startswith("sha256:") and len(pin) == 71
@@ -363,6 +266,4 @@ def test_a_display_serving_https_pairs_and_is_pinned(tmp_path: Path) -> None:
         assert scheduled.returncode == 0, scheduled.stderr
         assert f"serving HTTPS; certificate fingerprint {pin}" in display.text()
     finally:
-        if display.process.poll() is None:
-            display.process.kill()
-            display.process.wait(10)
+        display.kill()

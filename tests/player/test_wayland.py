@@ -10,18 +10,13 @@ workspace of its own.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
@@ -29,8 +24,9 @@ import requests
 from player.commands import run_command
 from player.power import WaylandOutputPower
 from player.renderer.compositor import ppm_frame_class
-from tests.support.compositor import Compositor, Sway, ppm_pixel, ppm_size, sway
-from tests.support.ports import free_port
+from tests.support.compositor import CompositorDisplay, Sway, ppm_pixel, ppm_size, sway
+from tests.support.pages import PageServer, Reply, Request
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
 
@@ -42,103 +38,13 @@ MARKER = (
 )
 
 
-class Pages:
-    """Colour pages (/red, /blue, /green) and a corner marker (/marker) on loopback."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                name = self.path.strip("/")
-                if name == "marker":
-                    body = MARKER
-                else:
-                    r, g, b = COLOURS.get(name, (0, 0, 0))
-                    body = f"<!doctype html><body style='background:rgb({r},{g},{b})'>".encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class Display:
-    """``pdn display`` as a client of the compositor, its own data and runtime directory."""
-
-    def __init__(self, compositor: Compositor, folder: Path, screen: str = "") -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = folder / "display.log"
-        runtime = folder / "runtime"
-        runtime.mkdir(mode=0o700)
-        config = folder / "display.toml"
-        # A look at the compositor every second: the tests wait seconds, not half a minute.
-        config.write_text(f'name = "Wayland"\n[screen]\ncompositor-check = 1\n{screen}')
-        env = {**compositor.env(), "XDG_RUNTIME_DIR": str(runtime)}
-        env.pop("PDN_API_TOKEN", None)
-        env["QTWEBENGINE_DISABLE_SANDBOX"] = "1"
-        command = [sys.executable, "-m", "server.cli", "display", "--port", str(self.port)]
-        data = ["--data-dir", str(folder / "data"), "--config", str(config)]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [*command, *data],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        try:
-            wait_for(self._up, 60, lambda: f"pdn display did not come up:\n{self.text()}")
-        except BaseException:
-            self.stop()
-            raise
-
-    def _up(self) -> bool:
-        assert self.process.poll() is None, self.text()
-        # Refused before it listens; slow to answer while it starts on a busy machine.
-        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
-            return requests.get(self.url + "/", timeout=5).status_code == 200
-        return False
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def screen(self) -> dict[str, Any]:
-        health = requests.get(self.url + "/x/health", timeout=10).json()  # a busy machine
-        screen: dict[str, Any] = health["renderer"].get("screen") or {}
-        return screen
-
-    def show(self, url: str, seconds: float = 60) -> None:
-        """Request ``url`` (first come, first served: it waits for the requests before it)."""
-        item = {"content-item": url, "preferred-duration": f"{seconds:g} s"}
-        assert requests.post(self.url + "/schedule", json=item, timeout=5).status_code == 202
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-
-def wait_for(check: Callable[[], bool], timeout: float, why: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(why())
-        time.sleep(0.05)
+def colour_page(request: Request) -> Reply:
+    """Colour pages (/red, /blue, /green) and a corner marker (/marker)."""
+    name = request.route.strip("/")
+    if name == "marker":
+        return Reply(200, MARKER)
+    r, g, b = COLOURS.get(name, (0, 0, 0))
+    return Reply(200, f"<!doctype html><body style='background:rgb({r},{g},{b})'>".encode())
 
 
 def near(a: tuple[int, int, int], b: tuple[int, int, int], tolerance: int = 12) -> bool:
@@ -163,27 +69,27 @@ def compositor() -> Iterator[Sway]:
 
 
 @pytest.fixture(scope="module")
-def pages() -> Iterator[Pages]:
-    served = Pages()
-    yield served
-    served.close()
+def pages() -> Iterator[PageServer]:
+    with PageServer() as served:
+        served.handle(colour_page)
+        yield served
 
 
 @pytest.fixture(scope="module")
-def display(compositor: Sway) -> Iterator[Display]:
+def display(compositor: Sway) -> Iterator[CompositorDisplay]:
     with tempfile.TemporaryDirectory(prefix="pdn-wayland-") as folder:
-        running = Display(compositor, Path(folder))
+        running = CompositorDisplay(compositor, Path(folder))
         yield running
         running.stop()
 
 
-def test_the_idle_page_reaches_the_compositor(compositor: Sway, display: Display) -> None:
+def test_the_idle_page_reaches_the_compositor(compositor: Sway, display: CompositorDisplay) -> None:
     def idle_on_screen() -> bool:
         screen = display.screen()
         return screen.get("showing") == "the idle page" and screen.get("right") is True
 
-    wait_for(idle_on_screen, 30, lambda: f"{display.screen()}\n{display.text()}")
-    wait_for(
+    wait_until(idle_on_screen, 30, lambda: f"{display.screen()}\n{display.text()}")
+    wait_until(
         lambda: ppm_frame_class(compositor.grim()) == "content",
         15,
         lambda: f"the compositor shows black for the idle page: {display.screen()}",
@@ -191,7 +97,7 @@ def test_the_idle_page_reaches_the_compositor(compositor: Sway, display: Display
     # What the compositor shows is the display's own picture of the idle page.
     shot = requests.get(display.url + "/x/screenshot", timeout=10)
     assert shot.status_code == 200
-    wait_for(
+    wait_until(
         lambda: display.screen()["compositor"].get("frame") == "content",
         10,
         lambda: f"the watchdog never saw the compositor's frame: {display.screen()}",
@@ -200,34 +106,38 @@ def test_the_idle_page_reaches_the_compositor(compositor: Sway, display: Display
 
 
 def test_scheduled_pages_cross_fade_with_no_black_frame(
-    compositor: Sway, display: Display, pages: Pages
+    compositor: Sway, display: CompositorDisplay, pages: PageServer
 ) -> None:
-    wait_for(lambda: display.screen().get("right") is True, 30, display.text)
+    wait_until(lambda: display.screen().get("right") is True, 30, display.text)
     names = ("red", "blue", "green")
     for name in names:
         display.show(f"{pages.url}/{name}", 2)  # one after the other, each cross-fading in
     samples: list[str] = []
     seen: list[str] = []
-    deadline = time.monotonic() + 40
-    while seen[-1:] != ["green"]:
-        assert time.monotonic() < deadline, f"only {seen} reached the compositor"
+
+    def sampled_until_green() -> bool:
         frame = compositor.grim()
         samples.append(ppm_frame_class(frame))
         colour = next((n for n in names if all(near(p, COLOURS[n]) for p in points(frame))), None)
         if colour is not None and colour not in seen:
             seen.append(colour)
+        return seen[-1:] == ["green"]
+
+    wait_until(sampled_until_green, 40, lambda: f"only {seen} reached the compositor", step=0)
     assert seen == list(names)
     assert len(samples) > 10
     assert "black" not in samples, samples
 
 
-def test_screen_power_says_when_the_compositor_refuses(compositor: Sway, display: Display) -> None:
+def test_screen_power_says_when_the_compositor_refuses(
+    compositor: Sway, display: CompositorDisplay
+) -> None:
     """The display's Wayland power method (``wlopm``, else ``wlr-randr``) against a real
     compositor. Measured on Debian bookworm: wlopm is not packaged, cage 0.1.4 has no output
     management at all, and sway refuses to switch its headless output off through it. What
     matters is that a refusal comes back as a failure with the compositor's reason (the power
     schedule then logs it and tries its other methods), not as a screen believed dark."""
-    wait_for(lambda: ppm_frame_class(compositor.grim()) == "content", 30, display.text)
+    wait_until(lambda: ppm_frame_class(compositor.grim()) == "content", 30, display.text)
     power = WaylandOutputPower(run_command, shutil.which, str(compositor.socket))
     assert power.available()
     result = power.set_power(False)
@@ -244,15 +154,15 @@ def test_screen_power_says_when_the_compositor_refuses(compositor: Sway, display
         assert power.set_power(True).ok
     else:
         assert result.stderr.strip(), result
-    wait_for(lambda: ppm_frame_class(compositor.grim()) == "content", 15, display.text)
-    wait_for(lambda: display.screen().get("right") is True, 15, lambda: str(display.screen()))
+    wait_until(lambda: ppm_frame_class(compositor.grim()) == "content", 15, display.text)
+    wait_until(lambda: display.screen().get("right") is True, 15, lambda: str(display.screen()))
 
 
 def test_the_watchdog_catches_the_compositor_showing_black(
-    compositor: Sway, display: Display
+    compositor: Sway, display: CompositorDisplay
 ) -> None:
-    wait_for(lambda: ppm_frame_class(compositor.grim()) == "content", 30, display.text)
-    wait_for(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
+    wait_until(lambda: ppm_frame_class(compositor.grim()) == "content", 30, display.text)
+    wait_until(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
     # Another client's black fullscreen window over the display's: the compositor shows
     # black, the display's own window is still there and painting.
     cover = subprocess.Popen(
@@ -265,8 +175,8 @@ def test_the_watchdog_catches_the_compositor_showing_black(
     )
     try:
         assert cover.stdout is not None and cover.stdout.readline().strip() == "SHOWN"
-        wait_for(lambda: ppm_frame_class(compositor.grim()) == "black", 10, lambda: "not black")
-        wait_for(
+        wait_until(lambda: ppm_frame_class(compositor.grim()) == "black", 10, lambda: "not black")
+        wait_until(
             lambda: display.screen().get("right") is False,
             15,
             lambda: f"the watchdog did not see the black screen: {display.screen()}",
@@ -280,18 +190,18 @@ def test_the_watchdog_catches_the_compositor_showing_black(
         cover.wait(15)
         cover.stdout.close()
     # Recovered like any wrong screen: the display goes on, right again.
-    wait_for(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
+    wait_until(lambda: display.screen().get("right") is True, 30, lambda: str(display.screen()))
     assert ppm_frame_class(compositor.grim()) == "content"
-    assert display.process.poll() is None
+    assert display.running
 
 
 def test_rotation_turns_the_picture_on_the_compositor(
-    compositor: Sway, display: Display, pages: Pages
+    compositor: Sway, display: CompositorDisplay, pages: PageServer
 ) -> None:
     compositor.swaymsg("workspace", "3")  # a workspace of its own for the second display
     try:
         with tempfile.TemporaryDirectory(prefix="pdn-wayland-") as folder:
-            turned = Display(compositor, Path(folder), "rotation = 90\n")
+            turned = CompositorDisplay(compositor, Path(folder), "rotation = 90\n")
             try:
                 turned.show(f"{pages.url}/marker")
                 # At 90 degrees the page's top-left quarter (blue) is at the top right.
@@ -308,7 +218,7 @@ def test_rotation_turns_the_picture_on_the_compositor(
                         near(ppm_pixel(frame, x, y), colour) for (x, y), colour in corners.values()
                     )
 
-                wait_for(turned_on_screen, 30, turned.text)
+                wait_until(turned_on_screen, 30, turned.text)
             finally:
                 turned.stop()
     finally:

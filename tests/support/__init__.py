@@ -1,0 +1,14 @@
+"""The one support package of the tests and benchmarks: what several of them need, written once.
+
+- ``ports``: free TCP ports; ``waiting``: ``wait_until`` and its kin, the one wait loop;
+- ``pages``: a loopback page server that records what it is sent (and ``HookReceiver``);
+- ``process``: a ``pdn`` command as a process; ``display`` (``pdn display``) and ``scheduler``
+  (``pdn scheduler``, and the scheduler in this process) build on it;
+- ``inprocess_display``: the Display Segment in this process (fixtures, a pytest plugin);
+- ``peer`` and ``notify``: the ``peer`` and systemd notification fixtures (pytest plugins);
+- ``xvfb``, ``compositor``: X and Wayland servers of a test's own; ``pgserver``: PostgreSQL;
+- ``pixels``, ``videoscreen``, ``videofiles``: reading the screen back, and test videos;
+- ``release``, ``signed``, ``webhook_receiver``, ``apifuzz``, ``pgworker``, ``tools``,
+  ``paths``: previous releases, signed webhooks, an asyncio receiver, Schemathesis, an outbox
+  worker process, system programs, and where the checkout is.
+"""

@@ -17,13 +17,17 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import requests
+
+from tests.support.display import DisplayProcess
+from tests.support.process import CREDENTIALS
 from tests.support.tools import require_tools
+from tests.support.waiting import wait_until
 
 COMPOSITOR_USER = "nobody"
 
@@ -72,6 +76,31 @@ class Sway(Compositor):
             check=True,
         )
         return done.stdout
+
+
+class CompositorDisplay(DisplayProcess):
+    """``pdn display`` as a client of ``compositor``, with a data and runtime directory of its
+    own in ``folder``; up when it returns. ``screen``: lines for its config's ``[screen]``."""
+
+    def __init__(self, compositor: Compositor, folder: Path, screen: str = "") -> None:
+        runtime = folder / "runtime"
+        runtime.mkdir(mode=0o700)
+        # A look at the compositor every second: the tests wait seconds, not half a minute.
+        config = f'name = "Wayland"\n[screen]\ncompositor-check = 1\n{screen}'
+        env = {**compositor.env(), "XDG_RUNTIME_DIR": str(runtime)}
+        super().__init__(folder, config=config, env=env, unset=(*CREDENTIALS, "DISPLAY"))
+        self.start().wait_ready()
+
+    def screen(self) -> dict[str, Any]:
+        """The screen part of its health."""
+        health = requests.get(self.url + "/x/health", timeout=10).json()  # a busy machine
+        screen: dict[str, Any] = health["renderer"].get("screen") or {}
+        return screen
+
+    def show(self, url: str, seconds: float = 60) -> None:
+        """Request ``url`` (first come, first served: it waits for the requests before it)."""
+        item = {"content-item": url, "preferred-duration": f"{seconds:g} s"}
+        assert requests.post(self.url + "/schedule", json=item, timeout=5).status_code == 202
 
 
 def ppm_pixel(data: bytes, x: int, y: int) -> tuple[int, int, int]:
@@ -144,11 +173,12 @@ def _as_nobody(kind: type[C], name: str, config_text: str, command: list[str]) -
             )
         compositor = kind(runtime, process, log)
         try:
-            deadline = time.monotonic() + 15
-            while not compositor.ready():
+
+            def started() -> bool:
                 assert process.poll() is None, log.read_text(errors="replace")
-                assert time.monotonic() < deadline, f"{name} did not start"
-                time.sleep(0.05)
+                return compositor.ready()
+
+            wait_until(started, 15, f"{name} started", step=0.05)
             yield compositor
         finally:
             with contextlib.suppress(ProcessLookupError):

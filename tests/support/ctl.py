@@ -7,13 +7,10 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-#: The ``pdn`` command of this checkout's virtual environment.
-PDN = str(Path(sys.executable).parent / "pdn")
+from tests.support.process import PDN
 
 
 def pdn_ctl(

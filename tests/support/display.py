@@ -20,8 +20,9 @@ from tests.support.waiting import wait_for_value
 class DisplayProcess(PdnProcess):
     """``pdn display --data-dir <folder>/data [--config <folder>/display.toml] [args]``.
 
-    ``config``: the TOML text of its config file (none if None); ``platform``: the Qt
-    platform (``QT_QPA_PLATFORM``); ``env``, ``unset``, ``port``: as ``PdnProcess``'s.
+    ``config``: the TOML text of its config file (none if None); ``data_dir``: another data
+    directory (one that several runs share, each with a folder and log of its own);
+    ``platform``: the Qt platform (``QT_QPA_PLATFORM``); the others as ``PdnProcess``'s.
     """
 
     def __init__(
@@ -30,6 +31,7 @@ class DisplayProcess(PdnProcess):
         args: Sequence[str] = (),
         *,
         config: str | None = None,
+        data_dir: Path | None = None,
         platform: str | None = None,
         env: Mapping[str, str] | None = None,
         unset: Iterable[str] = CREDENTIALS,
@@ -38,7 +40,7 @@ class DisplayProcess(PdnProcess):
         listen_flag: bool = True,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.data_dir = folder / "data"
+        self.data_dir = data_dir or folder / "data"
         self.config = folder / "display.toml"
         options = ["--data-dir", str(self.data_dir)]
         if config is not None:

@@ -1,8 +1,9 @@
 """The Display Segment in-process on a real waitress server, with a real store (a pytest plugin:
 the ``display``, ``make_display``, ``display_server`` and ``make_screen`` fixtures).
 
-The engine is driven by a plain thread here (the Qt driver of ``player.qtloop`` is tested by the
-end-to-end tests of the real ``pdn display``); the renderer is a stand-in that paints every
+What plays is wired by the product's own ``player.app.assemble``, as ``pdn display`` wires it;
+the engine is driven by a plain thread here (the Qt driver of ``player.qtloop`` is tested by the
+end-to-end tests of the real ``pdn display``), and the renderer is a stand-in that paints every
 item at once, except URLs containing ``/fail``, which it reports as failed.
 """
 
@@ -19,7 +20,6 @@ import pytest
 import requests
 from flask import Flask
 
-from cds.playlist import Playlist
 from player.config import DisplayConfig
 from player.display import ClockStatus
 from player.display import Display as DisplayCore
@@ -31,7 +31,6 @@ from server.display import DisplaySecurity, create_app
 from server.platform.net import is_loopback
 from server.platform.outbox import Outbox
 from server.platform.pairing import Pairing
-from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.wsgi import WsgiServer
 from tests.support.tools import SourceClients
 from tests.support.waiting import wait_for_value, wait_until
@@ -140,30 +139,22 @@ def build_display(
     config: DisplayConfig,
     clock_sync: ClockStatus | None = None,
 ) -> Display:
+    from player.app import assemble, utc_now  # the product's wiring (it loads Qt: imported late)
+
     config.data_dir = data_dir
     store = DisplayStore(data_dir / "display.db")
     outbox = Outbox(store.path, name="display", first_retry=0.2, max_backoff=1.0)
-    playlist = Playlist(config.tzinfo())
     playback = PlaybackRecord(
-        store=store, outbox=outbox, display_url=lambda: server.url, clock=lambda: datetime.now(UTC)
+        store=store, outbox=outbox, display_url=lambda: server.url, clock=utc_now
     )
     renderer = InstantRenderer()
     wake = threading.Event()
-    engine = Engine(
-        clock=lambda: datetime.now(UTC),
-        schedule=playlist,
+    _playlist, engine, service = assemble(
+        config,
         store=store,
-        renderer=renderer,
-        on_playback=playback.changed,
-        wake=wake.set,
-    )
-    renderer.set_listener(engine)
-    service = DisplayCore(
-        config=config,
-        store=store,
-        engine=engine,
-        playlist=playlist,
         playback=playback,
+        renderer=renderer,
+        wake=wake.set,
         clock_sync=clock_sync,
     )
     driver = ThreadDriver(engine, wake)
@@ -257,18 +248,19 @@ def make_screen(tmp_path: Path) -> Iterator[Callable[..., Screen]]:
     def make(host: str = "0.0.0.0", tls: bool = False, **settings: Any) -> Screen:
         data_dir = tmp_path / f"data{len(made)}"
         data_dir.mkdir()
+        from player.app import tls_setup  # the product's own (it loads Qt: imported late)
+
+        config = DisplayConfig(timezone="UTC", tls=tls, **settings)
         security = DisplaySecurity(pairing=Pairing(data_dir))
         placeholder: Any = type("Placeholder", (), {"api_token": None})()
         app = create_app(placeholder, security)
-        context = None
-        if tls:  # as player.app does it: a self-signed certificate in the data directory
-            cert, key = ensure_certificate(data_dir)
-            context = server_context(cert, key)
-            security.tls_fingerprint = fingerprint(cert)
+        served = tls_setup(config, data_dir)  # a self-signed certificate in the data directory
+        if served is not None:
+            security.tls_fingerprint = served[1]
+        context = served[0] if served is not None else None
         server = WsgiServer(app, host, 0, name="secure-display", tls=context).start()
         # As player.app decides it: from the address the socket is bound to.
         security.beyond_loopback = not is_loopback(server.host)
-        config = DisplayConfig(timezone="UTC", **settings)
         display = build_display(app, server, data_dir, config)
         screen = Screen(display, security, server.port, "https" if tls else "http")
         screen.extra = {"app": app, "server": server}

@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -45,10 +45,12 @@ class Request:
 @dataclass
 class Reply:
     """What the server answers: ``delay`` seconds first; ``drop`` closes the connection
-    without an answer (a server that died mid-request)."""
+    without an answer (a server that died mid-request). A ``body`` given in chunks is sent
+    chunk by chunk, each flushed (the iterator may wait between them); its headers must then
+    say its Content-Length."""
 
     status: int = 200
-    body: bytes = b""
+    body: bytes | Iterable[bytes] = b""
     content_type: str = "text/html"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
@@ -208,15 +210,20 @@ class PageServer:
                         self.connection.close()
                     return
                 # The client may have gone (a renderer drops loads it replaced): no traceback.
+                chunks = [reply.body] if isinstance(reply.body, bytes) else reply.body
                 with contextlib.suppress(OSError):
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.content_type)
-                    self.send_header("Content-Length", str(len(reply.body)))
+                    if isinstance(reply.body, bytes):
+                        self.send_header("Content-Length", str(len(reply.body)))
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(reply.body)
+                    if self.command == "HEAD":
+                        return
+                    for chunk in chunks:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _serve  # noqa: N815
 
@@ -272,3 +279,12 @@ class HookReceiver:
 
     def close(self) -> None:
         self.pages.close()
+
+
+#: A small green page with a heading: what a display shows when the content does not matter.
+GREEN_PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body></html>"
+
+
+def one_page(body: bytes = GREEN_PAGE, host: str = "127.0.0.1") -> PageServer:
+    """A page server that answers ``body`` (HTML) at every path: a content server."""
+    return PageServer(host, default=Reply(200, body, "text/html"))

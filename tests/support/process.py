@@ -27,7 +27,9 @@ from tests.support.waiting import wait_until
 #: Variables of the developer's shell that would change what a process under test accepts.
 CREDENTIALS = ("PDN_API_TOKEN", "PDN_API_URL", "PDN_DISPLAY_TOKEN", "PDN_DISPLAYS_FILE")
 #: The ``pdn`` command of this checkout, whatever the venv's entry point says.
-PDN = (sys.executable, "-m", "server.cli")
+PDN_MODULE = (sys.executable, "-m", "server.cli")
+#: The venv's ``pdn`` entry point, as a user runs it.
+PDN = str(Path(sys.executable).parent / "pdn")
 
 
 class PdnProcess:
@@ -36,7 +38,9 @@ class PdnProcess:
     ``probe``: the path whose 200 says the process is up (``ready`` replaces that check);
     ``env``: set over this process's environment, less ``unset``; ``port``: a given one (the
     port of a process stopped before), or a free one; ``listen_flag``: False when the port is
-    in the process's config file instead.
+    in the process's config file instead; ``program``: how ``pdn`` is run (this checkout's
+    module, or ``(PDN,)``: the venv's entry point); ``cwd``: where; ``stdin``: a pipe that
+    ``send`` writes to (a driver that takes commands).
     """
 
     def __init__(
@@ -51,7 +55,9 @@ class PdnProcess:
         unset: Iterable[str] = CREDENTIALS,
         scheme: str = "http",
         listen_flag: bool = True,
-        program: Sequence[str] = PDN,
+        program: Sequence[str] = PDN_MODULE,
+        cwd: Path = REPO,
+        stdin: bool = False,
     ) -> None:
         self.command = command
         self.folder = folder
@@ -65,14 +71,22 @@ class PdnProcess:
         self.argv = [*program, command, *args]
         if listen_flag:
             self.argv += ["--port", str(self.port)]
+        self.cwd = cwd
+        self.stdin = stdin
         self.process: subprocess.Popen[bytes] | None = None
 
     # -- life --------------------------------------------------------------------------------
 
     def start(self) -> Self:
+        """Start it (again, after a stop or a kill: same port, folder and log)."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.argv, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.PIPE if self.stdin else None,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         return self
 
@@ -106,14 +120,28 @@ class PdnProcess:
         seconds later, so a process that does not stop fails its own test, not the next."""
         if self.process is None:
             return None
-        if self.process.poll() is not None:
-            return self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
+        code = self.process.poll()
+        if code is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        return code
+
+    def send(self, line: str) -> None:
+        """Write ``line`` to its standard input (``stdin=True``)."""
+        assert self.process is not None and self.process.stdin is not None, "no stdin pipe"
+        self.process.stdin.write(line.encode())
+        self.process.stdin.flush()
+
+    def wait(self, timeout: float) -> int:
+        """Its exit code, once it exits by itself (``subprocess.TimeoutExpired`` after
+        ``timeout`` seconds)."""
+        assert self.process is not None, "never started"
+        return self.process.wait(timeout)
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown at all."""

@@ -1,4 +1,4 @@
-"""The previous release of pdn, for the tests of upgrades, rollback and version skew (issue 25).
+"""The previous release of pdn, for the tests of upgrades, rollback and version skew.
 
 pdn 0.1.0 (commit 6288233, to be tagged v0.1.0) is committed as a wheel,
 ``tests/fixtures/release-0.1.0`` (its ``make.sh`` rebuilds it), so no test needs the tag or that

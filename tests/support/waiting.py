@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import requests
+
 T = TypeVar("T")
 
 
@@ -77,3 +79,14 @@ def wait_for_value(
 
     wait_until(matched, timeout, lambda: f"{what}: last {seen[0] if seen else None!r}", step)
     return seen[0]
+
+
+def wait_for_answer(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    what: str | Callable[[], str] = "an answer",
+    step: float = 0.1,
+) -> Any:
+    """``wait_until`` for a predicate that asks a server over HTTP: a request that fails (the
+    server not listening yet, or too busy to answer) counts as "not yet"."""
+    return wait_until(predicate, timeout, what, step, ignore=(requests.RequestException,))

@@ -1,4 +1,4 @@
-"""The idle page shows the pairing code, large, and the new one after each renewal (issue 22)."""
+"""The idle page shows the pairing code, large, and the new one after each renewal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The idle page says how the schedule's first files are coming (issue 12)."""
+"""The idle page says how the schedule's first files are coming."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Videos as people have them (issue 21): MP4 with H.264 or HEVC and AAC, WebM with VP9 and
+"""Videos as people have them: MP4 with H.264 or HEVC and AAC, WebM with VP9 and
 Opus, played natively (QtMultimedia), read back from the screen on Xvfb.
 
 The files are made here by Debian's ffmpeg (installed by ``dev.sh setup``): a solid colour
@@ -22,7 +22,7 @@ from PySide6.QtCore import QTimer
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.content import Kind, classify
-from player.renderer.videolayer import PlayerState
+from player.renderer.videoplayer import PlayerState
 from tests.player.conftest import LoopbackServer, Reports
 from tests.support.pixels import near, process_for, rgb, uniform_colour, wait_until
 from tests.support.videofiles import solid_video

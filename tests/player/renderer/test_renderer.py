@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from functools import partial
 from itertools import count
 from pathlib import Path
@@ -25,18 +24,13 @@ from tests.support.pixels import (
     wait_for_colour,
     wait_until,
 )
+from tests.support.ports import free_port
 from tests.support.videoscreen import blend_of
 
 pytestmark = pytest.mark.qt
 
 SIZE = (320, 240)
 _tokens = count(1)
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def item(url: str, content_type: str | None = None, duration: float | None = 10.0) -> PlayItem:
@@ -232,7 +226,7 @@ def test_failed_page_never_reaches_the_screen(
     # A port nobody listens on: connection refused, as for a content server that is down.
     # (Not a port Chromium blocks, such as 1: that navigation never starts and only the load
     # timeout reports it.)
-    unreachable = item(f"http://127.0.0.1:{closed_port()}/")
+    unreachable = item(f"http://127.0.0.1:{free_port()}/")
     renderer.show(unreachable)
     assert wait_until(lambda: unreachable.token in reports.failed_tokens(), 10), (
         reports,

@@ -1,4 +1,4 @@
-"""Gapless video to video, by pixels (issue 11).
+"""Gapless video to video, by pixels.
 
 A CDS of two WebMs with no preferred duration (so each plays for its own length) runs through
 the real engine and the real renderer: red, blue, red, blue, each to its end. The window is

@@ -17,8 +17,9 @@ from flask import Flask
 
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
 from server.platform.wsgi import WsgiServer
-from tests.support.ctl import PDN, pdn_ctl, watching
+from tests.support.ctl import pdn_ctl, watching
 from tests.support.inprocess_display import Display
+from tests.support.process import PDN
 
 
 @pytest.fixture(autouse=True)

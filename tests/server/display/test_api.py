@@ -142,7 +142,7 @@ def test_request_duration_forms(display: Display, duration: object) -> None:
 def test_request_durations_in_every_unit_and_sums(
     display: Display, duration: str, seconds: float
 ) -> None:
-    """The JSON API reads durations as the CDS does (issue 12: units up to weeks, sums)."""
+    """The JSON API reads durations as the CDS does (units up to weeks, sums)."""
     response = display.post(
         "/schedule",
         json={"content-item": "http://example.org/long", "preferred-duration": duration},

@@ -23,8 +23,9 @@ from server.display.access import allowed_hosts
 from server.platform.lockout import Lockout, client_key
 from server.platform.pairing import CODE_FILE, CODE_TRIES, Pairing, read_code_file
 from server.platform.signing import SeenIds, Verifier, new_secret, parse_secret, signed_headers
-from tests.server.display.test_security import ITEM, PDN, assert_error, bearer
+from tests.server.display.test_security import ITEM, assert_error, bearer
 from tests.support.inprocess_display import Screen
+from tests.support.process import PDN
 
 JSON = {"Content-Type": "application/json"}
 

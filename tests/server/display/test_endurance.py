@@ -1,4 +1,4 @@
-"""Issue 10 on the display: hostile JSON, protected reads, capped subscriptions, a full disk
+"""The display under stress: hostile JSON, protected reads, capped subscriptions, a full disk
 (a real tmpfs that fills up)."""
 
 from __future__ import annotations

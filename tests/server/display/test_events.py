@@ -17,6 +17,7 @@ from server.ctl.cli import ServerEvent, read_events
 from server.display.api import MAX_EVENT_STREAMS
 from server.platform.wsgi import WsgiServer
 from tests.support.inprocess_display import Display
+from tests.support.waiting import wait_until
 
 HEARTBEAT = 0.2
 
@@ -89,14 +90,18 @@ class Stream:
 def open_stream(url: str, source: str = "127.0.0.1") -> Stream:
     """A stream, once the slots of earlier tests' closed streams are free (a server notices a
     client has gone when a heartbeat cannot be sent)."""
-    deadline = time.monotonic() + 10
-    while True:
+    refused: list[int] = []
+
+    def opened() -> Stream | None:
         stream = Stream(url, source=source)
         if stream.response.status_code == 200:
             return stream
+        refused.append(stream.response.status_code)
         stream.close()
-        assert time.monotonic() < deadline, f"no stream: {stream.response.status_code}"
-        time.sleep(0.1)
+        return None
+
+    stream: Stream = wait_until(opened, 10, lambda: f"a stream (answers: {refused[-3:]})", 0.1)
+    return stream
 
 
 def request(display: Display, name: str, duration: str = "0.3 s") -> None:

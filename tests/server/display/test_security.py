@@ -12,7 +12,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from server.platform.pairing import CODE_FILE, Pairing, read_code_file
 from server.platform.tls import ensure_certificate, server_context
 from server.platform.wsgi import WsgiServer
 from tests.support.inprocess_display import Screen
+from tests.support.process import PDN
 
-PDN = str(Path(sys.executable).parent / "pdn")
 ITEM = {"content-item": "http://example.org/page"}
 
 
@@ -348,7 +347,7 @@ def test_a_screenshot_is_not_a_free_read_beyond_loopback(
     make_screen: Callable[..., Screen],
 ) -> None:
     """The idle page shows the pairing code: read off the screen by someone in front of it, not
-    fetched over the network by anyone (issue 22: no secret in a screenshot)."""
+    fetched over the network by anyone (no secret in a screenshot)."""
     screen = make_screen()
     anonymous = screen.client("127.0.0.2").get("/x/screenshot")
     assert_error(anonymous, 401, "not-paired")

@@ -1,4 +1,4 @@
-"""Signed webhooks on the display (issue 22): its playback updates are signed, and the signed
+"""Signed webhooks on the display: its playback updates are signed, and the signed
 updates it receives (a schedule, sensor readings) are verified. Signatures are made and checked
 with the ``standardwebhooks`` package, not with the project's own code."""
 
@@ -16,12 +16,12 @@ import pytest
 import requests
 from standardwebhooks import Webhook
 
+from player.app import tls_setup
 from player.config import DisplayConfig
 from player.follower import ScheduleFollower
 from server.display import DisplaySecurity, create_app
 from server.platform.pairing import Pairing
 from server.platform.signing import load_or_make_secret, new_secret
-from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
 from tests.support.inprocess_display import Display, build_display, cds, close_display
@@ -69,16 +69,16 @@ def closed_display(
         beyond_loopback=True,
         webhook_secret=load_or_make_secret(data_dir / "webhook-secret"),
     )
-    context = None
-    if tls:
-        cert, key = ensure_certificate(data_dir)
-        context = server_context(cert, key)
-        security.tls_fingerprint = fingerprint(cert)
+    config = DisplayConfig(timezone="UTC", tls=tls)
+    served = tls_setup(config, data_dir)
+    if served is not None:
+        security.tls_fingerprint = served[1]
     placeholder: Any = type("Placeholder", (), {"api_token": None})()
     app = create_app(placeholder, security)
+    context = served[0] if served is not None else None
     server = WsgiServer(app, "0.0.0.0", 0, name="closed-display", tls=context).start()
     scheme = "https" if tls else "http"
-    display = build_display(app, server, data_dir, DisplayConfig(timezone="UTC"))
+    display = build_display(app, server, data_dir, config)
     try:
         yield display, security, f"{scheme}://127.0.0.1:{server.port}"
     finally:

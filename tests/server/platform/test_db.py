@@ -39,7 +39,7 @@ OLD_DISPLAY_SCHEMA = (
     "PRAGMA user_version=1",
 )
 #: The outbox version pdn 0.1.0 reads stays at what it knows; the steps after are counted apart
-#: (server.platform.db, issue 25).
+#: (server.platform.db).
 OUTBOX_RELEASED = RELEASED_SQLITE_STEPS["outbox"]
 STEPS_OF_OUTBOX = "SELECT version FROM pdn_schema_steps WHERE name = 'outbox_schema'"
 
@@ -258,8 +258,8 @@ def test_an_old_display_file_keeps_its_state_and_events(tmp_path: Path) -> None:
 
 
 def test_an_old_outbox_keeps_a_failing_subscribers_back_off(tmp_path: Path) -> None:
-    """The release before issue 24 kept a failing subscriber's back-off on its oldest event;
-    now it is on the subscription, taken over when the tables are rebuilt."""
+    """An outbox of release 0618ddd keeps a failing subscriber's back-off on its oldest event;
+    this release keeps it on the subscription, taken over when the tables are rebuilt."""
     path = tmp_path / "outbox.sqlite3"
     old_file(
         path,
@@ -338,8 +338,8 @@ def test_an_old_scheduler_file_keeps_its_displays_and_schedules(tmp_path: Path) 
             assert storage.ingest_secret("http://d1:8080")  # migration 3
         finally:
             storage.close()
-    # 2, 3: the fleet (issue 13); 4: each schedule's source folder, 5: indexes (issue 14);
-    # 6: the secret each display signs its pushes with, 7: pending or approved (issue 22)
+    # 2, 3: the fleet; 4: each schedule's source folder, 5: indexes;
+    # 6: the secret each display signs its pushes with, 7: pending or approved
     assert read(path, "PRAGMA user_version") == [(7,)]
 
 

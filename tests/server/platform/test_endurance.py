@@ -1,4 +1,4 @@
-"""Issue 10 for every segment: floods, hostile JSON, the HTTP server's own errors, bounded
+"""Every segment under stress: floods, hostile JSON, the HTTP server's own errors, bounded
 subscriptions and protected reads, against real servers on 127.0.0.1 and raw sockets."""
 
 from __future__ import annotations

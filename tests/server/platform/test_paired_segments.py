@@ -1,5 +1,5 @@
 """The segments that push to a closed display carry a token of it, got by pairing, and pin its
-certificate (issue 22): the scheduler ("Add a display"), a sensor and a content server.
+certificate: the scheduler ("Add a display"), a sensor and a content server.
 
 Real closed displays (listening on 0.0.0.0, serving HTTPS with a self-signed certificate, as
 ``install.sh`` sets one up) on their own waitress servers; a real scheduler, sensor and content

@@ -90,7 +90,7 @@ class EveryDisplay(DisplayDirectory):
 def content(tmp_path: Path) -> Iterator[tuple[str, AcceptingForwarder]]:
     forwarder = AcceptingForwarder()
     app = content_app(forwarder, EveryDisplay(DisplayCredentials(tmp_path / "none.toml")))
-    # The fuzzer asks far more often than a visitor may (the per-address rate limit, issue 22).
+    # The fuzzer asks far more often than a visitor may (the per-address rate limit).
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=1_000_000, window=60)
     server = WsgiServer(app, "127.0.0.1", 0).start()
     yield server.url, forwarder

@@ -43,7 +43,7 @@ def sensor_app(tmp_path: Path) -> Iterator[Flask]:
 
 
 #: A state-changing path the token guards, and the refusal. (POST /displays and the content
-#: segment's POST /schedule are open by design, issue 22.)
+#: segment's POST /schedule are open by design: docs/interface.md, "Who may change what".)
 APPS: dict[str, tuple[Callable[[Path], Iterator[Flask]], str, str]] = {
     "scheduler": (
         scheduler_app,

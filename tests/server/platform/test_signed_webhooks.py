@@ -1,4 +1,4 @@
-"""Signed webhooks (Standard Webhooks 1.0, issue 22): what the project sends, checked with the
+"""Signed webhooks (Standard Webhooks 1.0): what the project sends, checked with the
 ``standardwebhooks`` package (not with the project's own code), on both outboxes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTTPS on waitress's loop (server/platform/tls.py, issue 22): a real server on loopback, real TLS
+"""HTTPS on waitress's loop (server/platform/tls.py): a real server on loopback, real TLS
 clients, the certificate pinned by fingerprint, and the flood guards kept over TLS."""
 
 from __future__ import annotations

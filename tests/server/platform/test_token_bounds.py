@@ -17,11 +17,11 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from tests.support.ctl import PDN, pdn_ctl
+from tests.support.ctl import pdn_ctl
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
 from tests.support.ports import free_port
-from tests.support.process import CREDENTIALS, PdnProcess
+from tests.support.process import CREDENTIALS, PDN, PdnProcess
 from tests.support.scheduler import start as start_scheduler
 from tests.support.waiting import wait_until
 

@@ -1,5 +1,5 @@
 """The scheduler beyond loopback: its operator token, pending displays, approval, and adding a
-display by the code on its screen (issue 22).
+display by the code on its screen.
 
 Real schedulers listen on 0.0.0.0, as ``install.sh`` runs them; clients connect from several
 loopback source addresses (127.0.0.2, 127.0.0.3, ...), which the scheduler sees as different

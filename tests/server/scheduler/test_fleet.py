@@ -23,7 +23,7 @@ from tests.support.inprocess_display import cds
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
-# The whole suite on both storage backends: SQLite and PostgreSQL (issue 14).
+# The whole suite on both storage backends: SQLite and PostgreSQL.
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 
 
@@ -332,7 +332,7 @@ def test_gaps_in_a_sequence_are_shown(
         assert signed_post(ingest, body, secret).status_code == 200
     # A redelivery (the same event again, under another id) is stored once.
     assert signed_post(ingest, body, secret).status_code == 200
-    # The jump makes the scheduler read the display's play log (issue 25), which does not
+    # The jump makes the scheduler read the display's play log, which does not
     # have these made-up plays: the gap stays, saying so, once the log has been read.
     answer = wait_until(
         lambda: (

@@ -1,6 +1,5 @@
-"""A synchronised set assigned to a group like any schedule, and the fleet view's clocks
-(issue 26), through a real scheduler and real displays on loopback
-(tests/support/fleet.py).
+"""A synchronised set assigned to a group like any schedule, and the fleet view's clocks,
+through a real scheduler and real displays on loopback (tests/support/fleet.py).
 
 The displays' time daemons are stand-ins (nothing here runs chrony or timesyncd): what each
 would report is given, and the fleet must carry it from /x/health to /x/fleet, the console

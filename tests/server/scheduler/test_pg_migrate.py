@@ -1,6 +1,6 @@
 """Moving an existing registry from SQLite to PostgreSQL: ``pdn scheduler --migrate-to URL``
 copies displays, schedules, groups, assignments, proof of play and the outbox's subscriptions,
-and a scheduler started on the database carries on where the SQLite one stopped (issue 14)."""
+and a scheduler started on the database carries on where the SQLite one stopped."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_migrate_to_copies_the_registry(
             else:
                 assert now == listed, path
         assert new.storage.ingest_secret("http://192.0.2.3:8080") == secret
-        # How far each display's plays are accounted for came along (issue 25).
+        # How far each display's plays are accounted for came along.
         states = new.storage.backfill_states()
         assert sorted(states) == [f"http://192.0.2.{n}:8080" for n in (1, 2, 3)]
         assert states["http://192.0.2.1:8080"].seen == 1

@@ -1,4 +1,4 @@
-"""Several schedulers on one PostgreSQL share the background reads of the displays (issue 14):
+"""Several schedulers on one PostgreSQL share the background reads of the displays:
 each display is read by one of them per round, a process killed with ``kill -9`` leaves its
 displays to the others, every process answers ``GET /x/fleet`` alike, and what was written
 through one is answered by another at once (no 404 while a notification is on its way)."""

@@ -1,4 +1,4 @@
-"""Several schedulers on one PostgreSQL database act as one (issue 14): what one registers the
+"""Several schedulers on one PostgreSQL database act as one: what one registers the
 others list, each display is read (probed) by one of them, the schedules are the database's
 (written through one, served by all) and a change is pushed once per subscriber in total."""
 

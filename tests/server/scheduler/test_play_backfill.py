@@ -1,4 +1,4 @@
-"""Every play accounted for (issue 25): a real ``pdn display`` process (on the run's shared X
+"""Every play accounted for: a real ``pdn display`` process (on the run's shared X
 server) registered with a scheduler that misses some of its playback updates; in the end the
 scheduler's ``GET /x/plays`` lists exactly the display's own play log, no gap, no duplicate.
 
@@ -26,7 +26,7 @@ from tests.support.display import DisplayProcess
 from tests.support.factories import started_by
 from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
-from tests.support.pages import PageServer, Reply
+from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
 from tests.support.process import CREDENTIALS
 from tests.support.scheduler import start
@@ -38,7 +38,6 @@ pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.usefixtures("schedul
 #: Seconds each item stays on screen: short, so twenty plays take seconds.
 ITEM = 0.6
 GROUP = "lobby"
-PAGE = b"<!doctype html><html><body style='background:#0a0'><h1>hello</h1></body></html>"
 
 
 class BackfillDisplay(DisplayProcess):
@@ -112,7 +111,7 @@ class Schedulers:
 @pytest.fixture
 def content() -> Iterator[PageServer]:
     """The items' pages: one small page at every path."""
-    with PageServer(default=Reply(200, PAGE)) as server:
+    with one_page() as server:
         yield server
 
 
@@ -222,7 +221,8 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     assert service is not None
     # Assigned before the display exists: it is pushed the schedule when it registers. The
     # scheduler subscribes to its playback updates at its first read of the display, held
-    # back here until the display has played a few items (the race of issue 25, made sure).
+    # back here until the display has played a few items (the race between the
+    # display's first plays and the subscription, made sure).
     assign_to_group(schedulers.url, content)
     gate = threading.Event()
     subscribe = service.prober._subscribe_playback

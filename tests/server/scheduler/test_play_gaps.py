@@ -1,5 +1,5 @@
-"""How the scheduler's storage decides which displays' play logs to read, and who reads them
-(issue 25), on SQLite and PostgreSQL; and how gaps are told."""
+"""How the scheduler's storage decides which displays' play logs to read, and who reads them,
+on SQLite and PostgreSQL; and how gaps are told."""
 
 from __future__ import annotations
 

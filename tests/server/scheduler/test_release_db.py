@@ -1,4 +1,4 @@
-"""Databases made by the release before issue 24 (commit 0618ddd, which had one storage class
+"""Databases made by the release of commit 0618ddd (which had one storage class
 per database) open with this checkout's one storage and carry on: the same registry, the same
 secrets, the outbox's subscriptions and pending event, and the registration order goes on.
 
@@ -151,7 +151,7 @@ def test_a_release_database_opens_with_its_registry(
         (1, "2026-11-23T10:00:10Z", True),
         (2, None, True),
     ]
-    # Issue 25: the displays the release registered have their play logs read once, from
+    # The displays the release registered have their play logs read once, from
     # the first sequence (those pending approval not before they are approved); these are
     # not there to answer, which their gaps would say.
     states = storage.backfill_states()

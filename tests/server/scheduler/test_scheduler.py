@@ -19,7 +19,7 @@ from tests.support.waiting import wait_until
 BROKEN = b'<content-set name="lobby">\n  <content-item>\n</content-set>\n'
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
-# The whole suite on both storage backends: SQLite and PostgreSQL (issue 14).
+# The whole suite on both storage backends: SQLite and PostgreSQL.
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 
 
