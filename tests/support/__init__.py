@@ -8,7 +8,15 @@
 - ``peer`` and ``notify``: the ``peer`` and systemd notification fixtures (pytest plugins);
 - ``xvfb``, ``compositor``: X and Wayland servers of a test's own; ``pgserver``: PostgreSQL;
 - ``pixels``, ``videoscreen``, ``videofiles``: reading the screen back, and test videos;
+- ``sensor``, ``content``, ``segments``: the sensor and the content server in this process,
+  and every segment by name on a server of its own;
+- ``fleet``: the scheduler's fleet of in-process displays and its API calls; ``lan``: a
+  scheduler beyond loopback with its operator token; ``ctl``: ``pdn ctl`` as a process;
+- ``floods``: connections from chosen addresses, dripped headers; ``openapi``: the segments'
+  documents against their servers; ``png``: one-colour PNGs; ``factories``: fixtures that
+  start things on demand and stop them all;
 - ``release``, ``signed``, ``webhook_receiver``, ``apifuzz``, ``pgworker``, ``tools``,
   ``paths``: previous releases, signed webhooks, an asyncio receiver, Schemathesis, an outbox
-  worker process, system programs, and where the checkout is.
+  worker process (and ``PgWorker``, which starts one), system programs, and where the
+  checkout is.
 """

@@ -31,6 +31,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     at: float = field(default_factory=time.monotonic)
+    client: tuple[str, int] = ("", 0)  # the (address, port) it came from: one per connection
 
     @property
     def route(self) -> str:
@@ -196,7 +197,10 @@ class PageServer:
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                request = Request(self.command, self.path, dict(self.headers.items()), body)
+                request = Request(
+                    self.command, self.path, dict(self.headers.items()), body,
+                    client=self.client_address[:2],
+                )  # fmt: skip
                 reply = pages._answer(request)
                 if reply.delay:
                     time.sleep(reply.delay)

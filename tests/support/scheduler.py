@@ -22,7 +22,7 @@ LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 LOBBY_V2 = LOBBY.replace(b"one.html", b"two.html")
 
 
-def start(tmp_path: Path, schedules_dir: Path, **options: object) -> SchedulerService:
+def start(tmp_path: Path, schedules_dir: Path | None, **options: object) -> SchedulerService:
     """A scheduler in this process, its data under ``tmp_path/data``, serving on a free port
     of 127.0.0.1 (``service.url``); the caller stops it."""
     service = SchedulerService(
@@ -33,6 +33,14 @@ def start(tmp_path: Path, schedules_dir: Path, **options: object) -> SchedulerSe
     service.start()
     service.server.start()
     return service
+
+
+def lobby_folder(tmp_path: Path) -> Path:
+    """``tmp_path/schedules``, a schedules folder holding ``lobby.xml`` (``LOBBY``)."""
+    folder = tmp_path / "schedules"
+    folder.mkdir()
+    (folder / "lobby.xml").write_bytes(LOBBY)
+    return folder
 
 
 def write(path: Path, data: bytes) -> None:

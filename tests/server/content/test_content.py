@@ -15,12 +15,13 @@ import httpx
 import pytest
 import requests
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, create_app
-from server.content.displays import DisplayDirectory
+from server.content.app import BUILTIN_APPS, DisplayForwarder
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
+from tests.support.content import content_app
 from tests.support.pages import PageServer
+from tests.support.ports import free_port
 
 REQUESTOR = {"device-id": "phone-7", "user-id": "alice"}
 
@@ -68,11 +69,8 @@ def peer(peer: PageServer, displays_file: Path) -> PageServer:
 def content(apps_dir: Path, displays_file: Path) -> Iterator[str]:
     credentials = listing(displays_file)
     forwarder = DisplayForwarder(credentials=credentials)
-    app = create_app(
-        AppCatalog([apps_dir, BUILTIN_APPS]),
-        forwarder,
-        lambda display_uri: "http://content.example:8091",
-        displays=DisplayDirectory(credentials),
+    app = content_app(
+        forwarder, credentials, apps=[apps_dir, BUILTIN_APPS], public="http://content.example:8091"
     )
     server = WsgiServer(app, "127.0.0.1", 0, name="content").start()
     yield server.url
@@ -127,36 +125,45 @@ def test_root_schedule_is_the_message_app(content: str, peer: PageServer) -> Non
     assert "preferred-duration" not in sent
 
 
-def test_display_rejects(content: str, peer: PageServer) -> None:
-    peer.route("POST", "/schedule", 202, {"request-status": "rejected", "reason": "queue full"})
-    answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
-    assert answer.status_code == 202
-    # In the content server's own words: what the display said is not passed on.
-    assert answer.json() == {
-        "request-status": "rejected",
-        "reason": "the display did not take the request",
-    }
-
-
-def test_display_answers_something_else(content: str, peer: PageServer) -> None:
-    peer.route("POST", "/schedule", 415, {"error": "unsupported-media-type", "message": "no"})
-    answer = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
-    assert answer.status_code == 202
-    assert answer.json() == {
-        "request-status": "failed",
-        "reason": "the display answered 415 Unsupported Media Type",
-    }
+@pytest.mark.parametrize(
+    ("status", "answer", "told"),
+    [
+        (
+            202,
+            {"request-status": "rejected", "reason": "queue full"},
+            {"request-status": "rejected", "reason": "the display did not take the request"},
+        ),
+        (
+            415,
+            {"error": "unsupported-media-type", "message": "no"},
+            {
+                "request-status": "failed",
+                "reason": "the display answered 415 Unsupported Media Type",
+            },
+        ),
+    ],
+    ids=["rejects", "answers-something-else"],
+)
+def test_what_the_display_says_is_told_in_the_content_servers_own_words(
+    content: str, peer: PageServer, status: int, answer: dict[str, str], told: dict[str, str]
+) -> None:
+    """A display that rejects the request, or answers something else: the content server
+    says so in its own words; what the display said is not passed on."""
+    peer.route("POST", "/schedule", status, answer)
+    forwarded = requests.post(f"{content}/clock/schedule", json=request_body(peer.url), timeout=10)
+    assert forwarded.status_code == 202
+    assert forwarded.json() == told
 
 
 def test_unreachable_display_is_504(content: str, displays_file: Path) -> None:
-    with socket_closed_port() as port:
-        listing(displays_file, f"http://127.0.0.1:{port}")
-        started = time.monotonic()
-        answer = requests.post(
-            f"{content}/message/schedule",
-            json=request_body(f"http://127.0.0.1:{port}"),
-            timeout=10,
-        )
+    port = free_port()  # nothing listens there
+    listing(displays_file, f"http://127.0.0.1:{port}")
+    started = time.monotonic()
+    answer = requests.post(
+        f"{content}/message/schedule",
+        json=request_body(f"http://127.0.0.1:{port}"),
+        timeout=10,
+    )
     assert time.monotonic() - started < 5
     assert answer.status_code == 504
     assert answer.json()["request-status"] == "failed"
@@ -222,22 +229,6 @@ def test_bad_bodies_and_unknown_app(content: str, peer: PageServer) -> None:
     assert peer.received("/schedule") == []
 
 
-class socket_closed_port:  # noqa: N801 (used as a context manager)
-    """A loopback port with nothing listening."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = int(probe.getsockname()[1])
-        probe.close()
-        return self.port
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
 def test_schedule_requests_are_rate_limited_per_address(
     peer: PageServer, displays_file: Path
 ) -> None:
@@ -246,13 +237,7 @@ def test_schedule_requests_are_rate_limited_per_address(
     peer.route("POST", "/schedule", 202, {"request-status": "scheduling"})
     credentials = listing(displays_file, peer.url)
     forwarder = DisplayForwarder(credentials=credentials)
-    app = create_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(credentials),
-        token="content-token",
-    )
+    app = content_app(forwarder, credentials, token="content-token")
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=3, window=60)
     server = WsgiServer(app, "0.0.0.0", 0, name="content").start()
     clients = {

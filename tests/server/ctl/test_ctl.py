@@ -11,8 +11,8 @@ import pytest
 
 from server.cli import main
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE, EXIT_USAGE
-from tests.server.content.test_content import socket_closed_port
 from tests.support.pages import PageServer
+from tests.support.ports import free_port
 from tests.support.scheduler import LOBBY
 
 
@@ -81,8 +81,7 @@ def test_usage_errors(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_unreachable_display(capsys: pytest.CaptureFixture[str]) -> None:
-    with socket_closed_port() as port:
-        code = main(["ctl", "playing", f"http://127.0.0.1:{port}"])
+    code = main(["ctl", "playing", f"http://127.0.0.1:{free_port()}"])  # nothing listens
     assert code == EXIT_UNREACHABLE
     assert "cannot reach" in capsys.readouterr().err
 

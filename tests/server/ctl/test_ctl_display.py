@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import struct
 import subprocess
@@ -18,6 +17,7 @@ from flask import Flask
 
 from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHABLE
 from server.platform.wsgi import WsgiServer
+from tests.support.ctl import pdn_ctl, watching
 from tests.support.inprocess_display import Display
 from tests.support.process import PDN
 
@@ -31,14 +31,7 @@ def quick_heartbeat(display_server: tuple[Flask, WsgiServer]) -> Iterator[None]:
 
 
 def pdn(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PDN, "ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **env},
-    )
+    return pdn_ctl(*args, env=env)
 
 
 def tiny_png() -> bytes:
@@ -65,13 +58,8 @@ class FakeScreen:
 
 
 def test_watch_follows_the_event_stream_without_a_reverse_connection(display: Display) -> None:
-    process = subprocess.Popen(
-        [PDN, "ctl", "watch", display.url, "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PDN_API_TOKEN": "t0ken", "PDN_API_URL": display.url},
-    )
-    try:
+    env = {"PDN_API_TOKEN": "t0ken", "PDN_API_URL": display.url}
+    with watching("watch", display.url, "--json", env=env) as process:
         assert process.stdout is not None
         first = json.loads(process.stdout.readline())
         assert first == display.playback()
@@ -89,31 +77,14 @@ def test_watch_follows_the_event_stream_without_a_reverse_connection(display: Di
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == EXIT_OK
         assert process.stdout.read() == b""
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def test_watch_human_lines_and_unreachable(display: Display) -> None:
-    process = subprocess.Popen(
-        [PDN, "ctl", "watch", display.url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with watching("watch", display.url, text=True) as process:
         assert process.stdout is not None
         assert "idle page" in process.stdout.readline()
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=10) == EXIT_OK
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
     result = pdn("watch", "http://127.0.0.1:9")
     assert result.returncode == EXIT_UNREACHABLE
     assert "cannot reach" in result.stderr

@@ -2,76 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
-from server.display import create_app as create_display_app
-from server.platform.displaycreds import DisplayCredentials
 from server.platform.http import DOCS_POLICY
-from server.platform.wsgi import WsgiServer
-from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
-from tests.support.scheduler import LOBBY
-
-SEGMENTS = ("display", "scheduler", "content", "sensor")
-
-
-@contextlib.contextmanager
-def serve_segment(name: str, tmp_path: Path) -> Iterator[str]:
-    """One segment's real app on a real server on 127.0.0.1; yields its base URL."""
-    with contextlib.ExitStack() as stack:
-        if name == "display":
-            placeholder: Any = type("Placeholder", (), {"api_token": None})()
-            server = WsgiServer(create_display_app(placeholder), "127.0.0.1", 0).start()
-            stack.callback(server.stop)
-            yield server.url
-        elif name == "content":
-            forwarder = DisplayForwarder(timeout=1.0)
-            stack.callback(forwarder.close)
-            app = create_content_app(
-                AppCatalog([BUILTIN_APPS]),
-                forwarder,
-                lambda _: "http://c",
-                displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
-            )
-            server = WsgiServer(app, "127.0.0.1", 0).start()
-            stack.callback(server.stop)
-            yield server.url
-        elif name == "scheduler":
-            schedules = tmp_path / "schedules"
-            schedules.mkdir()
-            (schedules / "lobby.xml").write_bytes(LOBBY)
-            scheduler = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-            scheduler.start()
-            scheduler.server.start()
-            stack.callback(scheduler.stop)
-            yield scheduler.url
-        else:
-            reading = tmp_path / "lux"
-            reading.write_text("300")
-            sensor = SensorService(
-                FileSource(reading),
-                sensor_id="lux-1",
-                sensor_type="light",
-                data_dir=tmp_path / "sensor",
-                interval=60.0,
-            )
-            sensor.start()
-            sensor.server.start()
-            stack.callback(sensor.stop)
-            yield sensor.url
+from tests.support.segments import SEGMENTS, serve_segment
 
 
 class References(HTMLParser):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.server.platform.test_docs import SEGMENTS, serve_segment
+from tests.support.segments import SEGMENTS, serve_segment
 
 
 def run_js(qtbot: Any, page: Any, script: str) -> Any:

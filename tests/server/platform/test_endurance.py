@@ -4,10 +4,8 @@ subscriptions and protected reads, against real servers on 127.0.0.1 and raw soc
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +19,12 @@ from server.platform.http import create_base_app, json_response, read_json_body,
 from server.platform.limits import Limits, limits
 from server.platform.outbox import Outbox
 from server.platform.wsgi import WsgiServer
-from server.scheduler.service import SchedulerService
+from tests.support import floods
+from tests.support.factories import started_by
+from tests.support.floods import connect_from, cut_off_count, drip_fed, read_all
 from tests.support.pages import HookReceiver
+from tests.support.ports import free_port
+from tests.support.scheduler import start as start_scheduler
 from tests.support.waiting import wait_until
 
 
@@ -43,32 +45,19 @@ def echo_app(token: str | None = None) -> Flask:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., WsgiServer]]:
-    servers: list[WsgiServer] = []
-
     def start(app: Flask, **kwargs: Any) -> WsgiServer:
-        server = WsgiServer(app, "127.0.0.1", 0, **kwargs).start()
-        servers.append(server)
-        return server
+        return WsgiServer(app, "127.0.0.1", 0, **kwargs).start()
 
-    yield start
-    for server in servers:
-        server.stop()
+    yield from started_by(start, WsgiServer.stop)
 
 
 def raw(port: int, data: bytes, *, wait: float = 5.0) -> bytes:
     """Send ``data`` on a new connection; everything answered until the server closes."""
     with socket.create_connection(("127.0.0.1", port)) as conn:
-        conn.settimeout(wait)
         # The server may answer and close before the whole body is sent.
         with contextlib.suppress(OSError):
             conn.sendall(data)
-        answer = b""
-        try:
-            while chunk := conn.recv(65536):
-                answer += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-    return answer
+        return read_all(conn, wait)
 
 
 def parse(answer: bytes) -> tuple[int, dict[str, str], Any]:
@@ -138,11 +127,7 @@ def test_deep_nesting_is_400_not_500(serve: Callable[..., WsgiServer], opener: b
 
 
 def test_deep_nesting_on_the_schedulers_displays(tmp_path: Path) -> None:
-    service = SchedulerService(
-        data_dir=tmp_path, schedules_dir=tmp_path / "schedules", host="127.0.0.1", port=0
-    )
-    service.start()
-    service.server.start()
+    service = start_scheduler(tmp_path, tmp_path / "schedules")
     try:
         for method in ("GET", "POST"):
             answer = requests.request(
@@ -161,25 +146,9 @@ def test_deep_nesting_on_the_schedulers_displays(tmp_path: Path) -> None:
 # -- 2: floods ----------------------------------------------------------------------------------
 
 
-def connect_from(source: str, port: int) -> socket.socket:
-    conn = socket.socket()
-    conn.bind((source, 0))
-    conn.connect(("127.0.0.1", port))
-    return conn
-
-
 def probe(port: int) -> float:
     """Seconds for one GET on a new connection from another client address (127.0.0.2)."""
-    began = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0))
-    try:
-        conn.request("GET", "/ping")
-        answer = conn.getresponse()
-        answer.read()
-        assert answer.status == 200
-    finally:
-        conn.close()
-    return time.monotonic() - began
+    return floods.probe(port, "/ping")
 
 
 def test_idle_and_drip_fed_floods_leave_the_api_answering(
@@ -191,37 +160,16 @@ def test_idle_and_drip_fed_floods_leave_the_api_answering(
     drip = [connect_from(f"127.0.2.{i % 10 + 1}", server.port) for i in range(100)]
     for conn in drip:
         conn.sendall(b"GET /ping HTTP/1.1\r\n")
-    stop = threading.Event()
-
-    def drip_feed() -> None:
-        while not stop.wait(0.5):
-            for conn in drip:
-                with contextlib.suppress(OSError):
-                    conn.send(b"X")
-
-    feeder = threading.Thread(target=drip_feed, daemon=True)
-    feeder.start()
     try:
-        latencies = [probe(server.port) for _ in range(20)]
-        assert max(latencies) < 1.0, latencies
-        # Drip-fed connections are answered 408 and closed after the header deadline.
-        closed = 0
-        for conn in drip:
-            conn.settimeout(bounds.header_timeout + 5)
-            data = b""
-            try:
-                while chunk := conn.recv(4096):
-                    data += chunk
-            except (ConnectionResetError, TimeoutError):
-                pass
-            closed += data.startswith(b"HTTP/1.1 408") or data == b""
-        assert closed == len(drip)
-        assert server.stats()["timed-out"] >= 1
-        assert server.stats()["evicted"] >= 1  # 300 idle > 128: the idle longest made room
-        assert probe(server.port) < 1.0
+        with drip_fed(drip):
+            latencies = [probe(server.port) for _ in range(20)]
+            assert max(latencies) < 1.0, latencies
+            # Drip-fed connections are answered 408 and closed after the header deadline.
+            assert cut_off_count(drip, bounds.header_timeout + 5) == len(drip)
+            assert server.stats()["timed-out"] >= 1
+            assert server.stats()["evicted"] >= 1  # 300 idle > 128: the idle longest made room
+            assert probe(server.port) < 1.0
     finally:
-        stop.set()
-        feeder.join()
         for conn in idle + drip:
             conn.close()
 
@@ -240,17 +188,8 @@ def test_one_client_gets_at_most_its_share(serve: Callable[..., WsgiServer]) -> 
 
 
 def raw_from(source: str, port: int) -> bytes:
-    conn = connect_from(source, port)
-    conn.settimeout(5)
-    answer = b""
-    try:
-        while chunk := conn.recv(4096):
-            answer += chunk
-    except (ConnectionResetError, TimeoutError):
-        pass
-    finally:
-        conn.close()
-    return answer
+    with connect_from(source, port) as conn:
+        return read_all(conn, 5)
 
 
 def test_limits_come_from_the_environment() -> None:
@@ -270,9 +209,22 @@ def test_limits_come_from_the_environment() -> None:
 
 @pytest.fixture
 def dead_port() -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        return int(probe_socket.getsockname()[1])  # nothing listens there afterwards
+    return free_port()  # nothing listens there afterwards
+
+
+@pytest.fixture
+def failing_box(tmp_path: Path) -> Iterator[Callable[..., Outbox]]:
+    """``failing_box(**options)``: an outbox in ``tmp_path/o.db`` that retries every 0.05 to
+    0.1 s, with ``options`` over that, started; stopped at the end of the test."""
+
+    def make(**options: Any) -> Outbox:
+        box = Outbox(
+            tmp_path / "o.db", name="test", **{"first_retry": 0.05, "max_backoff": 0.1, **options}
+        )
+        box.start()
+        return box
+
+    yield from started_by(make, Outbox.stop)
 
 
 def test_subscriptions_per_resource_are_capped(tmp_path: Path) -> None:
@@ -290,39 +242,26 @@ def test_subscriptions_per_resource_are_capped(tmp_path: Path) -> None:
         box.stop()
 
 
-def test_dead_subscribers_expire_and_backlogs_are_bounded(tmp_path: Path, dead_port: int) -> None:
-    box = Outbox(
-        tmp_path / "o.db",
-        name="test",
-        first_retry=0.05,
-        max_backoff=0.1,
-        timeout=0.5,
-        give_up_after=1.5,
-        max_backlog=5,
-    )
-    box.start()
-    try:
-        dead = f"http://127.0.0.1:{dead_port}/hook"
-        box.subscribe("t", dead)
-        for n in range(50):
-            box.publish("t", str(n).encode(), "text/plain")
-        assert box.stats()["pending-events"] <= 5
-        assert box.stats()["dropped-events"] >= 45
-        wait_until(lambda: box.subscribers("t") == [], timeout=10)
-        assert box.stats()["pending-events"] == 0
-        assert box.stats()["expired-subscriptions"] == 1
-    finally:
-        box.stop()
+def test_dead_subscribers_expire_and_backlogs_are_bounded(
+    failing_box: Callable[..., Outbox], dead_port: int
+) -> None:
+    box = failing_box(timeout=0.5, give_up_after=1.5, max_backlog=5)
+    dead = f"http://127.0.0.1:{dead_port}/hook"
+    box.subscribe("t", dead)
+    for n in range(50):
+        box.publish("t", str(n).encode(), "text/plain")
+    assert box.stats()["pending-events"] <= 5
+    assert box.stats()["dropped-events"] >= 45
+    wait_until(lambda: box.subscribers("t") == [], timeout=10)
+    assert box.stats()["pending-events"] == 0
+    assert box.stats()["expired-subscriptions"] == 1
 
 
 def test_a_dead_sensor_subscriber_keeps_the_newest_reading_alone(
-    tmp_path: Path, dead_port: int
+    failing_box: Callable[..., Outbox], dead_port: int
 ) -> None:
     receiver = HookReceiver(port=dead_port, answer=lambda n: 503)
-    box = Outbox(
-        tmp_path / "o.db", name="test", first_retry=0.05, max_backoff=0.1, give_up_after=30
-    )
-    box.start()
+    box = failing_box(give_up_after=30)
     try:
         box.subscribe("sensor", receiver.url())
         box.publish("sensor", b"0", "application/json", latest_only=True)
@@ -340,30 +279,25 @@ def test_a_dead_sensor_subscriber_keeps_the_newest_reading_alone(
         assert receiver.bodies()[-1] == b"199"
         assert len(receiver.bodies()) <= 2
     finally:
-        box.stop()
         receiver.close()
 
 
-def test_expiry_survives_collapsed_backlogs(tmp_path: Path, dead_port: int) -> None:
+def test_expiry_survives_collapsed_backlogs(
+    failing_box: Callable[..., Outbox], dead_port: int
+) -> None:
     """Collapsing keeps since-when the subscriber fails: it still expires on time."""
-    box = Outbox(
-        tmp_path / "o.db",
-        name="test",
-        first_retry=0.05,
-        max_backoff=0.1,
-        timeout=0.5,
-        give_up_after=1.0,
-    )
-    box.start()
-    try:
-        box.subscribe("sensor", f"http://127.0.0.1:{dead_port}/hook")
-        deadline = time.monotonic() + 10
-        while box.subscribers("sensor") and time.monotonic() < deadline:
-            box.publish("sensor", b"1", "application/json", latest_only=True)
-            time.sleep(0.05)
-        assert box.subscribers("sensor") == []
-    finally:
-        box.stop()
+    box = failing_box(timeout=0.5, give_up_after=1.0)
+    box.subscribe("sensor", f"http://127.0.0.1:{dead_port}/hook")
+
+    def expired() -> bool:
+        """Gone; until then, one more reading for it (collapsed into the one pending)."""
+        if not box.subscribers("sensor"):
+            return True
+        box.publish("sensor", b"1", "application/json", latest_only=True)
+        return False
+
+    wait_until(expired, timeout=10, what="the failing subscriber expired", step=0.05)
+    assert box.subscribers("sensor") == []
 
 
 # -- 7: protected reads, WWW-Authenticate --------------------------------------------------------

@@ -3,97 +3,31 @@ response of the running server (success and error) validates against its documen
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import requests
-from flask import Flask
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
+from server.content.app import DisplayForwarder
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.validation import PATTERNS
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
+from tests.support.content import content_app
+from tests.support.openapi import Document, app_operations
 from tests.support.pages import PageServer
-from tests.support.scheduler import LOBBY
+from tests.support.scheduler import lobby_folder
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import light_sensor
 from tests.support.waiting import wait_until
 
 
-class Document:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.data: dict[str, Any] = json.loads(
-            resources.files("server").joinpath(f"openapi/{name}.json").read_text()
-        )
-        self.registry: Registry[Any] = Registry().with_resource(
-            f"urn:pdn:{name}", Resource.from_contents(self.data, default_specification=DRAFT202012)
-        )
-        self.checked: set[tuple[str, str, int]] = set()
-
-    def operations(self) -> set[tuple[str, str]]:
-        return {
-            (path, method.upper())
-            for path, item in self.data["paths"].items()
-            for method in item
-            if method in ("get", "post", "put", "patch", "delete")
-        }
-
-    def check(self, response: requests.Response, path: str) -> None:
-        method = (response.request.method or "GET").lower()
-        status = response.status_code
-        operation = self.data["paths"][path][method]
-        documented = operation["responses"].get(str(status))
-        assert documented is not None, f"{method} {path} answered {status}: not documented"
-        pointer = f"/paths/{_escape(path)}/{method}/responses/{status}"
-        if "$ref" in documented:
-            pointer = documented["$ref"][1:]
-            documented = self.data["components"]["responses"][documented["$ref"].rsplit("/", 1)[1]]
-        self.checked.add((path, method, status))
-        for header, spec in documented.get("headers", {}).items():
-            assert not spec.get("required") or header in response.headers, (
-                f"{method} {path} {status}: no {header} header"
-            )
-        content = documented.get("content")
-        if content is None:
-            return
-        media = response.headers.get("Content-Type", "").split(";")[0]
-        key = media if media in content else "*/*"
-        assert key in content, f"{method} {path} {status}: {media}, documented {list(content)}"
-        if media != "application/json":
-            return
-        validator = jsonschema.Draft202012Validator(
-            {"$ref": f"urn:pdn:{self.name}#{pointer}/content/{_escape(key)}/schema"},
-            registry=self.registry,
-        )
-        validator.validate(response.json())
-
-
-def _escape(part: str) -> str:
-    return part.replace("~", "~0").replace("/", "~1")
-
-
-def app_operations(app: Flask) -> set[tuple[str, str]]:
-    found = set()
-    for rule in app.url_map.iter_rules():
-        if rule.endpoint == "static":
-            continue
-        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
-        for method in rule.methods or ():
-            if method not in ("HEAD", "OPTIONS"):
-                found.add((path, method))
-    return found
+def post_as(url: str, data: bytes, content_type: str) -> requests.Response:
+    """POST ``data`` as ``content_type`` (what a schema's JSON body is not)."""
+    return requests.post(url, data=data, timeout=5, headers={"Content-Type": content_type})
 
 
 @pytest.mark.parametrize("name", ["scheduler", "content", "sensor"])
@@ -106,12 +40,7 @@ def test_documents_are_openapi_3_1(name: str) -> None:
 
 @pytest.fixture
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    (schedules / "lobby.xml").write_bytes(LOBBY)
-    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-    service.start()
-    service.server.start()
+    service = start_scheduler(tmp_path, lobby_folder(tmp_path))
     yield service
     service.stop()
 
@@ -130,9 +59,7 @@ def test_scheduler_document(scheduler: SchedulerService, peer: PageServer) -> No
     )
     check(requests.post(f"{base}/displays", json={"url": "x"}, timeout=5), "/displays")
     check(
-        requests.post(
-            f"{base}/displays", data=b"<a/>", timeout=5, headers={"Content-Type": "text/xml"}
-        ),
+        post_as(f"{base}/displays", b"<a/>", "text/xml"),
         "/displays",
     )
     check(requests.get(f"{base}/displays", timeout=5), "/displays")
@@ -156,12 +83,7 @@ def test_scheduler_document(scheduler: SchedulerService, peer: PageServer) -> No
         check(requests.post(f"{base}/schedule/lobby/{action}/", json=hook, timeout=5), path)
         check(requests.post(f"{base}/schedule/lobby/{action}/", json={}, timeout=5), path)
         check(
-            requests.post(
-                f"{base}/schedule/lobby/{action}/",
-                data=b"x",
-                timeout=5,
-                headers={"Content-Type": "text/plain"},
-            ),
+            post_as(f"{base}/schedule/lobby/{action}/", b"x", "text/plain"),
             path,
         )
     check(
@@ -182,12 +104,7 @@ def test_content_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("content")
     credentials = DisplayCredentials(tmp_path / "none.toml", listed=[peer.url])
     forwarder = DisplayForwarder(timeout=1.0, credentials=credentials)
-    app = create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(credentials),
-    )
+    app = content_app(forwarder, credentials)
     assert app_operations(app) == document.operations()
     server = WsgiServer(app, "127.0.0.1", 0).start()
     try:
@@ -216,12 +133,7 @@ def test_content_document(tmp_path: Path, peer: PageServer) -> None:
             )
         check(requests.post(f"{base}/nothing/schedule", json=body, timeout=5), "/{name}/schedule")
         check(
-            requests.post(
-                f"{base}/message/schedule",
-                data=b"<a/>",
-                timeout=5,
-                headers={"Content-Type": "text/xml"},
-            ),
+            post_as(f"{base}/message/schedule", b"<a/>", "text/xml"),
             "/{name}/schedule",
         )
         check(requests.get(f"{base}/message/", timeout=5), "/{name}/")
@@ -238,19 +150,9 @@ def test_content_document(tmp_path: Path, peer: PageServer) -> None:
 
 def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
     document = Document("sensor")
-    reading = tmp_path / "lux"
-    reading.write_text("300")
-    service = SensorService(
-        FileSource(reading),
-        sensor_id="lux-1",
-        sensor_type="light",
-        data_dir=tmp_path / "sensor",
-        interval=60.0,
-    )
-    assert app_operations(service.app) == document.operations()
-    service.start()
-    service.server.start()
+    service = light_sensor(tmp_path, interval=60.0)
     try:
+        assert app_operations(service.app) == document.operations()
         base = service.url
         check = document.check
         check(requests.get(f"{base}/", timeout=5), "/")
@@ -260,9 +162,7 @@ def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
             check(requests.post(f"{base}{path}", json=hook, timeout=5), path)
             check(requests.post(f"{base}{path}", json={"subscriber-uri": "x"}, timeout=5), path)
             check(
-                requests.post(
-                    f"{base}{path}", data=b"<a/>", timeout=5, headers={"Content-Type": "text/xml"}
-                ),
+                post_as(f"{base}{path}", b"<a/>", "text/xml"),
                 path,
             )
         check(requests.post(f"{base}/unsubscribe", json=hook, timeout=5), "/unsubscribe")
@@ -272,7 +172,7 @@ def test_sensor_document(tmp_path: Path, peer: PageServer) -> None:
             {"$ref": "urn:pdn:sensor#/components/schemas/SensorUpdate"},
             registry=document.registry,
         ).validate(update)
-        reading.unlink()
+        (tmp_path / "lux").unlink()
     finally:
         service.stop()
 

@@ -9,9 +9,6 @@ server, and the real ``pdn ctl pair``. Clients use loopback source addresses of 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,26 +20,22 @@ from server.content.service import ContentService
 from server.platform.tls import ensure_certificate, server_context
 from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
 from server.sensor.source import FileSource
+from tests.support.ctl import pdn_ctl
 from tests.support.inprocess_display import Screen, cds
+from tests.support.lan import OPERATOR, start_lan_scheduler
+from tests.support.sensor import start as start_sensor
+from tests.support.sensor import thermal_file
 from tests.support.waiting import wait_until
-
-PDN = str(Path(sys.executable).parent / "pdn")
-OPERATOR = "operator-token-0123456789abcdef"
 
 
 @pytest.fixture
 def scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SchedulerService]:
     monkeypatch.delenv("PDN_DATABASE_URL", raising=False)
     monkeypatch.delenv("PDN_DISPLAY_TOKEN", raising=False)
-    service = SchedulerService(
-        data_dir=tmp_path / "scheduler", host="0.0.0.0", port=0, token=OPERATOR
-    )
-    service.start()
-    service.server.start()
-    yield service
-    service.stop()
+    lan = start_lan_scheduler(tmp_path / "scheduler", OPERATOR)
+    yield lan.service
+    lan.close()
 
 
 def operator_client(service: SchedulerService) -> httpx.Client:
@@ -150,31 +143,17 @@ def test_a_sensor_and_a_content_server_carry_the_token_paired_for_them(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
     monkeypatch.delenv("PDN_DISPLAY_TOKEN", raising=False)
     monkeypatch.delenv("PDN_DISPLAYS_FILE", raising=False)
-    env = {k: v for k, v in os.environ.items() if k != "PDN_API_TOKEN"}
-    result = subprocess.run(
-        [PDN, "ctl", "pair", paired.url, paired.code(), "--name", "sensors"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
+    result = pdn_ctl(
+        "pair", paired.url, paired.code(), "--name", "sensors", unset=["PDN_API_TOKEN"]
     )
     assert result.returncode == 0, result.stderr
-    reading = tmp_path / "temp"
-    reading.write_text("41500\n")
-    sensor = SensorService(
-        FileSource(reading, scale=0.001),
-        sensor_id="hall-temp",
-        sensor_type="temperature",
-        data_dir=tmp_path / "sensor",
-        interval=0.5,
-        poll=0.05,
+    reading = FileSource(thermal_file(tmp_path, "41500"), scale=0.001)
+    sensor = start_sensor(
+        tmp_path / "sensor", reading, "hall-temp", "temperature", interval=0.5, poll=0.05
     )
     # The paired display is in the pairing store; the stranger is listed with no token.
     content = ContentService([BUILTIN_APPS], host="127.0.0.1", port=0, displays=[stranger.url])
     try:
-        sensor.start()
-        sensor.server.start()
         content.start()
         content.server.start()
         for screen in (paired, stranger):
@@ -225,15 +204,10 @@ def test_pdn_ctl_add_display_pairs_the_scheduler_with_a_display(
 ) -> None:
     screen = make_screen()
     base = f"http://127.0.0.1:{scheduler.server.port}"
-    env = {**os.environ, "PDN_API_TOKEN": OPERATOR, "PDN_API_URL": base}
-    result = subprocess.run(
-        [PDN, "ctl", "add-display", base, screen.url, screen.code()],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    result = pdn_ctl(
+        "add-display", base, screen.url, screen.code(),
+        env={"PDN_API_TOKEN": OPERATOR, "PDN_API_URL": base},
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert f"paired with {screen.url}" in result.stdout
     # The token it got goes with what it pushes, and the code cannot be used again.

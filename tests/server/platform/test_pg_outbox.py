@@ -6,16 +6,9 @@ exactly once per subscriber in total, one process killed with SIGKILL mid-delive
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -25,10 +18,9 @@ from server.platform.db import SchemaTooNewError
 from server.platform.limits import SubscriptionLimitError
 from server.platform.pg import Connection, migrate, open_pool, schema_version, transaction
 from server.platform.pgoutbox import PgOutbox
+from tests.support.pgworker import PgWorker
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -168,36 +160,9 @@ def test_latest_only_keeps_the_newest_for_a_failing_subscriber(
 # Several processes on one database
 
 
-class Worker:
-    def __init__(self, url: str, lease: float, timeout: float) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.pgworker", url, str(lease), str(timeout)],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.strip() == "ready", line
-
-    def stop(self) -> dict[str, Any] | None:
-        """SIGTERM; its stats (None when it was killed)."""
-        if self.process.poll() is not None:
-            return None
-        self.process.send_signal(signal.SIGTERM)
-        out, _ = self.process.communicate(timeout=30)
-        return dict(json.loads(out.strip().splitlines()[-1]))
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.communicate(timeout=10)
-
-
 @pytest.fixture
-def workers() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
+def workers() -> Iterator[list[PgWorker]]:
+    started: list[PgWorker] = []
     yield started
     for worker in started:
         if worker.process.poll() is None:
@@ -210,14 +175,14 @@ def test_a_change_is_pushed_once_in_total_by_several_processes(
     postgres_url: str,
     pool: ConnectionPool[Connection],
     receiver: Receiver,
-    workers: list[Worker],
+    workers: list[PgWorker],
     processes: int,
 ) -> None:
     subscribers = 60
     publisher = PgOutbox(pool, name="api")  # an API process: publishes, delivers nothing
     for n in range(subscribers):
         publisher.subscribe("schedule:s", f"{receiver.url}/d{n}")
-    workers.extend(Worker(postgres_url, 10.0, 5.0) for _ in range(processes))
+    workers.extend(PgWorker(postgres_url, 10.0, 5.0) for _ in range(processes))
     for change in range(3):
         assert publisher.publish("schedule:s", f"v{change}".encode(), "text/xml") == subscribers
     wait_until(lambda: sum(map(len, receiver.acknowledged().values())) >= 3 * subscribers)
@@ -239,14 +204,14 @@ def test_a_process_killed_mid_delivery_loses_nothing_and_nothing_goes_twice(
     postgres_url: str,
     pool: ConnectionPool[Connection],
     receiver: Receiver,
-    workers: list[Worker],
+    workers: list[PgWorker],
 ) -> None:
     subscribers = 60
     publisher = PgOutbox(pool, name="api")
     for n in range(subscribers):
         publisher.subscribe("schedule:s", f"{receiver.url}/d{n}")
     lease = 6.0
-    workers.extend(Worker(postgres_url, lease, 5.0) for _ in range(3))
+    workers.extend(PgWorker(postgres_url, lease, 5.0) for _ in range(3))
     receiver.hold()  # every POST stays in flight until released
     publisher.publish("schedule:s", b"change", "text/xml")
     wait_until(lambda: receiver.in_flight == subscribers)
@@ -303,7 +268,7 @@ def test_batch_claims_by_two_processes_deliver_each_event_once_in_order(
     postgres_url: str,
     pool: ConnectionPool[Connection],
     receiver: Receiver,
-    workers: list[Worker],
+    workers: list[PgWorker],
 ) -> None:
     """More subscribers than one claim takes (server.platform.delivery.CLAIM_BATCH): the two
     processes claim batch after batch side by side, and still every subscriber gets every
@@ -312,7 +277,7 @@ def test_batch_claims_by_two_processes_deliver_each_event_once_in_order(
     publisher = PgOutbox(pool, name="api", max_subscriptions=subscribers)
     for n in range(subscribers):
         publisher.subscribe("schedule:s", f"{receiver.url}/d{n}")
-    workers.extend(Worker(postgres_url, 10.0, 5.0) for _ in range(2))
+    workers.extend(PgWorker(postgres_url, 10.0, 5.0) for _ in range(2))
     for change in range(2):
         assert publisher.publish("schedule:s", f"v{change}".encode(), "text/xml") == subscribers
     wait_until(

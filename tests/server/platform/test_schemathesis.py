@@ -9,17 +9,16 @@ from typing import Any
 
 import pytest
 
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder, ForwardResult
-from server.content.app import create_app as create_content_app
+from server.content.app import DisplayForwarder, ForwardResult
 from server.content.displays import DisplayDirectory, Target, display_origin
 from server.platform.displaycreds import DisplayCredentials
 from server.platform.lockout import RateLimit
 from server.platform.wsgi import WsgiServer
-from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
 from tests.support.apifuzz import Finding, assert_agrees, run
-from tests.support.scheduler import LOBBY
+from tests.support.content import content_app
+from tests.support.scheduler import lobby_folder
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import light_sensor
 
 #: Examples per operation in the fuzzing phase (the coverage phase adds its own).
 MAX_EXAMPLES = 50
@@ -58,12 +57,7 @@ def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
 
 
 def test_scheduler(tmp_path: Path) -> None:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    (schedules / "lobby.xml").write_bytes(LOBBY)
-    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-    service.start()
-    service.server.start()
+    service = start_scheduler(tmp_path, lobby_folder(tmp_path))
     try:
         result = run("scheduler", service.url, max_examples=MAX_EXAMPLES, allow=allowed_refusals)
     finally:
@@ -95,12 +89,7 @@ class EveryDisplay(DisplayDirectory):
 @pytest.fixture
 def content(tmp_path: Path) -> Iterator[tuple[str, AcceptingForwarder]]:
     forwarder = AcceptingForwarder()
-    app = create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=EveryDisplay(DisplayCredentials(tmp_path / "none.toml")),
-    )
+    app = content_app(forwarder, EveryDisplay(DisplayCredentials(tmp_path / "none.toml")))
     # The fuzzer asks far more often than a visitor may (the per-address rate limit).
     app.extensions["pdn.schedule-rate"] = RateLimit(limit=1_000_000, window=60)
     server = WsgiServer(app, "127.0.0.1", 0).start()
@@ -119,17 +108,7 @@ def test_content(content: tuple[str, AcceptingForwarder]) -> None:
 
 
 def test_sensor(tmp_path: Path) -> None:
-    reading = tmp_path / "lux"
-    reading.write_text("300")
-    service = SensorService(
-        FileSource(reading),
-        sensor_id="lux-1",
-        sensor_type="light",
-        data_dir=tmp_path / "sensor",
-        interval=3600.0,
-    )
-    service.start()
-    service.server.start()
+    service = light_sensor(tmp_path, interval=3600.0)
     try:
         result = run("sensor", service.url, max_examples=MAX_EXAMPLES)
     finally:

@@ -11,15 +11,13 @@ import pytest
 from flask import Flask
 
 from server.cli import build_parser, main
-from server.content.app import BUILTIN_APPS, AppCatalog, DisplayForwarder
-from server.content.app import create_app as create_content_app
-from server.content.displays import DisplayDirectory
-from server.platform.displaycreds import DisplayCredentials
+from server.content.app import DisplayForwarder
 from server.platform.exitcodes import EPILOG, EXIT_START_FAILED
 from server.platform.net import local_address, url_host
 from server.sensor.source import FileSource
-from tests.server.sensor.test_sensor import start as start_sensor
+from tests.support.content import content_app as make_content_app
 from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import start as start_sensor
 
 SEGMENTS = ("scheduler", "content", "sensor")
 
@@ -33,19 +31,13 @@ def scheduler_app(tmp_path: Path) -> Iterator[Flask]:
 
 def content_app(tmp_path: Path) -> Iterator[Flask]:
     forwarder = DisplayForwarder(timeout=1.0)
-    yield create_content_app(
-        AppCatalog([BUILTIN_APPS]),
-        forwarder,
-        lambda _: "http://c.example",
-        displays=DisplayDirectory(DisplayCredentials(tmp_path / "no-displays.toml")),
-        token="s3cret",
-    )
+    yield make_content_app(forwarder, tmp_path / "no-displays.toml", token="s3cret")
     forwarder.close()
 
 
 def sensor_app(tmp_path: Path) -> Iterator[Flask]:
     (tmp_path / "lux").write_text("300")
-    service = start_sensor(tmp_path, FileSource(tmp_path / "lux"), token="s3cret")
+    service = start_sensor(tmp_path / "sensor-data", FileSource(tmp_path / "lux"), token="s3cret")
     yield service.app
     service.stop()
 

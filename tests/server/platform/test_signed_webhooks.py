@@ -15,10 +15,10 @@ from standardwebhooks import Webhook
 from server.platform.net import shown_uri
 from server.platform.signing import new_secret
 from server.scheduler.service import SchedulerService
-from server.sensor.service import SensorService
-from server.sensor.source import FileSource
 from tests.support.pages import PageServer, Request
-from tests.support.scheduler import LOBBY, LOBBY_V2, write
+from tests.support.scheduler import LOBBY, LOBBY_V2, lobby_folder, write
+from tests.support.scheduler import start as start_scheduler
+from tests.support.sensor import cpu_sensor
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
@@ -44,12 +44,8 @@ def verified(secret: str, update: Request) -> bytes:
 def scheduler(
     tmp_path: Path, scheduler_backend: str, peer: PageServer
 ) -> Iterator[tuple[SchedulerService, Path]]:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    (schedules / "lobby.xml").write_bytes(LOBBY)
-    service = SchedulerService(data_dir=tmp_path / "data", schedules_dir=schedules)
-    service.start()
-    service.server.start()
+    schedules = lobby_folder(tmp_path)
+    service = start_scheduler(tmp_path, schedules)
     yield service, schedules
     service.stop()
 
@@ -94,18 +90,7 @@ def test_schedule_updates_are_signed_and_a_retry_keeps_its_id(
 
 
 def test_sensor_updates_are_signed(tmp_path: Path, peer: PageServer) -> None:
-    thermal = tmp_path / "temp"
-    thermal.write_text("48312\n")
-    service = SensorService(
-        FileSource(thermal, scale=0.001),
-        sensor_id="pi-cpu",
-        sensor_type="cpu temperature",
-        data_dir=tmp_path / "sensor-data",
-        interval=30.0,
-        poll=0.05,
-    )
-    service.start()
-    service.server.start()
+    service = cpu_sensor(tmp_path)
     try:
         for bad in MALFORMED:
             answer = requests.post(

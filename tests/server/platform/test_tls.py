@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import http.client
 import logging
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from server.platform.limits import Limits
 from server.platform.tls import ensure_certificate, fingerprint, server_context
 from server.platform.webhookpost import Delivery, Poster
 from server.platform.wsgi import WsgiServer
+from tests.support.floods import connect_from, cut_off_count, drip_fed, probe
 
 
 def make_app() -> Flask:
@@ -169,25 +168,7 @@ def test_a_handshake_cut_off_by_the_deadline_is_logged_with_its_peer_a_few_times
 
 def tls_probe(port: int, cert: Path) -> float:
     """Seconds for one GET on a new TLS connection from another client address (127.0.0.2)."""
-    began = time.monotonic()
-    conn = http.client.HTTPSConnection(
-        "127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0), context=pinned(cert)
-    )
-    try:
-        conn.request("GET", "/big?n=1")
-        answer = conn.getresponse()
-        answer.read()
-        assert answer.status == 200
-    finally:
-        conn.close()
-    return time.monotonic() - began
-
-
-def connect_from(source: str, port: int) -> socket.socket:
-    conn = socket.socket()
-    conn.bind((source, 0))
-    conn.connect(("127.0.0.1", port))
-    return conn
+    return probe(port, "/big?n=1", pinned(cert))
 
 
 def test_idle_and_drip_fed_floods_leave_the_https_api_answering(
@@ -207,37 +188,17 @@ def test_idle_and_drip_fed_floods_leave_the_https_api_answering(
     ]
     for conn in drip:
         conn.sendall(b"GET /big HTTP/1.1\r\n")
-    stop = threading.Event()
-
-    def drip_feed() -> None:
-        while not stop.wait(0.5):
-            for conn in drip:
-                with contextlib.suppress(OSError):
-                    conn.send(b"X")
-
-    feeder = threading.Thread(target=drip_feed, daemon=True)
-    feeder.start()
     try:
-        latencies = [tls_probe(server.port, cert) for _ in range(20)]
-        assert max(latencies) < 2.0, latencies
-        # Drip-fed connections are answered 408 (over TLS) and closed after the deadline.
-        closed = 0
-        for conn in drip:
-            conn.settimeout(bounds.header_timeout + 5)
-            data = b""
-            try:
-                while chunk := conn.recv(4096):
-                    data += chunk
-            except (ConnectionResetError, TimeoutError, ssl.SSLError):
-                pass
-            closed += data.startswith(b"HTTP/1.1 408") or data == b""
-        assert closed == len(drip)
-        stats = server.stats()
-        assert stats["timed-out"] >= 1 and stats["evicted"] >= 1
-        assert tls_probe(server.port, cert) < 2.0
+        with drip_fed(drip):
+            latencies = [tls_probe(server.port, cert) for _ in range(20)]
+            assert max(latencies) < 2.0, latencies
+            # Drip-fed connections are answered 408 (over TLS) and closed after the deadline.
+            cut_off = (ConnectionResetError, TimeoutError, ssl.SSLError)
+            assert cut_off_count(drip, bounds.header_timeout + 5, cut_off) == len(drip)
+            stats = server.stats()
+            assert stats["timed-out"] >= 1 and stats["evicted"] >= 1
+            assert tls_probe(server.port, cert) < 2.0
     finally:
-        stop.set()
-        feeder.join()
         for sock in idle:
             sock.close()
         for tls in drip:

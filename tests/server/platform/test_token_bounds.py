@@ -8,9 +8,7 @@ scheduler are distinct hosts, as on a LAN.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,55 +17,23 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
-from server.scheduler.service import SchedulerService
+from tests.support.ctl import pdn_ctl
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
 from tests.support.ports import free_port
+from tests.support.process import CREDENTIALS, PDN, PdnProcess
+from tests.support.scheduler import start as start_scheduler
 from tests.support.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
-PDN = str(Path(sys.executable).parent / "pdn")
 SECRET_BODY = "THE-DISPLAY-SAID-THIS-7f3a"
 SIGNING_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
-TOKEN_VARIABLES = ("PDN_API_TOKEN", "PDN_API_URL", "PDN_DISPLAY_TOKEN", "PDN_DISPLAYS_FILE")
 
 
-class PdnProcess:
-    """``pdn <args>`` as a process of its own on 127.0.0.1, its output in a log file."""
-
-    def __init__(self, tmp: Path, args: list[str], env: dict[str, str], ready: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / f"{args[0]}-{self.port}.log"
-        environ = {k: v for k, v in os.environ.items() if k not in TOKEN_VARIABLES}
-        environ.update(env)
-        command = [sys.executable, "-m", "server.cli", *args, "--port", str(self.port)]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT
-            )
-        try:
-            wait_until(lambda: self._up(ready), timeout=60, step=0.1)
-        except AssertionError:
-            self.stop()
-            raise AssertionError(f"pdn {args[0]} did not come up:\n{self.text()}") from None
-
-    def _up(self, ready: str) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(f"pdn exited with {self.process.returncode}:\n{self.text()}")
-        return ready in self.text()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+def started(tmp: Path, args: list[str], env: dict[str, str], ready: str) -> PdnProcess:
+    """``pdn <args>`` as a process of its own on a free port of 127.0.0.1, up once its log says
+    ``ready``; none of the developer's tokens in its environment, ``env`` set over it."""
+    process = PdnProcess(args[0], tmp / args[0], args[1:], env=env).start()
+    return process.wait_ready(lambda: ready in process.text())
 
 
 def peers(*hosts: str) -> list[PageServer]:
@@ -116,7 +82,7 @@ def test_the_content_server_forwards_only_to_its_displays_with_their_own_tokens(
     listed, paired, registered = listeners["listed"], listeners["paired"], listeners["registered"]
     stranger, other_port = listeners["stranger"], listeners["other-port"]
     credentials = displays_file(tmp_path / "displays.toml", {paired.url: {"token": "paired-tok"}})
-    content = PdnProcess(
+    content = started(
         tmp_path,
         ["content", "--display", listed.url, "--scheduler", listeners["scheduler"].url],
         {"PDN_DISPLAYS_FILE": str(credentials), "PDN_DISPLAY_TOKEN": "shared-tok"},
@@ -206,12 +172,10 @@ def test_the_content_server_follows_its_schedulers_registry(
 ) -> None:
     monkeypatch.delenv("PDN_DATABASE_URL", raising=False)
     monkeypatch.delenv("PDN_API_TOKEN", raising=False)
-    scheduler = SchedulerService(data_dir=tmp_path / "scheduler", host="127.0.0.1", port=0)
-    scheduler.start()
-    scheduler.server.start()
+    scheduler = start_scheduler(tmp_path / "scheduler", None)
     (display,) = peers("127.0.0.8")
     display.route("POST", "/schedule", 202, {"request-status": "scheduling"})
-    content = PdnProcess(
+    content = started(
         tmp_path, ["content", "--scheduler", scheduler.url], {}, ready="content server ready"
     )
     body = {"application-params": {}, "display-uri": display.url, "requestor": {}}
@@ -272,7 +236,7 @@ def sensor_args(tmp_path: Path, reading: Path) -> list[str]:
 
 def test_a_sensor_beyond_loopback_without_a_token_takes_no_subscription(tmp_path: Path) -> None:
     (subscriber,) = peers("127.0.0.3")
-    sensor = PdnProcess(
+    sensor = started(
         tmp_path, sensor_args(tmp_path, tmp_path / "reading"), {}, ready="sensor 'hall' ready"
     )
     try:
@@ -308,7 +272,7 @@ def test_a_sensor_sends_its_bearer_tokens_only_to_the_displays_they_were_made_fo
         "PDN_DISPLAY_TOKEN": "shared-tok",
         "PDN_DISPLAYS_FILE": str(credentials),
     }
-    sensor = PdnProcess(
+    sensor = started(
         tmp_path, sensor_args(tmp_path, tmp_path / "reading"), env, ready="sensor 'hall' ready"
     )
     try:
@@ -356,15 +320,8 @@ def test_a_sensor_sends_its_bearer_tokens_only_to_the_displays_they_were_made_fo
 
 
 def ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in TOKEN_VARIABLES}
-    return subprocess.run(
-        [PDN, "ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**environ, **env},
-    )
+    """``pdn ctl <args>`` with none of the developer's tokens, ``env`` set."""
+    return pdn_ctl(*args, env=env, unset=CREDENTIALS)
 
 
 def test_pdn_ctl_sends_each_token_only_to_the_origin_that_issued_it(tmp_path: Path) -> None:

@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 import requests
 
-from player.config import DisplayConfig
-from player.follower import ScheduleFollower
-from server.display import create_app
-from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleet import LOCATION, Screen
-from tests.server.scheduler.test_fleetstatus import with_screen
-from tests.support.inprocess_display import build_display, cds, close_display
+from tests.support.fleet import Screen, put_schedule, with_screen
+from tests.support.inprocess_display import cds
+from tests.support.scheduler import start
 from tests.support.tools import require_tools
 from tests.support.waiting import wait_until
 
@@ -44,46 +40,18 @@ def debian_chromium() -> None:
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
     schedules = tmp_path / "schedules"
     schedules.mkdir()
-    service = SchedulerService(
-        data_dir=tmp_path / "scheduler",
-        schedules_dir=schedules,
-        refresh_interval=0.3,
-        token=TOKEN,
-    )
-    service.start()
-    service.server.start()
+    service = start(tmp_path / "scheduler", schedules, refresh_interval=0.3, token=TOKEN)
     yield service
     service.stop()
 
 
 @pytest.fixture
-def screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Screen]:
-    placeholder: Any = type("Placeholder", (), {"api_token": None})()
-    app = create_app(placeholder)
-    server = WsgiServer(app, "127.0.0.1", 0, name="console-display").start()
-    config = DisplayConfig(timezone="UTC", name="Reception", location=LOCATION)
-    display = build_display(app, server, tmp_path / "display", config)
-    display.url = server.url
-    follower = ScheduleFollower(
-        apply_cds=display.service.apply_cds,
-        display_url=lambda: server.url,
-        state_dir=tmp_path / "display",
-        register_url=scheduler.url,
-        location=LOCATION,
-        name="Reception",
-        groups=["lobby"],
-        token=TOKEN,
-        first_retry=0.1,
-        poll_interval=0.5,
-    )
-    follower.start()
-    made = Screen(display, server, follower, app, int(server.url.rsplit(":", 1)[1]))
+def screen(make_screen: Callable[..., Screen]) -> Screen:
+    """The display Reception, in the group lobby, registered with the operator token; its
+    screenshots the colour of what it shows."""
+    made = make_screen("Reception", groups=["lobby"], token=TOKEN)
     with_screen(made)
-    wait_until(lambda: scheduler.storage.display(server.url) is not None)
-    yield made
-    follower.stop()
-    server.stop()
-    close_display(display)
+    return made
 
 
 @pytest.fixture
@@ -123,18 +91,10 @@ def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
     return shot
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except Exception:  # the page is changing under us: look again
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed it")
-        time.sleep(0.1)
+def page_shows(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """What the page shows once ``check`` finds it; an error meanwhile (the page changing
+    under the driver) counts as not yet."""
+    return wait_until(check, timeout, "the page never showed it", step=0.1, ignore=(Exception,))
 
 
 def test_console_in_chromium(
@@ -149,13 +109,7 @@ def test_console_in_chromium(
     assert shutil.which("chromium") or os.path.exists(CHROMIUM)
     base = scheduler.url
     red = cds("welcome", "http://127.0.0.1:9/red-welcome.html")
-    put = requests.put(
-        f"{base}/x/schedules/welcome",
-        data=red,
-        headers={**AUTH, "Content-Type": "text/xml"},
-        timeout=5,
-    )
-    assert put.status_code == 201
+    assert put_schedule(base, "welcome", red, token=TOKEN).status_code == 201
 
     # Sign in.
     browser.get(f"{base}/console/")
@@ -163,17 +117,17 @@ def test_console_in_chromium(
     browser.find_element(By.ID, "token").send_keys("wrong")
     browser.find_element(By.ID, "signin").click()
     # The click only starts the form's POST: wait for the answer's page.
-    wait_for(lambda: "not the scheduler's operator token" in browser.page_source)
+    page_shows(lambda: "not the scheduler's operator token" in browser.page_source)
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "signin").click()
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
     card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
     assert "Reception" in card.text
 
     # Its thumbnail and now playing, live: idle first, then what is assigned (through the API).
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".state").text == "online")
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").is_displayed())
-    wait_for(
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, ".state").text == "online")
+    page_shows(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").is_displayed())
+    page_shows(
         lambda: "live" and browser.find_element(By.ID, "live").get_attribute("class") == "live on"
     )
     first = card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src")
@@ -186,14 +140,16 @@ def test_console_in_chromium(
         timeout=5,
     )
     assert assigned.status_code == 201
-    wait_for(
+    page_shows(
         lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("red-welcome.html")
     )
     assert card.find_element(By.CSS_SELECTOR, ".set").text == "welcome"
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first)
+    page_shows(
+        lambda: card.find_element(By.CSS_SELECTOR, "img.thumb").get_attribute("src") != first
+    )
     # The new thumbnail is the red screen.
     thumb = card.find_element(By.CSS_SELECTOR, "img.thumb")
-    wait_for(lambda: browser.execute_script("return arguments[0].complete", thumb))
+    page_shows(lambda: browser.execute_script("return arguments[0].complete", thumb))
     time.sleep(0.3)
     shots(browser, "displays-live")
 
@@ -201,7 +157,7 @@ def test_console_in_chromium(
     browser.get(f"{base}/console/schedules")
     browser.find_element(By.ID, "new-id").send_keys("menu")
     browser.find_element(By.CSS_SELECTOR, "form.row button").click()
-    wait_for(lambda: browser.find_element(By.ID, "cds"))
+    page_shows(lambda: browser.find_element(By.ID, "cds"))
     broken = (
         '<content-set name="menu" type="inline">\n'
         "  <constraints><scheduling-constraints>"
@@ -215,7 +171,7 @@ def test_console_in_chromium(
     area.clear()
     browser.execute_script("arguments[0].value = arguments[1]", area, broken)
     browser.find_element(By.ID, "save").click()
-    fault = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".excerpt .fault"))
+    fault = page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".excerpt .fault"))
     assert fault.get_attribute("data-line") == "4" and "not a url" in fault.text
     assert "line 4" in browser.find_element(By.ID, "problems").text
     assert requests.get(f"{base}/schedule/menu/", timeout=5).status_code == 404
@@ -229,14 +185,16 @@ def test_console_in_chromium(
         broken.replace("not a url", "http://127.0.0.1:9/blue-menu.html"),
     )
     browser.find_element(By.ID, "save").click()
-    wait_for(lambda: browser.find_element(By.ID, "saved"))
+    page_shows(lambda: browser.find_element(By.ID, "saved"))
     Select(browser.find_element(By.ID, "target")).select_by_value(f"display:{screen.url}")
     browser.find_element(By.ID, "assign-button").click()
     wait_until(lambda: (screen.item() or "").endswith("blue-menu.html"))
 
     browser.get(f"{base}/console/display?url={screen.url}")
     card = browser.find_element(By.CSS_SELECTOR, f'.card[data-url="{screen.url}"]')
-    wait_for(lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html"))
+    page_shows(
+        lambda: card.find_element(By.CSS_SELECTOR, ".playing").text.endswith("blue-menu.html")
+    )
     page = browser.page_source
     assert "blue-menu.html" in page and "The next 24 hours" in page
     assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
@@ -253,7 +211,7 @@ def test_console_in_chromium(
     # Readable on a phone.
     browser.set_window_size(390, 844)
     browser.get(f"{base}/console/")
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
+    page_shows(lambda: browser.find_element(By.CSS_SELECTOR, ".card"))
     width = browser.execute_script("return document.documentElement.scrollWidth")
     assert width <= 400, f"the page is {width} px wide on a phone"
     shots(browser, "phone")

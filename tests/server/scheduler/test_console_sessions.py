@@ -10,41 +10,32 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import httpx
 import pytest
 
-from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_enrolment import OPERATOR, Scheduler
+from tests.support.lan import OPERATOR, Scheduler
 
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 COOKIE = "pdn_console"
 
 
 @pytest.fixture
-def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Scheduler]]:
-    """A scheduler on ``data_dir`` (the same one again after a restart) with ``token``."""
-    monkeypatch.delenv("PDN_ENROLMENT_TOKEN", raising=False)
-    running: list[Scheduler] = []
+def start(
+    make_scheduler: Callable[..., Scheduler], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Scheduler]:
+    """A scheduler on one data folder (the same one again after a restart) with ``token``,
+    its console sessions ending after ``idle`` seconds unused (the default if None)."""
 
     def make(token: str = OPERATOR, idle: float | None = None) -> Scheduler:
         if idle is None:
             monkeypatch.delenv("PDN_CONSOLE_IDLE", raising=False)
         else:
             monkeypatch.setenv("PDN_CONSOLE_IDLE", str(idle))
-        service = SchedulerService(
-            data_dir=tmp_path / "scheduler", host="0.0.0.0", port=0, token=token
-        )
-        service.start()
-        service.server.start()
-        running.append(Scheduler(service))
-        return running[-1]
+        return make_scheduler(token, enrolment=None, name="scheduler", refresh_interval=300.0)
 
-    yield make
-    for scheduler in running:
-        scheduler.close()
+    return make
 
 
 def sign_in(scheduler: Scheduler, source: str, token: str = OPERATOR) -> str:

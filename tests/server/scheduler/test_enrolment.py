@@ -9,89 +9,25 @@ real closed displays (engine, store, outbox, pairing) on their own waitress serv
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-import httpx
 import pytest
 
-from server.scheduler.service import SchedulerService
+from tests.support.ctl import pdn_ctl
+from tests.support.fleet import LOCATION
+from tests.support.lan import ENROLMENT, OPERATOR, Scheduler, assert_error, bearer
 from tests.support.pages import PageServer
 from tests.support.peer import json_peer
-from tests.support.tools import SourceClients
 from tests.support.waiting import wait_until
 
-PDN = str(Path(sys.executable).parent / "pdn")
-OPERATOR = "operator-token-0123456789abcdef"
-ENROLMENT = "enrolment-token-0123456789abcdef"
-LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 LOBBY = b"""<?xml version="1.0" encoding="UTF-8"?>
 <content-set name="lobby"><content-item content-type="text/html">
 <requires-file><sources><uri>http://example.org/a</uri></sources></requires-file>
 </content-item></content-set>
 """
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
-
-
-class Scheduler(SourceClients):
-    """A scheduler on 0.0.0.0 and clients of it from chosen loopback source addresses."""
-
-    def __init__(self, service: SchedulerService) -> None:
-        super().__init__(f"http://127.0.0.1:{service.server.port}")
-        self.service = service
-
-    def operator(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {OPERATOR}", **kwargs.pop("headers", {})}
-        return self.client("127.0.0.4").request(method, path, headers=headers, **kwargs)
-
-    def close(self) -> None:
-        super().close()
-        self.service.stop()
-
-
-@pytest.fixture
-def make_scheduler(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., Scheduler]]:
-    made: list[Scheduler] = []
-
-    def make(token: str | None = OPERATOR, enrolment: str | None = ENROLMENT) -> Scheduler:
-        if enrolment:
-            monkeypatch.setenv("PDN_ENROLMENT_TOKEN", enrolment)
-        else:
-            monkeypatch.delenv("PDN_ENROLMENT_TOKEN", raising=False)
-        service = SchedulerService(
-            data_dir=tmp_path / f"scheduler{len(made)}",
-            host="0.0.0.0",
-            port=0,
-            token=token,
-            refresh_interval=1.0,
-        )
-        service.start()
-        service.server.start()
-        made.append(Scheduler(service))
-        return made[-1]
-
-    yield make
-    for scheduler in made:
-        scheduler.close()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def assert_error(response: httpx.Response, status: int, error: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["error"] == error
-    message: str = body["message"]
-    return message
 
 
 def test_the_operator_token_guards_schedules_assignments_groups_and_broadcasts(
@@ -255,12 +191,10 @@ def test_pdn_ctl_lists_and_approves_a_waiting_display(
 ) -> None:
     scheduler = make_scheduler()
     scheduler.client("127.0.0.3").post("/displays", json={"url": peer.url, "location": LOCATION})
-    env = {**os.environ, "PDN_API_TOKEN": OPERATOR, "PDN_API_URL": scheduler.url}
+    env = {"PDN_API_TOKEN": OPERATOR, "PDN_API_URL": scheduler.url}
 
     def ctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [PDN, "ctl", *args], capture_output=True, text=True, timeout=60, check=False, env=env
-        )
+        return pdn_ctl(*args, env=env)
 
     # One serving HTTPS says which certificate it has: the operator compares it with its screen.
     pin = "sha256:" + "ab" * 32

@@ -1,17 +1,15 @@
 """Running a fleet from the scheduler: real scheduler, real displays, on loopback.
 
-Each display is the real Display Segment in-process (``tests/support/inprocess_display.py``: the
-real
+Each display is the real Display Segment in-process (``tests/support/fleet.py``: the real
 engine, store, outbox and API on waitress, with a renderer that paints at once) on a server of
 its own, registered by the real ``ScheduleFollower`` exactly as ``pdn display --scheduler URL``
-does it.
+does it; the scheduler and the displays are fixtures of ``conftest.py``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,108 +17,14 @@ from typing import Any
 import pytest
 import requests
 
-from player.config import DisplayConfig
-from player.follower import ScheduleFollower
-from server.display import create_app
-from server.platform.wsgi import WsgiServer
 from server.scheduler.service import SchedulerService
-from tests.support.inprocess_display import Display, build_display, cds, close_display
+from tests.support.fleet import LOCATION, Screen, assign, put_schedule, unassign
+from tests.support.inprocess_display import cds
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
-LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
-XML = {"Content-Type": "text/xml"}
-
 # The whole suite on both storage backends: SQLite and PostgreSQL.
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
-
-
-@dataclass
-class Screen:
-    """A display with its own API server and its follower (registration with the scheduler)."""
-
-    display: Display
-    server: WsgiServer
-    follower: ScheduleFollower
-    app: Any
-    port: int
-
-    @property
-    def url(self) -> str:
-        return self.display.url
-
-    def item(self) -> str | None:
-        item: str | None = self.display.service.playback().get("content-item")
-        return item
-
-    def go_offline(self) -> None:
-        self.server.stop()
-
-    def come_back(self) -> None:
-        self.server = WsgiServer(self.app, "127.0.0.1", self.port, name="fleet-display").start()
-
-
-@pytest.fixture
-def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
-    schedules = tmp_path / "schedules"
-    schedules.mkdir()
-    service = SchedulerService(
-        data_dir=tmp_path / "scheduler", schedules_dir=schedules, refresh_interval=0.3
-    )
-    service.start()
-    service.server.start()
-    yield service
-    service.stop()
-
-
-@pytest.fixture
-def make_screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Callable[..., Screen]]:
-    made: list[Screen] = []
-
-    def make(name: str, groups: list[str] | None = None, clock_sync: Any = None) -> Screen:
-        placeholder: Any = type("Placeholder", (), {"api_token": None})()
-        app = create_app(placeholder)
-        server = WsgiServer(app, "127.0.0.1", 0, name="fleet-display").start()
-        config = DisplayConfig(timezone="UTC", name=name, location=LOCATION)
-        display = build_display(app, server, tmp_path / f"display-{name}", config, clock_sync)
-        display.url = server.url
-        follower = ScheduleFollower(
-            apply_cds=display.service.apply_cds,
-            display_url=lambda: server.url,
-            state_dir=tmp_path / f"display-{name}",
-            register_url=scheduler.url,
-            location=LOCATION,
-            name=name,
-            groups=groups,
-            first_retry=0.1,
-            poll_interval=0.5,
-        )
-        follower.start()
-        port = int(server.url.rsplit(":", 1)[1])
-        screen = Screen(display, server, follower, app, port)
-        made.append(screen)
-        wait_until(lambda: scheduler.storage.display(server.url) is not None)
-        return screen
-
-    yield make
-    for screen in made:
-        screen.follower.stop()
-        screen.server.stop()
-        close_display(screen.display)
-
-
-def put_schedule(base: str, schedule_id: str, body: bytes) -> requests.Response:
-    return requests.put(f"{base}/x/schedules/{schedule_id}", data=body, headers=XML, timeout=5)
-
-
-def assign(base: str, schedule: str, **target: str) -> requests.Response:
-    return requests.post(f"{base}/x/assignments", json={"schedule": schedule, **target}, timeout=5)
-
-
-def unassign(base: str, schedule: str, **target: str) -> requests.Response:
-    return requests.delete(
-        f"{base}/x/assignments", json={"schedule": schedule, **target}, timeout=5
-    )
 
 
 def timed_until(predicate: Callable[[], Any], timeout: float = 10.0) -> float:
@@ -166,24 +70,11 @@ def test_put_validates_serves_and_delete_removes(scheduler: SchedulerService) ->
     assert requests.delete(f"{base}/x/schedules/lobby", timeout=5).status_code == 404
 
 
-def test_put_needs_the_token(tmp_path: Path) -> None:
-    schedules = tmp_path / "s"
-    schedules.mkdir()
-    service = SchedulerService(data_dir=tmp_path / "d", schedules_dir=schedules, token="t0k")
-    service.start()
-    service.server.start()
-    try:
-        lobby = cds("lobby", "http://127.0.0.1:9/one.html")
-        assert put_schedule(service.url, "lobby", lobby).status_code == 401
-        answer = requests.put(
-            f"{service.url}/x/schedules/lobby",
-            data=lobby,
-            headers={**XML, "Authorization": "Bearer t0k"},
-            timeout=5,
-        )
-        assert answer.status_code == 201
-    finally:
-        service.stop()
+def test_put_needs_the_token(locked_scheduler: SchedulerService) -> None:
+    service = locked_scheduler
+    lobby = cds("lobby", "http://127.0.0.1:9/one.html")
+    assert put_schedule(service.url, "lobby", lobby).status_code == 401
+    assert put_schedule(service.url, "lobby", lobby, token="t0k").status_code == 201
 
 
 # -- assignment ---------------------------------------------------------------------------------
@@ -300,16 +191,12 @@ def test_restarted_display_is_pushed_everything_at_registration(
 
 
 def test_ctl_assign_unassign_and_group(
-    scheduler: SchedulerService,
-    make_screen: Callable[..., Screen],
-    capsys: pytest.CaptureFixture[str],
+    scheduler: SchedulerService, lobby_screen: Screen, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from server.cli import main
     from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
-    base = scheduler.url
-    put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html"))
-    screen = make_screen("cli")
+    base, screen = scheduler.url, lobby_screen
     assert main(["ctl", "group", base, screen.url, "hall"]) == EXIT_OK
     assert f"{screen.url} is in the group hall" in capsys.readouterr().out
     assert main(["ctl", "assign", base, "--group", "hall", "lobby"]) == EXIT_OK
@@ -363,16 +250,12 @@ def plays(base: str, **query: str) -> dict[str, Any]:
 
 
 def test_proof_of_play_from_a_real_display(
-    scheduler: SchedulerService,
-    make_screen: Callable[..., Screen],
-    capsys: pytest.CaptureFixture[str],
+    scheduler: SchedulerService, lobby_screen: Screen, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from server.cli import main
     from server.ctl.cli import EXIT_OK
 
-    base = scheduler.url
-    put_schedule(base, "lobby", cds("lobby", "http://127.0.0.1:9/lobby.html"))
-    screen = make_screen("proof")
+    base, screen = scheduler.url, lobby_screen
     # The scheduler subscribed to the display's playback updates when it read it.
     wait_until(lambda: scheduler.storage.ingest_secret(screen.url) is not None)
     wait_until(lambda: screen.display.outbox.subscribers("playback"))
@@ -491,32 +374,25 @@ def test_gaps_in_a_sequence_are_shown(
     assert bad.status_code == 400
 
 
-def test_ingest_needs_no_token_but_plays_do_not_leak_it(tmp_path: Path) -> None:
-    schedules = tmp_path / "s"
-    schedules.mkdir()
-    service = SchedulerService(data_dir=tmp_path / "d", schedules_dir=schedules, token="t0k")
-    service.start()
-    service.server.start()
-    try:
-        auth = {"Authorization": "Bearer t0k"}
-        display = "http://127.0.0.1:9"
-        registered = requests.post(
-            f"{service.url}/displays",
-            json={"url": display, "location": LOCATION},
-            headers=auth,
-            timeout=5,
-        )
-        assert registered.status_code == 201
-        ingest = service._playback_subscriber(display)
-        secret = service._playback_signing_secret(display)
-        assert ingest is not None and secret is not None
-        update = {"sequence": 1, "origin": "idle", "started": "2030-01-01T00:00:00+00:00"}
-        assert signed_post(ingest, update, secret).status_code == 200
-        # Writes of the API itself still need the token.
-        assert requests.post(f"{service.url}/x/assignments", json={}, timeout=5).status_code == 401
-        assert plays(service.url)["plays"][0]["origin"] == "idle"
-    finally:
-        service.stop()
+def test_ingest_needs_no_token_but_plays_do_not_leak_it(locked_scheduler: SchedulerService) -> None:
+    service = locked_scheduler
+    auth = {"Authorization": "Bearer t0k"}
+    display = "http://127.0.0.1:9"
+    registered = requests.post(
+        f"{service.url}/displays",
+        json={"url": display, "location": LOCATION},
+        headers=auth,
+        timeout=5,
+    )
+    assert registered.status_code == 201
+    ingest = service._playback_subscriber(display)
+    secret = service._playback_signing_secret(display)
+    assert ingest is not None and secret is not None
+    update = {"sequence": 1, "origin": "idle", "started": "2030-01-01T00:00:00+00:00"}
+    assert signed_post(ingest, update, secret).status_code == 200
+    # Writes of the API itself still need the token.
+    assert requests.post(f"{service.url}/x/assignments", json={}, timeout=5).status_code == 401
+    assert plays(service.url)["plays"][0]["origin"] == "idle"
 
 
 # -- broadcast ----------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 """A synchronised set assigned to a group like any schedule, and the fleet view's clocks,
-through a real scheduler and real displays on loopback
-(tests/server/scheduler/test_fleet.py).
+through a real scheduler and real displays on loopback (tests/support/fleet.py).
 
 The displays' time daemons are stand-ins (nothing here runs chrony or timesyncd): what each
 would report is given, and the fleet must carry it from /x/health to /x/fleet, the console
@@ -18,14 +17,9 @@ import requests
 
 from server.platform.clockspread import clock_spread
 from server.scheduler.service import SchedulerService
-from tests.server.platform.test_openapi import Document
-from tests.server.scheduler import test_fleet
-from tests.server.scheduler.test_fleet import Screen, assign, put_schedule
-from tests.server.scheduler.test_fleetstatus import entry
+from tests.support.fleet import Screen, assign, entry, put_schedule
+from tests.support.openapi import Document
 from tests.support.waiting import wait_until
-
-scheduler = test_fleet.scheduler
-make_screen = test_fleet.make_screen
 
 WALL = (
     b'<content-set name="wall"><constraints><scheduling-constraints>'

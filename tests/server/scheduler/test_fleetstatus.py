@@ -1,6 +1,6 @@
 """Fleet status and the console's pages, through a real scheduler and real displays on loopback.
 
-The displays are those of ``tests/server/scheduler/test_fleet.py`` (the real Display Segment and its
+The displays are the fleet's (``tests/support/fleet.py``: the real Display Segment and its
 follower); :class:`PaintedScreen` stands in for the screen so ``/x/screenshot`` answers a PNG
 the colour of what is on it.
 """
@@ -10,10 +10,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
@@ -21,72 +19,13 @@ import requests
 from server.ctl.fleet import describe_fleet_entry
 from server.scheduler.fleetstatus import downscale_png
 from server.scheduler.service import SchedulerService
-from tests.server.platform.test_openapi import Document
-from tests.server.scheduler import test_fleet
-from tests.server.scheduler.test_fleet import Screen, assign, put_schedule
+from tests.support.fleet import Screen, assign, entry, put_schedule, with_screen
 from tests.support.inprocess_display import cds
+from tests.support.openapi import Document
+from tests.support.png import png, png_size
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
-
-# The real scheduler and displays on loopback of the fleet tests.
-scheduler = test_fleet.scheduler
-make_screen = test_fleet.make_screen
-
-
-def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    """A plain PNG of one colour (no Qt needed)."""
-    import struct
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    row = b"\x00" + bytes(rgb) * width
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(row * height))
-        + chunk(b"IEND", b"")
-    )
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-
-
-class PaintedScreen:
-    """A screen that shows a colour per item: red for URLs with 'red' in them, else blue."""
-
-    def __init__(self, screen: Screen) -> None:
-        self._screen = screen
-        self.grabs = 0
-
-    def grab_png(self, timeout: float) -> bytes:
-        self.grabs += 1
-        item = self._screen.item() or ""
-        return png(1280, 720, (220, 30, 30) if "red" in item else (30, 30, 220))
-
-    def status(self) -> dict[str, Any]:
-        return {"alive": True}
-
-    def set_context(self, readings: dict[str, Any]) -> None:
-        pass
-
-
-def with_screen(screen: Screen) -> PaintedScreen:
-    painted = PaintedScreen(screen)
-    screen.display.service._screen = painted  # the Display's screen access, as pdn display sets
-    return painted
-
-
-def entry(base: str, url: str) -> dict[str, Any]:
-    for record in requests.get(f"{base}/x/fleet", timeout=5).json():
-        if record["display"] == url:
-            return dict(record)
-    raise AssertionError(f"{url} is not in /x/fleet")
 
 
 def showing(base: str, url: str) -> str:
@@ -107,7 +46,7 @@ def test_downscale_keeps_the_aspect() -> None:
 FIRST_USE_AT_ONCE = """
 import sys, threading
 from server.scheduler.fleetstatus import downscale_png
-from tests.server.scheduler.test_fleetstatus import png
+from tests.support.png import png
 shot = png(640, 360, (1, 2, 3))
 start = threading.Barrier(6)
 def scale():
@@ -287,40 +226,33 @@ def test_console_pages_without_a_token(
     )
 
 
-def test_console_needs_the_token(tmp_path: Any) -> None:
-    schedules = tmp_path / "s"
-    schedules.mkdir()
-    service = SchedulerService(data_dir=tmp_path / "d", schedules_dir=schedules, token="t0k")
-    service.start()
-    service.server.start()
-    try:
-        base = service.url
-        page = requests.get(f"{base}/console/", timeout=5, allow_redirects=False)
-        assert page.status_code == 302 and "/console/signin" in page.headers["Location"]
-        assert requests.get(f"{base}/console/fleet.json", timeout=5).status_code == 401
-        assert requests.get(f"{base}/console/events", timeout=5).status_code == 401
-        wrong = requests.post(f"{base}/console/signin", data={"token": "nope"}, timeout=5)
-        assert wrong.status_code == 401
-        session = requests.Session()
-        right = session.post(
-            f"{base}/console/signin",
-            data={"token": "t0k", "next": "/console/groups"},
-            timeout=5,
-            allow_redirects=False,
-        )
-        assert right.status_code == 302 and right.headers["Location"].endswith("/console/groups")
-        cookie = right.headers["Set-Cookie"]
-        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/console" in cookie
-        assert session.get(f"{base}/console/", timeout=5).status_code == 200
-        # The API keeps its bearer token: the cookie is no way into it.
-        assert session.post(f"{base}/x/groups/a/displays", json={}, timeout=5).status_code == 401
-        # Elsewhere-than-here targets are not followed.
-        away = session.post(
-            f"{base}/console/signin",
-            data={"token": "t0k", "next": "//evil.example/"},
-            timeout=5,
-            allow_redirects=False,
-        )
-        assert away.headers["Location"].endswith("/console/")
-    finally:
-        service.stop()
+def test_console_needs_the_token(locked_scheduler: SchedulerService) -> None:
+    service = locked_scheduler
+    base = service.url
+    page = requests.get(f"{base}/console/", timeout=5, allow_redirects=False)
+    assert page.status_code == 302 and "/console/signin" in page.headers["Location"]
+    assert requests.get(f"{base}/console/fleet.json", timeout=5).status_code == 401
+    assert requests.get(f"{base}/console/events", timeout=5).status_code == 401
+    wrong = requests.post(f"{base}/console/signin", data={"token": "nope"}, timeout=5)
+    assert wrong.status_code == 401
+    session = requests.Session()
+    right = session.post(
+        f"{base}/console/signin",
+        data={"token": "t0k", "next": "/console/groups"},
+        timeout=5,
+        allow_redirects=False,
+    )
+    assert right.status_code == 302 and right.headers["Location"].endswith("/console/groups")
+    cookie = right.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/console" in cookie
+    assert session.get(f"{base}/console/", timeout=5).status_code == 200
+    # The API keeps its bearer token: the cookie is no way into it.
+    assert session.post(f"{base}/x/groups/a/displays", json={}, timeout=5).status_code == 401
+    # Elsewhere-than-here targets are not followed.
+    away = session.post(
+        f"{base}/console/signin",
+        data={"token": "t0k", "next": "//evil.example/"},
+        timeout=5,
+        allow_redirects=False,
+    )
+    assert away.headers["Location"].endswith("/console/")

@@ -12,11 +12,11 @@ import requests
 
 from server.cli import main
 from server.platform.exitcodes import EXIT_USAGE
-from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord
-from tests.server.scheduler.test_fleet import assign, put_schedule
+from tests.support.fleet import assign, put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
+from tests.support.scheduler import start
 
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
@@ -26,8 +26,7 @@ def test_migrate_to_copies_the_registry(
 ) -> None:
     monkeypatch.delenv("PDN_DATABASE_URL", raising=False)
     data = tmp_path / "data"
-    old = SchedulerService(data_dir=data).start()
-    old.server.start()
+    old = start(tmp_path, None)  # its data in ``data``
     try:
         base = old.url
         for n in range(3):
@@ -81,8 +80,7 @@ def test_migrate_to_copies_the_registry(
         == EXIT_USAGE
     )
 
-    new = SchedulerService(data_dir=tmp_path / "other", database=postgres_url).start()
-    new.server.start()
+    new = start(tmp_path / "other", None, database=postgres_url)
     try:
         for path, listed in before.items():
             now = requests.get(f"{new.url}{path}", timeout=5).json()

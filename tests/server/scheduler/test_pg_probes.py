@@ -5,13 +5,9 @@ through one is answered by another at once (no 404 while a notification is on it
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +15,12 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
-from tests.support.ports import free_port
+from tests.support.scheduler import SchedulerProcess
 from tests.support.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
@@ -51,20 +46,13 @@ def register(base: str, url: str) -> None:
 
 
 @pytest.fixture
-def three(tmp_path: Path, postgres_url: str) -> Iterator[list[SchedulerService]]:
-    started: list[SchedulerService] = []
-    try:
-        for n in range(3):
-            service = SchedulerService(
-                data_dir=tmp_path / f"data{n}", database=postgres_url, refresh_interval=0.5
-            )
-            service.start()
-            service.server.start()
-            started.append(service)
-        yield started
-    finally:
-        for service in started:
-            service.stop()
+def three(
+    postgres_url: str, run_scheduler: Callable[..., SchedulerService]
+) -> list[SchedulerService]:
+    return [
+        run_scheduler(f"data{n}", None, database=postgres_url, refresh_interval=0.5)
+        for n in range(3)
+    ]
 
 
 def test_each_display_is_read_once_a_round_by_one_of_three(
@@ -139,51 +127,19 @@ def test_written_through_one_answered_at_once_by_another(
         ]
 
 
-class SchedulerProcess:
-    """``pdn scheduler --database`` in a process of its own (so it can be killed with -9)."""
-
-    def __init__(self, database: str, data_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PDN_DATABASE_URL": database, "PDN_PROBE_LEASE": "3"}
-        env.pop("PDN_API_TOKEN", None)
-        command = [sys.executable, "-m", "server.cli", "scheduler", "--port", str(self.port)]
-        command += ["--data-dir", str(data_dir), "--refresh", "1"]
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        wait_until(self._up, timeout=60, step=0.2)
-
-    def _up(self) -> bool:
-        try:
-            return requests.get(f"{self.url}/x/schedules", timeout=2).ok
-        except requests.RequestException:
-            return False
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> bool:
-        """SIGTERM, then SIGKILL if it is still there 20 s later (so a process that does not
-        stop fails its own test only, not the next one with a ResourceWarning); False then."""
-        if self.process.poll() is not None:
-            return True
-        self.process.terminate()
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-            return False
-        return True
-
-
 def test_a_killed_process_leaves_its_displays_to_the_other(
     tmp_path: Path, postgres_url: str, peer: PageServer
 ) -> None:
-    started = [SchedulerProcess(postgres_url, tmp_path / f"p{n}") for n in range(2)]
+    started: list[SchedulerProcess] = []
     try:
+        for n in range(2):
+            process = SchedulerProcess(
+                tmp_path / f"p{n}", ["--refresh", "1"], database=postgres_url,
+                env={"PDN_PROBE_LEASE": "3"},
+            )  # fmt: skip
+            started.append(process.start())
+        for process in started:
+            process.wait_ready()
         displays = [f"/d{n}" for n in range(6)]
         for n, path in enumerate(displays):
             register(started[n % 2].url, f"{peer.url}{path}")
@@ -206,5 +162,6 @@ def test_a_killed_process_leaves_its_displays_to_the_other(
         fleet = requests.get(f"{survivor.url}/x/fleet", timeout=5).json()
         assert [e["online"] for e in fleet] == [True] * len(displays)
     finally:
-        stubborn = [process.url for process in started if not process.stop()]
+        # stop(): None when it was still there 20 s after SIGTERM (then killed).
+        stubborn = [process.url for process in started if process.stop() is None]
     assert not stubborn, f"did not stop within 20 s of SIGTERM (killed): {stubborn}"

@@ -5,14 +5,14 @@ others list, each display is read (probed) by one of them, the schedules are the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
 from tests.support.waiting import wait_until
@@ -21,23 +21,18 @@ LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
 
 
 @pytest.fixture
-def schedulers(tmp_path: Path, postgres_url: str) -> Iterator[list[SchedulerService]]:
-    started: list[SchedulerService] = []
+def schedulers(
+    tmp_path: Path, postgres_url: str, run_scheduler: Callable[..., SchedulerService]
+) -> list[SchedulerService]:
+    """Three schedulers on one database, each with a schedules folder of its own."""
+    started = []
     for n in range(3):
         schedules = tmp_path / f"schedules{n}"
         schedules.mkdir()
-        service = SchedulerService(
-            data_dir=tmp_path / f"data{n}",
-            schedules_dir=schedules,
-            database=postgres_url,
-            refresh_interval=0.5,
+        started.append(
+            run_scheduler(f"data{n}", schedules, database=postgres_url, refresh_interval=0.5)
         )
-        service.start()
-        service.server.start()
-        started.append(service)
-    yield started
-    for service in started:
-        service.stop()
+    return started
 
 
 def test_a_registration_on_one_is_seen_on_the_others(schedulers: list[SchedulerService]) -> None:
@@ -70,27 +65,11 @@ def test_each_display_is_read_by_one_scheduler(
     assert 2 <= reads <= 9, reads
 
 
-def _schedulers(
-    tmp_path: Path, url: str, folders: list[Path | None]
-) -> Iterator[list[SchedulerService]]:
-    started: list[SchedulerService] = []
-    try:
-        for n, folder in enumerate(folders):
-            service = SchedulerService(
-                data_dir=tmp_path / f"solo{n}", schedules_dir=folder, database=url
-            )
-            service.start()
-            service.server.start()
-            started.append(service)
-        yield started
-    finally:
-        for service in started:
-            service.stop()
-
-
 @pytest.fixture
-def two_without_folders(tmp_path: Path, postgres_url: str) -> Iterator[list[SchedulerService]]:
-    yield from _schedulers(tmp_path, postgres_url, [None, None])
+def two_without_folders(
+    postgres_url: str, run_scheduler: Callable[..., SchedulerService]
+) -> list[SchedulerService]:
+    return [run_scheduler(f"solo{n}", None, database=postgres_url) for n in range(2)]
 
 
 def _events(peer: PageServer, path: str) -> list[str]:
@@ -139,30 +118,36 @@ def test_a_schedule_put_through_one_is_served_by_the_other_and_pushed_once(
 
 
 def test_processes_watching_one_folder_push_a_file_change_once(
-    tmp_path: Path, postgres_url: str, peer: PageServer
+    tmp_path: Path,
+    postgres_url: str,
+    peer: PageServer,
+    run_scheduler: Callable[..., SchedulerService],
 ) -> None:
     folder = tmp_path / "shared"
     folder.mkdir()
     (folder / "foyer.xml").write_bytes(cds("foyer", "http://127.0.0.1:9/a.html"))
-    for schedulers in _schedulers(tmp_path, postgres_url, [folder, folder, None]):
-        for n, service in enumerate(schedulers):
-            answer = requests.post(
-                f"{service.url}/schedule/foyer/subscribe/",
-                json={"subscriber-uri": f"{peer.url}/s{n}"},
-                timeout=5,
-            )
-            assert answer.status_code == 201
-        # Both watchers see the change; the one whose transaction stores it publishes it.
-        (folder / "foyer.xml").write_bytes(cds("foyer", "http://127.0.0.1:9/b.html"))
-        for n in range(3):
-            peer.wait_for(1, f"/s{n}")
-        (folder / "foyer.xml").unlink()
-        for n in range(3):
-            peer.wait_for(2, f"/s{n}")
-        time.sleep(2.0)
-        for n in range(3):
-            got = peer.received(f"/s{n}")
-            assert len(got) == 2, (n, [(r.headers["X-PDN-Event-Id"], r.body[-60:]) for r in got])
-        # The third (no folder) serves what the database holds: nothing now.
-        third = schedulers[2]
-        assert requests.get(f"{third.url}/schedule/foyer/", timeout=5).status_code == 404
+    schedulers = [
+        run_scheduler(f"solo{n}", watched, database=postgres_url)
+        for n, watched in enumerate([folder, folder, None])
+    ]
+    for n, service in enumerate(schedulers):
+        answer = requests.post(
+            f"{service.url}/schedule/foyer/subscribe/",
+            json={"subscriber-uri": f"{peer.url}/s{n}"},
+            timeout=5,
+        )
+        assert answer.status_code == 201
+    # Both watchers see the change; the one whose transaction stores it publishes it.
+    (folder / "foyer.xml").write_bytes(cds("foyer", "http://127.0.0.1:9/b.html"))
+    for n in range(3):
+        peer.wait_for(1, f"/s{n}")
+    (folder / "foyer.xml").unlink()
+    for n in range(3):
+        peer.wait_for(2, f"/s{n}")
+    time.sleep(2.0)
+    for n in range(3):
+        got = peer.received(f"/s{n}")
+        assert len(got) == 2, (n, [(r.headers["X-PDN-Event-Id"], r.body[-60:]) for r in got])
+    # The third (no folder) serves what the database holds: nothing now.
+    third = schedulers[2]
+    assert requests.get(f"{third.url}/schedule/foyer/", timeout=5).status_code == 404

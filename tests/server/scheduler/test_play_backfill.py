@@ -12,9 +12,6 @@ filled when it is back. On SQLite and PostgreSQL (``scheduler_backend``).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,10 +22,14 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.display import DisplayProcess
+from tests.support.factories import started_by
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer, one_page
 from tests.support.ports import free_port
+from tests.support.process import CREDENTIALS
+from tests.support.scheduler import start
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
 
@@ -39,64 +40,40 @@ ITEM = 0.6
 GROUP = "lobby"
 
 
-class DisplayProcess:
-    """``pdn display`` registering with the scheduler at ``scheduler_url``."""
+class BackfillDisplay(DisplayProcess):
+    """``pdn display`` registering with the scheduler at ``scheduler_url``, in the group the
+    schedule is assigned to; its play log read through its API."""
 
     def __init__(
         self,
-        tmp: Path,
+        folder: Path,
         scheduler_url: str,
         env: dict[str, str] | None = None,
         port: int | None = None,
     ) -> None:
         """``port``: the one of a display stopped before (with the same data)."""
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "display.log"
-        config = tmp / "display.toml"
-        config.write_text(
-            f'name = "proof"\ntimezone = "UTC"\nregister = "{scheduler_url}"\n'
-            f'groups = ["{GROUP}"]\n'
-            '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
-            "[screen]\ncrossfade = 0\n"
+        super().__init__(
+            folder,
+            config=(
+                f'name = "proof"\ntimezone = "UTC"\nregister = "{scheduler_url}"\n'
+                f'groups = ["{GROUP}"]\n'
+                '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
+                "[screen]\ncrossfade = 0\n"
+            ),
+            env=env,
+            unset=(*CREDENTIALS, "PDN_DATABASE_URL"),
+            port=port,
         )
-        environ = {**os.environ, **(env or {})}
-        for name in ("PDN_API_TOKEN", "PDN_DATABASE_URL"):
-            environ.pop(name, None)
-        args = ["--port", str(self.port), "--data-dir", str(tmp / "data"), "--config", str(config)]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "server.cli", "display", *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=environ,
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(self.url + "/", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:  # not listening yet, or busy starting
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"pdn display did not come up:\n{self.text()}")
-            time.sleep(0.1)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
     def sequence(self) -> int:
-        record: dict[str, Any] = requests.get(self.url + "/playback/", timeout=5).json()
-        return int(record["sequence"])
+        return int(self.playback()["sequence"])
 
     def plays(self) -> list[dict[str, Any]]:
         """The display's whole play log."""
         found: list[dict[str, Any]] = []
         since = 0
         while True:
-            page = requests.get(
-                self.url + "/x/plays", params={"since": since, "limit": 1000}, timeout=5
-            ).json()["plays"]
+            page = self.get("/x/plays", params={"since": since, "limit": 1000}).json()["plays"]
             found += page
             if len(page) < 1000:
                 return found
@@ -105,15 +82,6 @@ class DisplayProcess:
     def wait_sequence(self, at_least: int, timeout: float = 60) -> int:
         return int(wait_until(lambda: (n := self.sequence()) >= at_least and n, timeout))
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
 
 class Schedulers:
     """One scheduler at a fixed address and data directory (and database), which a test can
@@ -121,7 +89,7 @@ class Schedulers:
 
     def __init__(self, tmp: Path) -> None:
         self.port = free_port()
-        self.data = tmp / "scheduler"
+        self.folder = tmp / "scheduler"
         self.service: SchedulerService | None = None
         self.up()
 
@@ -130,9 +98,7 @@ class Schedulers:
         return f"http://127.0.0.1:{self.port}"
 
     def up(self) -> SchedulerService:
-        service = SchedulerService(data_dir=self.data, port=self.port, refresh_interval=0.5)
-        service.start()
-        service.server.start()
+        service = start(self.folder, None, port=self.port, refresh_interval=0.5)
         self.service = service
         return service
 
@@ -144,9 +110,9 @@ class Schedulers:
 
 @pytest.fixture
 def content() -> Iterator[PageServer]:
-    server = one_page()
-    yield server
-    server.close()
+    """The items' pages: one small page at every path."""
+    with one_page() as server:
+        yield server
 
 
 @pytest.fixture
@@ -161,19 +127,14 @@ def schedulers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sche
 
 
 @pytest.fixture
-def start_display(tmp_path: Path) -> Iterator[Callable[..., DisplayProcess]]:
-    started: list[DisplayProcess] = []
-
+def start_display(tmp_path: Path) -> Iterator[Callable[..., BackfillDisplay]]:
     def start(
         scheduler_url: str, env: dict[str, str] | None = None, port: int | None = None
-    ) -> DisplayProcess:
-        display = DisplayProcess(tmp_path, scheduler_url, env, port)
-        started.append(display)
-        return display
+    ) -> BackfillDisplay:
+        display = BackfillDisplay(tmp_path / "display", scheduler_url, env, port)
+        return display.start().wait_ready()
 
-    yield start
-    for display in started:
-        display.stop()
+    yield from started_by(start, BackfillDisplay.stop)
 
 
 def loop_schedule(content: PageServer) -> bytes:
@@ -208,7 +169,7 @@ def key(play: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def accounted_for(base: str, display: DisplayProcess, up_to: int) -> list[dict[str, Any]]:
+def accounted_for(base: str, display: BackfillDisplay, up_to: int) -> list[dict[str, Any]]:
     """Wait until the scheduler lists every play of the display's log up to sequence ``up_to``
     and no gap; then check it against the log: the same plays, each once, in order."""
 
@@ -249,7 +210,7 @@ def accounted_for(base: str, display: DisplayProcess, up_to: int) -> list[dict[s
 
 def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
+    start_display: Callable[..., BackfillDisplay],
     content: PageServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -294,7 +255,7 @@ def test_plays_before_the_subscription_and_while_the_scheduler_was_down(
 
 def test_a_subscription_that_expired_is_made_again_and_its_plays_filled(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
+    start_display: Callable[..., BackfillDisplay],
     content: PageServer,
 ) -> None:
     assign_to_group(schedulers.url, content)
@@ -321,14 +282,14 @@ def test_a_subscription_that_expired_is_made_again_and_its_plays_filled(
     accounted_for(schedulers.url, display, last)
 
 
-def subscribed(display: DisplayProcess) -> bool:
+def subscribed(display: BackfillDisplay) -> bool:
     health = requests.get(display.url + "/x/health", timeout=5).json()
     return int(health["webhooks"].get("subscriptions") or 0) > 0
 
 
 def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     schedulers: Schedulers,
-    start_display: Callable[..., DisplayProcess],
+    start_display: Callable[..., BackfillDisplay],
     content: PageServer,
 ) -> None:
     service = schedulers.service
@@ -363,8 +324,7 @@ def test_a_gap_is_listed_with_its_reason_while_the_display_cannot_be_reached(
     # Then it goes off (kill -9): its own update of three plays on comes in late, as one sent
     # just before would: a jump the scheduler cannot fill yet.
     (later,) = [p for p in display.plays() if p["sequence"] == known + 3]
-    display.process.kill()
-    display.process.wait(10)
+    display.kill()
     ingest = service._playback_subscriber(display.url)
     secret = service._playback_signing_secret(display.url)
     assert ingest is not None and secret is not None

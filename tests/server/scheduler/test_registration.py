@@ -21,18 +21,11 @@ import pytest
 from player.follower import ScheduleFollower
 from server.platform.signing import new_secret, signed_headers
 from tests.server.display.test_signed import closed_display
-from tests.server.scheduler.test_enrolment import (
-    ENROLMENT,
-    LOCATION,
-    Scheduler,
-    assert_error,
-    bearer,
-    make_scheduler,
-)
+from tests.support.fleet import LOCATION
 from tests.support.inprocess_display import cds
+from tests.support.lan import ENROLMENT, Scheduler, assert_error, bearer
 from tests.support.waiting import wait_until
 
-__all__ = ["make_scheduler"]  # the fixture, shared with test_enrolment
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
 
 ELSEWHERE = {"latitude": "N51.5007", "longitude": "W0.1246"}

@@ -26,9 +26,10 @@ from server.scheduler.storage import (
     Assignment,
     SchedulerStorage,
 )
-from tests.server.scheduler.test_fleet import put_schedule
+from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.pages import PageServer
+from tests.support.scheduler import start
 
 RELEASE = Path(__file__).resolve().parents[2] / "fixtures" / "release-0618ddd"
 LOCATION = {"latitude": "N54.0104", "longitude": "W2.7883"}
@@ -100,9 +101,7 @@ def release(
         url = request.getfixturevalue("postgres_url")
         load_postgresql(url)
     before = versions(request.param, data, url)
-    service = SchedulerService(data_dir=data, database=url)
-    service.start()
-    service.server.start()
+    service = start(tmp_path, None, database=url)  # its data in ``data``
     yield request.param, service, before
     service.stop()
     after = versions(request.param, data, url)

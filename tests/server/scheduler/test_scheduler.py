@@ -13,7 +13,7 @@ import requests
 
 from server.scheduler.service import SchedulerService
 from tests.support.pages import PageServer
-from tests.support.scheduler import LOBBY, LOBBY_V2, start, write
+from tests.support.scheduler import LOBBY, LOBBY_V2, lobby_folder, start, write
 from tests.support.waiting import wait_until
 
 BROKEN = b'<content-set name="lobby">\n  <content-item>\n</content-set>\n'
@@ -25,10 +25,7 @@ pytestmark = pytest.mark.usefixtures("scheduler_backend")
 
 @pytest.fixture
 def schedules_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "schedules"
-    directory.mkdir()
-    (directory / "lobby.xml").write_bytes(LOBBY)
-    return directory
+    return lobby_folder(tmp_path)
 
 
 @pytest.fixture

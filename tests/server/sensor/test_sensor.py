@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -18,32 +19,24 @@ from server.sensor.source import (
     make_reading,
 )
 from tests.support.pages import PageServer
+from tests.support.sensor import cpu_sensor, thermal_file
+from tests.support.sensor import start as start_sensor
 from tests.support.waiting import wait_until
 
 
 @pytest.fixture
 def thermal(tmp_path: Path) -> Path:
-    path = tmp_path / "temp"
-    path.write_text("48312\n")
-    return path
+    return thermal_file(tmp_path)
 
 
-def start(tmp_path: Path, source: object, **options: object) -> SensorService:
-    service = SensorService(
-        source,  # type: ignore[arg-type]
-        sensor_id="pi-cpu",
-        sensor_type="cpu temperature",
-        data_dir=tmp_path / "sensor-data",
-        **options,  # type: ignore[arg-type]
-    )
-    service.start()
-    service.server.start()
-    return service
+def start(tmp_path: Path, source: object, **options: Any) -> SensorService:
+    """The sensor pi-cpu reading ``source``, its data in ``tmp_path/sensor-data``."""
+    return start_sensor(tmp_path / "sensor-data", source, **options)
 
 
 @pytest.fixture
-def sensor(tmp_path: Path, thermal: Path) -> Iterator[SensorService]:
-    service = start(tmp_path, FileSource(thermal, scale=0.001), interval=30.0, poll=0.05)
+def sensor(tmp_path: Path) -> Iterator[SensorService]:
+    service = cpu_sensor(tmp_path)
     yield service
     service.stop()
 
