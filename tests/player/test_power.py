@@ -29,6 +29,7 @@ from player.power import (
     parse_power_config,
 )
 from tests.support.tools import require_tools
+from tests.support.waiting import wait_until
 from tests.support.xvfb import xvfb
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -279,9 +280,7 @@ def test_scheduler_thread_starts_and_stops_promptly() -> None:
         PowerSchedule(time(0), time(0, 0, 1)), power, lambda: datetime.now(UTC).astimezone(BERLIN)
     )
     scheduler.start()
-    deadline = systime.monotonic() + 5
-    while not runner.calls and systime.monotonic() < deadline:
-        systime.sleep(0.01)
+    wait_until(lambda: runner.calls, 5, "the scheduler's first screen command")
     started = systime.monotonic()
     scheduler.stop()
     assert runner.calls
@@ -329,9 +328,7 @@ def test_start_power_schedule_from_a_loaded_config(tmp_path: Path) -> None:
     config = load_config(config_file, environ={})
     scheduler = start_power_schedule(config.power, BERLIN, lambda: True)
     assert scheduler is not None
-    deadline = systime.monotonic() + 5
-    while scheduler.applied is None and systime.monotonic() < deadline:
-        systime.sleep(0.01)
+    wait_until(lambda: scheduler.applied is not None, 5, "the schedule applied")
     assert scheduler.applied is True  # on == off: on all day
     scheduler.stop()
     assert start_power_schedule(load_config(None, environ={}).power, BERLIN, lambda: True) is None

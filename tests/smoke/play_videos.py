@@ -32,6 +32,7 @@ import requests
 from tests.smoke.screenpoints import BLACK, RGB, near, read_points
 from tests.support.pages import PageServer
 from tests.support.videofiles import solid_video
+from tests.support.waiting import poll_until
 
 # name -> (colour, file name, ffmpeg codecs, content type, QtMultimedia's codec name)
 VIDEOS: dict[str, tuple[RGB, str, tuple[str, str], str, str]] = {
@@ -104,14 +105,15 @@ EVENTS: list[tuple[float, str]] = []
 
 
 def wait_shown(display: str, url: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def shown() -> dict[str, Any] | None:
         record = requests.get(f"{display}/playback/", timeout=10).json()
-        if record.get("content-item") == url:
-            EVENTS.append((time.monotonic(), f"{url.rsplit('/', 1)[-1]} shown"))
-            return dict(record)
-        time.sleep(0.1)
-    raise SmokeError(f"{url} was not shown within {timeout:g} s")
+        return dict(record) if record.get("content-item") == url else None
+
+    record = poll_until(shown, timeout, step=0.1)
+    if record is None:
+        raise SmokeError(f"{url} was not shown within {timeout:g} s")
+    EVENTS.append((time.monotonic(), f"{url.rsplit('/', 1)[-1]} shown"))
+    return record
 
 
 def check_playing(display: str, screen: Screen, name: str, url: str) -> str:
