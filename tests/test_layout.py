@@ -24,6 +24,7 @@ at the end run each on a small tree built to break it.
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -296,20 +297,26 @@ def check_no_qt_in_server(root: Path) -> list[str]:
 
 def repository_files(root: Path) -> list[Path]:
     """The repository's files: what git knows of (tracked, or new and not ignored) in a
-    checkout, else every file under ``root`` but build output, caches and data."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=root,
-        capture_output=True,
-        check=False,
-    )
-    if listed.returncode == 0 and (root / ".git").exists():
+    checkout with git, else (a copy, or no git installed) every file under ``root`` but build
+    output, caches and data."""
+    git = shutil.which("git")
+    if git and (root / ".git").exists():
+        listed = subprocess.run(
+            [git, "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        )
         names = [n for n in listed.stdout.decode().split("\0") if n]
         return sorted(root / n for n in names if (root / n).is_file())
     return sorted(
         path
         for path in root.rglob("*")
-        if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(root).parts)
+        if path.is_file()
+        and not any(
+            part in SKIPPED_DIRS or part.endswith(".egg-info")
+            for part in path.relative_to(root).parts
+        )
     )
 
 

@@ -88,9 +88,12 @@ def start_screen(
     groups: list[str] | None = None,
     clock_sync: Any = None,
     token: str | None = None,
+    painted: bool = False,
 ) -> Screen:
     """A display named ``name`` (its data in ``folder``), registered with ``scheduler`` (with
-    the operator ``token`` if given) in ``groups``; returned once the scheduler knows it."""
+    the operator ``token`` if given) in ``groups``; returned once the scheduler knows it.
+    ``painted``: its screenshots are the colour of what it shows (:func:`with_screen`) from
+    before it registers, so the scheduler's first look at it already finds a screen."""
     placeholder: Any = type("Placeholder", (), {"api_token": None})()
     app = create_app(placeholder)
     server = WsgiServer(app, "127.0.0.1", 0, name="fleet-display").start()
@@ -109,8 +112,10 @@ def start_screen(
         first_retry=0.1,
         poll_interval=0.5,
     )
-    follower.start()
     screen = Screen(display, server, follower, app, server.port)
+    if painted:
+        with_screen(screen)
+    follower.start()
     wait_until(
         lambda: scheduler.storage.display(server.url) is not None,
         what=f"{name} registered with the scheduler",

@@ -45,15 +45,20 @@ def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
 
 @pytest.fixture
 def make_screen(tmp_path: Path, scheduler: SchedulerService) -> Iterator[Callable[..., Screen]]:
-    """``make_screen(name, groups=None, clock_sync=None, token=None)``: a display of the fleet
-    (``tests.support.fleet.start_screen``) registered with ``scheduler``; all closed at the
-    end. (The scheduler's own fleet: not the in-process display plugin's ``make_screen``.)"""
+    """``make_screen(name, groups=None, clock_sync=None, token=None, painted=False)``: a
+    display of the fleet (``tests.support.fleet.start_screen``) registered with ``scheduler``;
+    all closed at the end. (The scheduler's own fleet: not the in-process display plugin's
+    ``make_screen``.)"""
 
     def make(
-        name: str, groups: list[str] | None = None, clock_sync: Any = None, token: str | None = None
+        name: str,
+        groups: list[str] | None = None,
+        clock_sync: Any = None,
+        token: str | None = None,
+        painted: bool = False,
     ) -> Screen:
         folder = tmp_path / f"display-{name}"
-        return start_screen(folder, scheduler, name, groups, clock_sync, token)
+        return start_screen(folder, scheduler, name, groups, clock_sync, token, painted)
 
     yield from started_by(make, Screen.close)
 

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.fleet import Screen, put_schedule, with_screen
+from tests.support.fleet import Screen, put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.scheduler import start
 from tests.support.tools import require_tools
@@ -49,9 +49,7 @@ def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
 def screen(make_screen: Callable[..., Screen]) -> Screen:
     """The display Reception, in the group lobby, registered with the operator token; its
     screenshots the colour of what it shows."""
-    made = make_screen("Reception", groups=["lobby"], token=TOKEN)
-    with_screen(made)
-    return made
+    return make_screen("Reception", groups=["lobby"], token=TOKEN, painted=True)
 
 
 @pytest.fixture
