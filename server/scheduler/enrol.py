@@ -53,8 +53,9 @@ log = logging.getLogger("pdn.scheduler.enrol")
 
 #: What a display (with the enrolment token) may do beyond reading: follow a schedule.
 _ENROLLED = frozenset(("subscribe", "unsubscribe"))
-#: Answered by the route itself (open, pending without the enrolment token).
-_OPEN = frozenset(("register_display",))
+#: Answered by the route itself (registration: open, pending without the enrolment token;
+#: media bytes: server.scheduler.media.api decides who reads them).
+_OPEN = frozenset(("register_display", "media_bytes"))
 #: Reads for the operator only: a display's picture may show its pairing code.
 _OPERATOR_READS = frozenset(("get_thumbnail",))
 TIMEOUT = 5.0

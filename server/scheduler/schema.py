@@ -146,4 +146,31 @@ MIGRATIONS: Schema = (
             seen {real} NOT NULL
         )""",
     ),
+    # The media library (server.scheduler.media.store): one row per item, keyed by the SHA-256
+    # of its bytes, and the bytes themselves in chunks of at most 1 MiB, in the same database
+    # so that every scheduler process on PostgreSQL serves every item.
+    (
+        """CREATE TABLE media (
+            sha256 TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            kind TEXT NOT NULL,
+            mime TEXT NOT NULL,
+            size {bigint} NOT NULL,
+            width INTEGER,
+            height INTEGER,
+            duration {real},
+            codec TEXT,
+            profile TEXT,
+            uploader TEXT NOT NULL,
+            uploaded {real} NOT NULL,
+            thumbnail {blob}
+        )""",
+        """CREATE TABLE media_chunks (
+            sha256 TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            data {blob} NOT NULL,
+            PRIMARY KEY (sha256, seq)
+        )""",
+    ),
 )

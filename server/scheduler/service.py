@@ -26,6 +26,8 @@ from server.scheduler.fleetstatus import (
     StatusBook,
     add_fleet_status_routes,
 )
+from server.scheduler.media.api import MediaLimits, add_media_routes
+from server.scheduler.media.store import MediaStore
 from server.scheduler.plays import (
     INGEST_PREFIX,
     add_plays_routes,
@@ -162,6 +164,17 @@ class SchedulerService(SegmentService):
         add_plays_routes(self.app, self.storage)
         add_broadcast_routes(self.app, self.broadcasts)
         add_fleet_status_routes(self.app, self.storage, self.fleet_status)
+        # The media library: its items and bytes in the same database (docs/media.md).
+        limits = MediaLimits.from_env()
+        self.media = MediaStore(self.storage.database, quota=limits.quota)
+        add_media_routes(
+            self.app,
+            self.media,
+            self.storage,
+            self.access,
+            limits=limits,
+            spool_dir=data_dir if data_dir.is_dir() else None,
+        )
         # The displays' playback updates come in beside the API, outside its token's reach
         # (displays send none): each display's URL carries a secret of its own instead, and
         # each update is signed with a secret made from it (Standard Webhooks).
