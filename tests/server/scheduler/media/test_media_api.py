@@ -1,6 +1,6 @@
 """The media library on a real scheduler over HTTP on loopback: upload (raw and multipart),
 the same file twice, each refusal with nothing stored, the bytes with Range and ETag, the
-access rule, and two schedulers sharing one PostgreSQL database."""
+access rule, and two scheduler processes sharing one PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from PIL import Image
 from server.scheduler.media import store
 from server.scheduler.service import SchedulerService
 from tests.support.lan import ENROLMENT, OPERATOR, assert_error, bearer, start_lan_scheduler
+from tests.support.scheduler import SchedulerProcess
 
 Run = Callable[..., SchedulerService]
 
@@ -228,26 +229,46 @@ def test_only_the_schedulers_displays_read_the_bytes_beyond_loopback(
         scheduler.close()
 
 
-def test_two_schedulers_on_postgresql_share_the_library(
-    postgres_url: str, run_scheduler: Run, media_files: dict[str, bytes]
+def test_two_scheduler_processes_on_postgresql_share_the_library(
+    tmp_path: Path, postgres_url: str, run_scheduler: Run, media_files: dict[str, bytes]
 ) -> None:
-    first, second = (run_scheduler(f"pg{n}", None, database=postgres_url) for n in range(2))
+    """One scheduler in this process, one a ``pdn scheduler`` process of its own: what is
+    uploaded to either is served, deduplicated and deleted by the other."""
+    first = run_scheduler("pg0", None, database=postgres_url)
     assert first.storage.database.dialect == "postgresql"
-    stored = upload(first, "blue.mp4", media_files["mp4"])
-    assert stored.status_code == 201, stored.text
-    again = upload(second, "again.mp4", media_files["mp4"])
-    assert again.status_code == 200 and again.json()["name"] == "blue.mp4"
-    served = requests.get(url(second, stored.json()["url"]), timeout=10)
-    assert served.status_code == 200 and served.content == media_files["mp4"]
-    part = requests.get(
-        url(second, stored.json()["url"]), headers={"Range": "bytes=10-19"}, timeout=10
-    )
-    assert part.status_code == 206 and part.content == media_files["mp4"][10:20]
-    refused = upload(second, "cut.png", media_files["png"][:100])
-    assert refused.status_code == 422
-    assert [item["name"] for item in items(first)] == ["blue.mp4"]
-    assert (
-        requests.delete(url(second, f"/x/media/{stored.json()['sha256']}"), timeout=10).status_code
-        == 204
-    )
-    assert items(first) == []
+    with SchedulerProcess(tmp_path / "pg1", database=postgres_url) as process:
+        other = process.url
+        stored = upload(first, "blue.mp4", media_files["mp4"])
+        assert stored.status_code == 201, stored.text
+        path = stored.json()["url"]
+        again = requests.post(
+            f"{other}/x/media",
+            data=media_files["mp4"],
+            headers={"X-Filename": "again.mp4"},
+            timeout=30,
+        )
+        assert again.status_code == 200 and again.json()["name"] == "blue.mp4"
+        served = requests.get(f"{other}{path}", timeout=10)
+        assert served.status_code == 200 and served.content == media_files["mp4"]
+        part = requests.get(f"{other}{path}", headers={"Range": "bytes=10-19"}, timeout=10)
+        assert part.status_code == 206 and part.content == media_files["mp4"][10:20]
+        picture = requests.post(
+            f"{other}/x/media",
+            data=media_files["png"],
+            headers={"X-Filename": "red.png"},
+            timeout=30,
+        )
+        assert picture.status_code == 201, picture.text
+        here = requests.get(url(first, picture.json()["url"]), timeout=10)
+        assert here.content == media_files["png"]
+        refused = requests.post(
+            f"{other}/x/media",
+            data=media_files["png"][:100],
+            headers={"X-Filename": "cut.png"},
+            timeout=30,
+        )
+        assert refused.status_code == 422
+        assert sorted(item["name"] for item in items(first)) == ["blue.mp4", "red.png"]
+        gone = requests.delete(f"{other}/x/media/{stored.json()['sha256']}", timeout=10)
+        assert gone.status_code == 204
+        assert [item["name"] for item in items(first)] == ["red.png"]
