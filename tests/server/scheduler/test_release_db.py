@@ -107,7 +107,8 @@ def release(
     after = versions(request.param, data, url)
     # The scheduler's tables: on SQLite its version is PRAGMA user_version, which the steps
     # after those the release knows leave alone; on PostgreSQL three steps (the parked default
-    # of info_due, the console's sessions, and the media library's tables). The outbox's: one step on both (one shape).
+    # of info_due, the console's sessions, and the media library's tables). The outbox's:
+    # one step on both (one shape).
     # Proof of play's gap filling is a component of its own, so the versions the release
     # reads do not move for it: the release still opens the database.
     assert after == {
