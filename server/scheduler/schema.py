@@ -147,8 +147,9 @@ MIGRATIONS: Schema = (
         )""",
     ),
     # The media library (server.scheduler.media.store): one row per item, keyed by the SHA-256
-    # of its bytes, and the bytes themselves in chunks of at most 1 MiB, in the same database
-    # so that every scheduler process on PostgreSQL serves every item.
+    # of its bytes (of its canonical URL for a web link; ``link``), a page bundle's folder
+    # (``root``) and a video's warnings (JSON), and the bytes themselves in chunks of at most
+    # 1 MiB, in the same database so that every scheduler process on PostgreSQL serves every item.
     (
         """CREATE TABLE media (
             sha256 TEXT PRIMARY KEY,
@@ -164,7 +165,11 @@ MIGRATIONS: Schema = (
             profile TEXT,
             uploader TEXT NOT NULL,
             uploaded {real} NOT NULL,
-            thumbnail {blob}
+            thumbnail {blob},
+            fps {real},
+            link TEXT,
+            root TEXT,
+            warnings TEXT NOT NULL DEFAULT '[]'
         )""",
         """CREATE TABLE media_chunks (
             sha256 TEXT NOT NULL,

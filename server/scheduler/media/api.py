@@ -1,11 +1,13 @@
 """The media library's HTTP face on the scheduler (docs/media.md, "API"):
 
-POST   /x/media                   upload (raw body + X-Filename, or multipart ``file``)
+POST   /x/media                   upload (raw body + X-Filename, or multipart ``file``), or a
+                                  web link (JSON ``{"link", "name"}``)
 GET    /x/media                   the items
 GET    /x/media/<sha256>          one item, with the playlists that use it
 GET    /x/media/<sha256>/thumbnail
 DELETE /x/media/<sha256>          204, or 409 naming the playlists that use it
-GET    /media/<sha256>/<name>     the bytes, for the displays: ETag, Range, immutable
+GET    /media/<sha256>/<name>     the bytes, for the displays: ETag, Range, immutable; for a
+                                  page bundle, its member at that path
 
 ``/x/media`` is guarded as the scheduler's other operator routes are
 (``server.scheduler.enrol.SchedulerAccess``). ``/media/...`` decides for itself: an open
@@ -23,16 +25,19 @@ import re
 import socket
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from flask import Flask, Response, request
 
-from server.platform.http import ApiError, json_response
+from server.platform.http import ApiError, json_response, read_json_object
 from server.scheduler.enrol import SchedulerAccess
-from server.scheduler.media.probe import RefusedError, check_name, probe
+from server.scheduler.media.bundle import check_bundle, member, member_type
+from server.scheduler.media.links import canonical_link, link_key
+from server.scheduler.media.playable import DISPLAY_KINDS, warnings_for
+from server.scheduler.media.probe import BUNDLE_TYPES, Probed, RefusedError, check_name, probe
 from server.scheduler.media.store import CHUNK, MediaItem, MediaStore, OverQuotaError
 from server.scheduler.storage import SchedulerStorage
 
@@ -63,7 +68,17 @@ class MediaLimits:
         )
 
 
+#: What a page bundle's members are served with: the page runs in a sandbox of its own origin,
+#: so its scripts cannot reach the scheduler's API or console with a browser's credentials.
+PAGE_POLICY = "sandbox allow-scripts allow-forms allow-popups allow-modals"
+
+
 def media_url(item: MediaItem) -> str:
+    """Where a display gets the item: a link's own URL, a bundle's index.html, else the bytes."""
+    if item.link is not None:
+        return item.link
+    if item.kind == "page":
+        return f"/media/{item.sha256}/index.html"
     return f"/media/{item.sha256}/{quote(item.name)}"
 
 
@@ -82,8 +97,11 @@ def item_body(item: MediaItem, **extra: Any) -> dict[str, Any]:
         "duration": item.duration,
         "codec": item.codec,
         "profile": item.profile,
+        "fps": item.fps,
+        "link": item.link,
         "uploader": item.uploader,
         "uploaded": item.uploaded,
+        "warnings": item.warnings,
         **extra,
     }
 
@@ -161,10 +179,12 @@ def add_media_routes(
     *,
     limits: MediaLimits,
     used_by: Callable[[str], list[str]] = lambda sha256: [],
+    display_kinds: Callable[[], list[str]] = lambda: list(DISPLAY_KINDS),
     spool_dir: Path | None = None,
 ) -> None:
     """Install the media routes on the scheduler's ``app``. ``used_by(sha256)``: the ids of the
-    playlists that use an item (none until there are playlists)."""
+    playlists that use an item; ``display_kinds()``: the kinds of display
+    (``server.scheduler.media.playable``) a video is checked against."""
 
     def known(sha256: str) -> MediaItem:
         item = store.get(sha256) if _SHA256.match(sha256) else None
@@ -188,9 +208,48 @@ def add_media_routes(
             "Media is served to this scheduler's approved displays only (or with its token).",
         )
 
+    def uploader() -> str:
+        return "operator" if access.bearer() == "operator" else "loopback"
+
+    def refused(error: RefusedError) -> ApiError:
+        return ApiError(error.status, error.error, error.message)
+
+    def stored(item: MediaItem, body: IO[bytes] | None, thumb: bytes | None) -> Response:
+        try:
+            kept, new = store.add(item, body, thumb)
+        except OverQuotaError:
+            raise _over_quota(store.quota) from None
+        return json_response(item_body(kept), 201 if new else 200)
+
+    def add_link() -> Response:
+        body = read_json_object()
+        try:
+            link = canonical_link(body.get("link"))
+        except RefusedError as error:
+            raise refused(error) from error
+        given = body.get("name")
+        if given is not None and not isinstance(given, str):
+            raise ApiError(400, "bad-name", "The link's name is a string.")
+        name = _name(given or urlsplit(link).hostname)
+        tags = body.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            raise ApiError(400, "bad-tags", "The link's tags are a list of strings.")
+        item = MediaItem(
+            sha256=link_key(link),
+            name=name,
+            kind="link",
+            mime="text/html",
+            size=0,
+            tags=_tags(",".join(tags)),
+            uploader=uploader(),
+            link=link,
+        )
+        return stored(item, None, None)
+
     @app.post("/x/media")
     def upload_media() -> Response:
-        uploader = "operator" if access.bearer() == "operator" else "loopback"
+        if request.mimetype == "application/json":
+            return add_link()
         with tempfile.NamedTemporaryFile(dir=spool_dir, prefix="upload-") as spooled:
             if request.mimetype == "multipart/form-data":
                 if (request.content_length or 0) > limits.max_bytes + CHUNK:
@@ -208,38 +267,29 @@ def add_media_routes(
                     raise _too_large(limits.max_bytes)
                 request.max_content_length = limits.max_bytes + 1
                 sha256, size = _spool(request.stream, spooled, limits.max_bytes)
+            path = Path(spooled.name)
             try:
-                check_name(Path(spooled.name), name)
-            except RefusedError as refused:
-                raise ApiError(refused.status, refused.error, refused.message) from refused
+                ext = check_name(path, name)
+            except RefusedError as error:
+                raise refused(error) from error
             existing = store.get(sha256)
             if existing is not None:
-                return json_response(item_body(existing, warnings=[]), 200)
+                return json_response(item_body(existing), 200)
             if store.used() + size > store.quota:
                 raise _over_quota(store.quota)
-            try:
-                probed = probe(Path(spooled.name), name)
-            except RefusedError as refused:
-                raise ApiError(refused.status, refused.error, refused.message) from refused
             item = MediaItem(
-                sha256=sha256,
-                name=name,
-                kind=probed.kind,
-                mime=probed.mime,
-                size=size,
-                tags=tags,
-                width=probed.width,
-                height=probed.height,
-                duration=probed.duration,
-                codec=probed.codec,
-                profile=probed.profile,
-                uploader=uploader,
-            )
+                sha256=sha256, name=name, kind="", mime="", size=size, tags=tags,
+                uploader=uploader(),
+            )  # fmt: skip
             try:
-                stored, new = store.add(item, spooled, probed.thumbnail)
-            except OverQuotaError:
-                raise _over_quota(store.quota) from None
-        return json_response(item_body(stored, warnings=[]), 201 if new else 200)
+                if ext in BUNDLE_TYPES:
+                    bundle = check_bundle(path, name)
+                    item = replace(item, kind="page", mime=BUNDLE_TYPES[ext][1], root=bundle.root)
+                    return stored(item, spooled, None)
+                probed = probe(path, name)
+            except RefusedError as error:
+                raise refused(error) from error
+            return stored(_probed(item, probed, display_kinds()), spooled, probed.thumbnail)
 
     @app.get("/x/media")
     def list_media() -> Response:
@@ -283,10 +333,31 @@ def add_media_routes(
         store.delete(sha256)
         return app.response_class(status=204)
 
+    def page_member(item: MediaItem, path: str) -> Response:
+        found = member(store.open(item), item.root or "", path)
+        if found is None:
+            raise ApiError(404, "not-found", f"The page bundle {item.sha256} has no '{path}'.")
+        size, pieces = found
+        headers = {
+            "Cache-Control": IMMUTABLE,
+            "Content-Length": str(size),
+            "Content-Security-Policy": PAGE_POLICY,
+            "X-Content-Type-Options": "nosniff",
+        }
+        return app.response_class(
+            pieces, content_type=member_type(path), headers=headers, direct_passthrough=True
+        )
+
     @app.get("/media/<sha256>/<path:name>")
     def media_bytes(sha256: str, name: str) -> Response:
         may_read_bytes()
         item = known(sha256)
+        if item.kind == "page":
+            return page_member(item, name)
+        if item.link is not None:
+            raise ApiError(
+                404, "not-found", f"Media item {sha256} is a web link: displays open {item.link}."
+            )
         headers = {
             "Cache-Control": IMMUTABLE,
             "Accept-Ranges": "bytes",
@@ -315,6 +386,26 @@ def add_media_routes(
             headers=headers,
             direct_passthrough=True,
         )
+
+
+def _probed(item: MediaItem, probed: Probed, kinds: list[str]) -> MediaItem:
+    """``item`` with what the probe found, and a video's warnings for the displays of ``kinds``."""
+    return replace(
+        item,
+        kind=probed.kind,
+        mime=probed.mime,
+        width=probed.width,
+        height=probed.height,
+        duration=probed.duration,
+        codec=probed.codec,
+        profile=probed.profile,
+        fps=probed.fps,
+        warnings=warnings_for(
+            probed.codec, probed.profile, probed.width, probed.height, probed.fps, kinds
+        )
+        if probed.kind == "video"
+        else [],
+    )
 
 
 def _over_quota(quota: int) -> ApiError:

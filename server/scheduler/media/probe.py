@@ -20,7 +20,15 @@ from PIL import Image, UnidentifiedImageError
 
 from server.scheduler.media.thumbnails import thumbnail
 
-__all__ = ["IMAGE_TYPES", "VIDEO_TYPES", "Probed", "RefusedError", "check_name", "probe"]
+__all__ = [
+    "BUNDLE_TYPES",
+    "IMAGE_TYPES",
+    "VIDEO_TYPES",
+    "Probed",
+    "RefusedError",
+    "check_name",
+    "probe",
+]
 
 #: Extension -> (Pillow's format, MIME type).
 IMAGE_TYPES = {
@@ -37,6 +45,13 @@ VIDEO_TYPES = {
     "mkv": ("matroska", "video/x-matroska"),
     "webm": ("matroska", "video/webm"),
 }
+#: Extension -> (sniffed kind, MIME type) of a web page bundle (``server.scheduler.media.bundle``).
+BUNDLE_TYPES = {"zip": ("zip", "application/zip")}
+#: Why PDF is refused: a real ``pdn display`` was shown one (docs/media.md, "PDF").
+PDF_REFUSED = (
+    "the displays' web engine does not show PDF (it downloads it instead of painting it);"
+    " export its pages as pictures (PNG) or as a web page bundle (a zip with index.html)"
+)
 #: Video codecs a WebM may hold.
 WEBM_CODECS = frozenset(("vp8", "vp9", "av1"))
 #: Larger pictures are refused (a decompression bomb, or no screen's business).
@@ -63,6 +78,7 @@ class Probed:
     duration: float | None = None
     codec: str | None = None
     profile: str | None = None
+    fps: float | None = None
 
 
 def extension(name: str) -> str:
@@ -83,6 +99,10 @@ def sniff(head: bytes) -> str | None:
         return "isobmff"
     if head.startswith(b"\x1a\x45\xdf\xa3"):
         return "matroska"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if head.startswith(b"%PDF-"):
+        return "PDF"
     return None
 
 
@@ -90,8 +110,10 @@ def check_name(path: Path, name: str) -> str:
     """The cheap checks: the name's extension is taken and the first bytes are that kind of
     content. Returns the extension; :class:`RefusedError` when not."""
     ext = extension(name)
-    if ext not in IMAGE_TYPES and ext not in VIDEO_TYPES:
-        taken = ", ".join(sorted([*IMAGE_TYPES, *VIDEO_TYPES]))
+    if ext == "pdf":
+        raise RefusedError(415, "unsupported-type", f"'{name}': {PDF_REFUSED}.")
+    if ext not in IMAGE_TYPES and ext not in VIDEO_TYPES and ext not in BUNDLE_TYPES:
+        taken = ", ".join(sorted([*IMAGE_TYPES, *VIDEO_TYPES, *BUNDLE_TYPES]))
         raise RefusedError(
             415,
             "unsupported-type",
@@ -100,12 +122,12 @@ def check_name(path: Path, name: str) -> str:
     with path.open("rb") as file:
         head = file.read(32)
     found = sniff(head)
-    expected = IMAGE_TYPES[ext][0] if ext in IMAGE_TYPES else VIDEO_TYPES[ext][0]
+    expected = {**IMAGE_TYPES, **VIDEO_TYPES, **BUNDLE_TYPES}[ext][0]
     if found is None:
         raise RefusedError(
             422,
             "corrupt",
-            f"'{name}' is empty, damaged or not a picture or video; upload the file again.",
+            f"'{name}' is empty, damaged or not a picture, video or zip; upload the file again.",
         )
     if found != expected:
         raise RefusedError(
@@ -199,6 +221,7 @@ def _video(path: Path, name: str, ext: str) -> Probed:
         elif stream.duration is not None and stream.time_base is not None:
             duration = float(stream.duration * stream.time_base)
         profile = stream.codec_context.profile
+        rate = stream.average_rate or stream.guessed_rate
         return Probed(
             kind="video",
             mime=VIDEO_TYPES[ext][1],
@@ -208,6 +231,7 @@ def _video(path: Path, name: str, ext: str) -> Probed:
             duration=duration,
             codec=codec,
             profile=str(profile) if profile else None,
+            fps=float(rate) if rate else None,
         )
 
 

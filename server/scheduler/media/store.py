@@ -10,6 +10,7 @@ writes no chunks. Reading takes only the chunks a byte range needs.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -18,14 +19,14 @@ from typing import IO, Any
 
 from server.platform.sql import Database
 
-__all__ = ["CHUNK", "MediaItem", "MediaStore"]
+__all__ = ["CHUNK", "ChunkFile", "MediaItem", "MediaStore"]
 
 #: Bytes in one row of media_chunks.
 CHUNK = 1 << 20
 
 _COLUMNS = (
     "sha256, name, tags, kind, mime, size, width, height, duration, codec, profile,"
-    " uploader, uploaded"
+    " uploader, uploaded, fps, link, root, warnings"
 )
 
 
@@ -35,7 +36,7 @@ class MediaItem:
 
     sha256: str
     name: str
-    kind: str  # "image" or "video"
+    kind: str  # "image", "video", "page" or "link"
     mime: str
     size: int
     tags: list[str] = field(default_factory=list)
@@ -46,6 +47,13 @@ class MediaItem:
     profile: str | None = None
     uploader: str = ""
     uploaded: float = 0.0
+    fps: float | None = None
+    #: A web link's URL (its ``sha256`` is that of this text; no bytes are stored).
+    link: str | None = None
+    #: A page bundle's folder holding ``index.html`` inside the zip ("" for its root).
+    root: str | None = None
+    #: What will play where (``server.scheduler.media.playable``).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _item(row: tuple[Any, ...]) -> MediaItem:
@@ -63,6 +71,10 @@ def _item(row: tuple[Any, ...]) -> MediaItem:
         profile=row[10],
         uploader=row[11],
         uploaded=row[12],
+        fps=row[13],
+        link=row[14],
+        root=row[15],
+        warnings=json.loads(row[16]),
     )
 
 
@@ -79,12 +91,12 @@ class MediaStore:
         self.quota = quota
 
     def add(
-        self, item: MediaItem, body: IO[bytes], thumbnail: bytes | None
+        self, item: MediaItem, body: IO[bytes] | None, thumbnail: bytes | None
     ) -> tuple[MediaItem, bool]:
-        """Store ``item`` with the bytes read from ``body`` (at its start), in one transaction.
-        Returns (the stored item, True) when it is new, (the item stored before, False) when
-        these bytes were there already. :class:`OverQuotaError` and nothing stored when the library
-        would pass its quota."""
+        """Store ``item`` with the bytes read from ``body`` (at its start; none for a web link),
+        in one transaction. Returns (the stored item, True) when it is new, (the item stored
+        before, False) when these bytes were there already. :class:`OverQuotaError` and nothing
+        stored when the library would pass its quota."""
         with self._db.transaction() as transaction:
             self._db.lock(transaction, "media-quota")  # one quota check at a time
             existing = transaction.row(
@@ -97,7 +109,7 @@ class MediaStore:
                 raise OverQuotaError()
             inserted = transaction.execute(
                 f"INSERT INTO media ({_COLUMNS}, thumbnail)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (sha256) DO NOTHING",
                 (
                     item.sha256,
@@ -113,6 +125,10 @@ class MediaStore:
                     item.profile,
                     item.uploader,
                     item.uploaded or time.time(),
+                    item.fps,
+                    item.link,
+                    item.root,
+                    json.dumps(item.warnings),
                     thumbnail,
                 ),
             )
@@ -122,9 +138,10 @@ class MediaStore:
                 )
                 assert row is not None
                 return _item(row), False
-            body.seek(0)
             seq = 0
-            while chunk := body.read(CHUNK):
+            if body is not None:
+                body.seek(0)
+            while body is not None and (chunk := body.read(CHUNK)):
                 transaction.execute(
                     "INSERT INTO media_chunks (sha256, seq, data) VALUES (?, ?, ?)",
                     (item.sha256, seq, chunk),
@@ -159,6 +176,13 @@ class MediaStore:
             transaction.execute("DELETE FROM media_chunks WHERE sha256 = ?", (sha256,))
         return gone > 0
 
+    def chunk(self, sha256: str, seq: int) -> bytes | None:
+        """One chunk row's bytes, or None."""
+        row = self._db.row(
+            "SELECT data FROM media_chunks WHERE sha256 = ? AND seq = ?", (sha256, seq)
+        )
+        return bytes(row[0]) if row is not None else None
+
     def read(self, sha256: str, start: int, stop: int) -> Iterator[bytes]:
         """The item's bytes from ``start`` up to (not including) ``stop``, chunk by chunk, each
         chunk read on its own (a long download holds no transaction open)."""
@@ -177,3 +201,46 @@ class MediaStore:
             yield piece
             start += len(piece)
             seq += 1
+
+    def open(self, item: MediaItem) -> ChunkFile:
+        """The item's bytes as a read-only, seekable file that reads the chunk rows it needs
+        (a page bundle's zip is read member by member, never whole)."""
+        return ChunkFile(self, item.sha256, item.size)
+
+
+class ChunkFile(io.RawIOBase):
+    """A stored item's bytes as a seekable binary file over its chunk rows."""
+
+    def __init__(self, store: MediaStore, sha256: str, size: int) -> None:
+        super().__init__()
+        self._store, self._sha256, self._size, self._pos = store, sha256, size, 0
+        self._held: tuple[int, bytes] = (-1, b"")  # the chunk read last: (seq, data)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(self._size - self._pos, len(buffer))
+        if want <= 0:
+            return 0
+        seq, offset = divmod(self._pos, CHUNK)
+        if self._held[0] != seq:
+            data = self._store.chunk(self._sha256, seq)
+            if data is None:
+                return 0
+            self._held = (seq, data)
+        piece = self._held[1][offset : offset + want]
+        buffer[: len(piece)] = piece
+        self._pos += len(piece)
+        return len(piece)
