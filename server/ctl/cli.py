@@ -15,6 +15,7 @@
     pdn ctl broadcast SCHEDULER_URL --group NAME CONTENT_URL --for DURATION   urgent, confirmed
     pdn ctl pair DISPLAY_URL CODE [--name NAME]                  pair; its token is kept
     pdn ctl pairings DISPLAY_URL / unpair DISPLAY_URL NAME       paired controllers
+    pdn ctl upload SCHEDULER_URL FILE... [--tag T]               into the media library
 
 Exit codes (for scripts):
       0  done (the display accepted the request)
@@ -71,6 +72,7 @@ from server.ctl.client import (
     session_for,
 )
 from server.ctl.fleet import add_fleet_commands
+from server.ctl.media import add_media_commands
 from server.ctl.pair import add_pair_commands
 
 __all__ = [
@@ -168,6 +170,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
     add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
     add_pair_commands(commands)  # pair, pairings, unpair
+    add_media_commands(commands)  # upload: the scheduler's media library
 
     parser.set_defaults(func=run)
 

@@ -23,7 +23,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -43,6 +43,12 @@ CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 
 _T = TypeVar("_T")
+
+
+class Readable(Protocol):
+    """A request body read as it is sent (a file, or one that counts what went)."""
+
+    def read(self, amount: int = -1, /) -> bytes: ...
 
 
 class CtlError(Exception):
@@ -232,21 +238,27 @@ def call(
     method: str,
     url: str,
     *,
-    body: bytes | None = None,
+    body: bytes | Readable | None = None,
     content_type: str | None = None,
     accept: str = "application/json",
     pin: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = READ_TIMEOUT,
 ) -> requests.Response:
     """One request; to a display paired over HTTPS, pinned to its certificate (``pin``, or the
-    one ``pdn ctl pair`` kept)."""
+    one ``pdn ctl pair`` kept). ``body`` may be a file, streamed; ``headers`` go with the
+    usual ones; ``timeout``: the seconds to wait for the answer."""
     try:
         with session_for(url, pin) as session:
             return session.request(
                 method,
                 url,
                 data=body,
-                headers=headers_for(url, content_type=content_type, accept=accept),
-                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                headers={
+                    **(headers or {}),
+                    **headers_for(url, content_type=content_type, accept=accept),
+                },
+                timeout=(CONNECT_TIMEOUT, timeout),
                 allow_redirects=False,
             )
     except requests.exceptions.SSLError as error:

@@ -13,9 +13,11 @@ bomb: the sizes the zip declares are checked first, then the bytes really inflat
 from __future__ import annotations
 
 import io
+import lzma
 import mimetypes
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -112,6 +114,8 @@ def check_bundle(path: Path, name: str) -> Bundle:
                 ValueError,
                 EOFError,
                 NotImplementedError,
+                zlib.error,
+                lzma.LZMAError,
             ) as error:
                 raise RefusedError(
                     422,
