@@ -24,6 +24,7 @@ import os
 import re
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,6 +50,8 @@ MAX_NAME = 200
 MAX_TAGS = 20
 MAX_TAG = 40
 IMMUTABLE = "public, max-age=31536000, immutable"
+#: Seconds a display host's looked-up addresses are kept.
+RESOLVE_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,20 @@ def add_media_routes(
             raise ApiError(404, "unknown-media", f"There is no media item {sha256}.")
         return item
 
+    resolved: dict[str, tuple[float, frozenset[str]]] = {}  # host -> (when, its addresses)
+
+    def addresses_of(host: str) -> frozenset[str]:
+        """A display host's addresses, looked up at most once a minute (a name costs a DNS
+        query, and a page's every member is a request)."""
+        now = time.monotonic()
+        known_for = resolved.get(host)
+        if known_for is None or now - known_for[0] > RESOLVE_EVERY:
+            known_for = (now, frozenset(_address_of(host)))
+            if len(resolved) > 10_000:
+                resolved.clear()
+            resolved[host] = known_for
+        return known_for[1]
+
     def may_read_bytes() -> None:
         address = request.remote_addr or ""
         if not access.closed or address in _THIS_MACHINE:
@@ -200,7 +217,7 @@ def add_media_routes(
             return
         for display in storage.displays():
             host = urlsplit(display.url).hostname
-            if not display.pending and host and address in _address_of(host):
+            if not display.pending and host and address in addresses_of(host):
                 return
         raise ApiError(
             403,
