@@ -20,6 +20,7 @@ from server.scheduler.service import SchedulerService
 from tests.support.fleet import put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.lan import OPERATOR, Scheduler, assert_error, bearer
+from tests.support.openapi import Document
 from tests.support.png import png
 from tests.support.scheduler import write
 from tests.support.videofiles import solid_video
@@ -290,3 +291,30 @@ def test_the_operator_token_is_needed_beyond_loopback(
     assert lan.client().delete("/x/playlists/lobby").status_code == 401
     wait_until(lambda: lan.operator("GET", "/x/playlists/lobby").status_code == 200)
     assert lan.operator("DELETE", "/x/playlists/lobby").status_code == 204
+
+
+def test_every_answer_is_as_the_openapi_document_says(run_scheduler: Run) -> None:
+    service = run_scheduler("one")
+    base = service.url
+    document = Document("scheduler")
+    red = upload(base, "red.png", RED)
+    one, many = "/x/playlists/{id}", "/x/playlists"
+    body = {"items": [{"media": red, "days": ["mon"]}, {"link": "https://example.org/"}]}
+    document.check(put(base, "a", body), one)
+    document.check(put(base, "a", {**body, "order": "shuffle"}), one)
+    document.check(put(base, "a", {"items": [{"media": "f" * 64}]}), one)
+    document.check(put(base, "a", {"items": [{"link": "x"}]}), one)
+    document.check(put(base, ".a", body), one)
+    assert put_schedule(base, "hand", cds("hand", "http://127.0.0.1:9/h.html")).ok
+    document.check(put(base, "hand", body), one)
+    document.check(
+        put_schedule(base, "a", cds("a", "http://127.0.0.1:9/h.html")), "/x/schedules/{id}"
+    )
+    document.check(requests.get(f"{base}/x/playlists", timeout=5), many)
+    document.check(requests.get(f"{base}/x/playlists/a", timeout=5), one)
+    document.check(requests.get(f"{base}/x/playlists/b", timeout=5), one)
+    in_use = requests.delete(f"{base}/x/media/{red}", timeout=5)
+    document.check(in_use, "/x/media/{sha256}")
+    document.check(requests.get(f"{base}/x/media/{red}", timeout=5), "/x/media/{sha256}")
+    document.check(requests.delete(f"{base}/x/playlists/a", timeout=5), one)
+    document.check(requests.delete(f"{base}/x/playlists/a", timeout=5), one)
