@@ -232,3 +232,23 @@ def test_a_video_carries_the_warnings_of_where_it_plays_badly(
     ]
     listed = requests.get(url(service, f"/x/media/{answer.json()['sha256']}"), timeout=10).json()
     assert listed["warnings"] == warnings
+
+
+def test_a_playlist_names_a_bundle_by_its_index_and_a_link_by_its_url(run_scheduler: Run) -> None:
+    service = run_scheduler("one")
+    page = upload(service, "welcome.zip", a_zip({"index.html": PAGE})).json()
+    link = requests.post(
+        url(service, "/x/media"), json={"link": "https://example.com/menu"}, timeout=10
+    ).json()
+    answer = requests.put(
+        url(service, "/x/playlists/hall"),
+        json={"items": [{"media": page["sha256"], "duration": "10 s"},
+                        {"media": link["sha256"], "duration": "5 s"}]},
+        timeout=10,
+    )  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    document = requests.get(url(service, "/schedule/hall/"), timeout=10).text
+    assert f"{service.url}/media/{page['sha256']}/index.html</uri>" in document
+    assert "<uri>https://example.com/menu</uri>" in document
+    refused = requests.delete(url(service, f"/x/media/{link['sha256']}"), timeout=10)
+    assert refused.status_code == 409 and refused.json()["playlists"] == ["hall"]
