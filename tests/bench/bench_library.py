@@ -25,6 +25,7 @@ Prints the figures and writes them to ``bench-results/bench_library.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import http.client
 import io
@@ -288,11 +289,8 @@ def screen_phase(folder: Path, displays: int, rounds: int) -> dict[str, Any]:
                     f"{base}/x/assignments", json={"schedule": "wall", "group": GROUP}, timeout=30
                 )
                 assert assigned.ok, assigned.text
-            shown = display
-            wanted = shas[name]
-            record = wait_until(
-                lambda: _shows(shown, wanted), 120, f"the display shows {name}", step=0.02
-            )
+            shows = functools.partial(_shows, display, shas[name])
+            record = wait_until(shows, 120, f"the display shows {name}", step=0.02)
             if number >= 2:
                 latencies.append(epoch(record["started"]) - saved)
         return {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,21 @@ def test_two_scheduler_processes_on_postgresql_share_the_library(
         gone = requests.delete(f"{other}/x/media/{stored.json()['sha256']}", timeout=10)
         assert gone.status_code == 204
         assert [item["name"] for item in items(first)] == ["red.png"]
+
+
+def test_a_file_past_the_servers_usual_body_limit_is_taken(run_scheduler: Run) -> None:
+    """The scheduler's server takes bodies up to the media limit, not the 9 MiB of a CDS."""
+    noise = Image.frombytes("RGB", (2000, 2000), os.urandom(2000 * 2000 * 3))
+    out = io.BytesIO()
+    noise.save(out, "PNG", compress_level=0)
+    data = out.getvalue()
+    assert len(data) > 10 << 20
+    service = run_scheduler("one")
+    stored = upload(service, "noise.png", data)
+    assert stored.status_code == 201, stored.text
+    multipart = requests.post(
+        url(service, "/x/media"), files={"file": ("same.png", data)}, timeout=60
+    )
+    assert multipart.status_code == 200 and multipart.json()["sha256"] == stored.json()["sha256"]
+    served = requests.get(url(service, stored.json()["url"]), timeout=60)
+    assert served.content == data
