@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import socket
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,8 +36,9 @@ pytestmark = [pytest.mark.qt, pytest.mark.slow]
 GROUP = "lobby"
 #: The display's own token: one that listens beyond loopback shows its screen to no one else.
 DISPLAY_TOKEN = "display-token-0123456789abcdef"
+DISPLAY_AUTH = {"Authorization": f"Bearer {DISPLAY_TOKEN}"}
 RED = (230, 20, 20)
-BLUE = (20, 40, 230)
+BLUE = (20, 40, 230)  # #1428e6
 
 
 def lan_address() -> str:
@@ -80,7 +82,7 @@ def display_config(register: str, public: str | None = None) -> str:
 
 
 def centre(display: DisplayProcess) -> tuple[int, int, int]:
-    answer = display.get("/x/screenshot", headers={"Authorization": f"Bearer {DISPLAY_TOKEN}"})
+    answer = display.get("/x/screenshot", headers=DISPLAY_AUTH)
     if answer.status_code != 200:
         return (-1, -1, -1)
     with Image.open(io.BytesIO(answer.content)) as image:
@@ -182,3 +184,44 @@ def test_uploaded_to_one_process_played_through_the_other(
             )  # fmt: skip
             assert answer.ok, answer.text
             wait_for_colour(display, BLUE, 60)
+
+
+def test_a_page_bundle_shows_with_its_relative_links(tmp_path: Path) -> None:
+    """A zip whose index.html takes its colour from a style sheet and a picture in folders of
+    its own, on a real display: both relative links resolve under /media/<sha256>/."""
+    page = (
+        b'<!doctype html><html><head><link rel="stylesheet" href="css/look.css"></head>'
+        b'<body><img src="img/dot.png" style="position:fixed;left:0;top:0;width:10%"></body>'
+        b"</html>"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("site/index.html", page)
+        archive.writestr("site/css/look.css", "html, body { margin: 0; background: #1428e6; }")
+        archive.writestr("site/img/dot.png", png(RED))
+    service = start(tmp_path / "scheduler", None, refresh_interval=0.5)
+    try:
+        answer = requests.post(
+            f"{service.url}/x/media", data=out.getvalue(),
+            headers={"X-Filename": "site.zip"}, timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        item = answer.json()
+        with DisplayProcess(
+            tmp_path / "display", config=display_config(service.url),
+            unset=(*CREDENTIALS, "PDN_DATABASE_URL"),
+        ) as display:  # fmt: skip
+            shown = display.post(
+                "/schedule",
+                json={"content-item": f"{service.url}{item['url']}", "preferred-duration": 120},
+                headers=DISPLAY_AUTH,
+            )
+            assert shown.status_code == 202, shown.text
+            wait_for_colour(display, BLUE, 60)  # the style sheet's background
+            answer = display.get("/x/screenshot", headers=DISPLAY_AUTH)
+            with Image.open(io.BytesIO(answer.content)) as image:
+                corner = image.convert("RGB").getpixel((4, 4))
+            assert isinstance(corner, tuple)
+            assert all(abs(a - b) <= 16 for a, b in zip(corner, RED, strict=True)), corner
+    finally:
+        service.stop()
