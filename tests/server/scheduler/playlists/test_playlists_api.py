@@ -127,6 +127,7 @@ def test_a_playlist_is_stored_read_listed_and_served_as_a_cds(
     )  # fmt: skip
     assert [(d.start, d.end) for d in link.constraints.days] == [(0, 0), (4, 4)]
     assert movie.content_type == "video/mp4" and hashes(movie) == [("sha256", video)]
+    assert (picture.constraints.transition, movie.constraints.transition) == ("crossfade", "cut")
     assert movie.constraints.preferred_duration == pytest.approx(2.0, abs=0.1)
     assert [(str(d.start), str(d.end)) for d in movie.constraints.dates] == [
         ("2026-12-01", "2026-12-24")
