@@ -70,6 +70,17 @@ def media_cds(name: str, base: str, item: dict[str, str]) -> bytes:
     ).encode()
 
 
+def show_on_group(base: str, item: dict[str, str]) -> None:
+    """Store a CDS naming ``item`` by its media URL and hash, and assign it to the group, as
+    the operator."""
+    assert put_schedule(base, "wall", media_cds("wall", base, item), OPERATOR).ok
+    answer = requests.post(
+        f"{base}/x/assignments", json={"schedule": "wall", "group": GROUP},
+        headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=10,
+    )  # fmt: skip
+    assert answer.ok, answer.text
+
+
 def display_config(register: str, public: str | None = None) -> str:
     listen = '[listen]\nhost = "0.0.0.0"\n' if public else ""
     return (
@@ -136,12 +147,7 @@ def test_a_display_caches_verifies_and_plays_offline(
     ) as display:  # fmt: skip
         wait_until(lambda: any(d.url.rstrip("/") == public for d in service.storage.displays()),
                    30, "the display registered")  # fmt: skip
-        assert put_schedule(base, "wall", media_cds("wall", base, item), OPERATOR).ok
-        answer = requests.post(
-            f"{base}/x/assignments", json={"schedule": "wall", "group": GROUP},
-            headers=operator, timeout=10,
-        )  # fmt: skip
-        assert answer.ok, answer.text
+        show_on_group(base, item)
         wait_for_colour(display, RED, 60)
         cached = list((display.data_dir / "cache" / "files").iterdir())
         assert [hashlib.sha256(path.read_bytes()).hexdigest() for path in cached] == [
@@ -181,13 +187,7 @@ def test_uploaded_to_one_process_played_through_the_other(
                 lambda: bool(requests.get(f"{second.url}/displays", timeout=5).json()),
                 30, "the display registered",
             )  # fmt: skip
-            schedule = media_cds("wall", second.url, item)
-            assert put_schedule(second.url, "wall", schedule, OPERATOR).ok
-            answer = requests.post(
-                f"{second.url}/x/assignments", json={"schedule": "wall", "group": GROUP},
-                headers=operator, timeout=10,
-            )  # fmt: skip
-            assert answer.ok, answer.text
+            show_on_group(second.url, item)
             wait_for_colour(display, BLUE, 60)
 
 
