@@ -13,6 +13,7 @@
     pdn ctl group SCHEDULER_URL DISPLAY_URL NAME [--remove]      a display in a group
     pdn ctl plays SCHEDULER_URL [--display URL] [--since T] [--until T] [--csv]  proof of play
     pdn ctl broadcast SCHEDULER_URL --group NAME CONTENT_URL --for DURATION   urgent, confirmed
+    pdn ctl playlist list|show|put|delete|assign|unassign SCHEDULER_URL ...   playlists
     pdn ctl pair DISPLAY_URL CODE [--name NAME]                  pair; its token is kept
     pdn ctl pairings DISPLAY_URL / unpair DISPLAY_URL NAME       paired controllers
     pdn ctl upload SCHEDULER_URL FILE... [--tag T]               into the media library
@@ -74,6 +75,7 @@ from server.ctl.client import (
 from server.ctl.fleet import add_fleet_commands
 from server.ctl.media import add_media_commands
 from server.ctl.pair import add_pair_commands
+from server.ctl.playlists import add_playlist_commands
 
 __all__ = [
     "EXIT_OK",
@@ -169,6 +171,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sensing.set_defaults(ctl_func=cmd_sensing)
 
     add_fleet_commands(commands)  # assign, unassign, group, plays, broadcast: the fleet
+    add_playlist_commands(commands)  # playlist list|show|put|delete|assign|unassign
     add_pair_commands(commands)  # pair, pairings, unpair
     add_media_commands(commands)  # upload: the scheduler's media library
 

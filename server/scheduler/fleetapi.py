@@ -1,7 +1,8 @@
 """The scheduler's extension API for running a fleet (docs/interface.md, "Extensions").
 
-PUT    /x/schedules/<id>                 a CDS (text/xml): 201 new, 204 replaced, 400 with the line
-DELETE /x/schedules/<id>                 204, or 404
+PUT    /x/schedules/<id>                 a CDS (text/xml): 201 new, 204 replaced, 400 with the line,
+                                         409 when the id is a playlist's
+DELETE /x/schedules/<id>                 204, or 404 (409: a playlist's)
 GET    /x/assignments                    [{"schedule", "display" | "group"}]
 POST   /x/assignments                    {"schedule", "display" | "group"}: 201 new, 200 existed
 DELETE /x/assignments                    the same body: 200, or 404 not-assigned
@@ -22,7 +23,7 @@ from server.platform.http import ApiError, body_kind, json_response, read_json_o
 from server.platform.validation import HTTP, Field, Schema, Uri, ValidationError, invalid_field
 from server.scheduler.fleet import Fleet
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
-from server.scheduler.storage import Assignment, SchedulerStorage
+from server.scheduler.storage import Assignment, ScheduleConflictError, SchedulerStorage
 
 GROUP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 GROUP_NAME_TEXT = "1 to 200 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
@@ -45,6 +46,21 @@ def schedule_id_field(name: str, value: Any) -> str:
     if not isinstance(value, str) or not is_schedule_id(value):
         raise invalid_field(name, f"'{name}' must be a schedule id.")
     return value
+
+
+def playlist_conflict(conflict: ScheduleConflictError) -> ApiError:
+    """409: a playlist's schedule id used for a hand-written schedule, or the other way."""
+    if conflict.is_playlist:
+        message = (
+            f"'{conflict.schedule_id}' is a playlist's schedule: change it with"
+            f" PUT /x/playlists/{conflict.schedule_id}, or pick another id."
+        )
+    else:
+        message = (
+            f"'{conflict.schedule_id}' is a hand-written schedule: delete it with"
+            f" DELETE /x/schedules/{conflict.schedule_id} first, or pick another id."
+        )
+    return ApiError(409, "schedule-conflict", message)
 
 
 ASSIGNMENT = Schema(
@@ -95,7 +111,10 @@ def add_fleet_routes(
                 415, "unsupported-media-type", "Send the schedule as a CDS, Content-Type text/xml."
             )
         data = read_xml_body()
-        created = library.put(id, data)  # invalid: 400 invalid-cds (server.platform.http)
+        try:
+            created = library.put(id, data)  # invalid: 400 invalid-cds (server.platform.http)
+        except ScheduleConflictError as conflict:
+            raise playlist_conflict(conflict) from None
         if created:
             response = json_response({}, 201)
             response.headers["Location"] = f"/schedule/{id}/"
@@ -104,7 +123,11 @@ def add_fleet_routes(
 
     @app.delete("/x/schedules/<id>")
     def delete_schedule(id: str) -> Response:
-        if not is_schedule_id(id) or not library.delete(id):
+        try:
+            deleted = is_schedule_id(id) and library.delete(id)
+        except ScheduleConflictError as conflict:
+            raise playlist_conflict(conflict) from None
+        if not deleted:
             raise ApiError(404, "unknown-schedule", f"There is no schedule '{id}'.")
         return Response(status=204)
 

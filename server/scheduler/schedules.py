@@ -42,7 +42,12 @@ from lxml import etree
 
 from cds.errors import CdsError
 from cds.parser import parse
-from server.scheduler.storage import SchedulerStorage, StoredSchedule
+from server.scheduler.storage import (
+    PLAYLIST_SOURCE,
+    ScheduleConflictError,
+    SchedulerStorage,
+    StoredSchedule,
+)
 
 log = logging.getLogger("pdn.scheduler.schedules")
 
@@ -190,9 +195,11 @@ class ScheduleLibrary:
         """Validate and store a schedule as ``<id>.xml``; True when it is new.
 
         Raises ``cds.errors.CdsError`` for a document that is not a valid CDS (nothing
-        changes), OSError when the file cannot be written."""
+        changes), ``ScheduleConflictError`` when the id is a playlist's, OSError when the file
+        cannot be written."""
         parse(data)
         with self._change_lock:
+            self._not_a_playlist(schedule_id)
             created = self.get(schedule_id) is None
             if self.directory is None:
                 self._take(schedule_id, data, f"PUT /x/schedules/{schedule_id}")
@@ -210,8 +217,10 @@ class ScheduleLibrary:
         return created
 
     def delete(self, schedule_id: str) -> bool:
-        """Remove the schedule and its file; False when there was no such schedule."""
+        """Remove the schedule and its file; False when there was no such schedule.
+        ``ScheduleConflictError`` when it is a playlist's (removed with its playlist only)."""
         with self._change_lock:
+            self._not_a_playlist(schedule_id)
             known = self.get(schedule_id) is not None
             if self.directory is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -220,6 +229,39 @@ class ScheduleLibrary:
             self._file_digests.pop(schedule_id, None)
             self._remove(schedule_id)
         return known
+
+    def _not_a_playlist(self, schedule_id: str) -> None:
+        known = self.get(schedule_id)
+        if known is not None and known.source == PLAYLIST_SOURCE:
+            raise ScheduleConflictError(schedule_id, True)
+
+    # -- schedules made elsewhere (playlists: server.scheduler.playlists) --------------------
+
+    @property
+    def change_lock(self) -> threading.RLock:
+        """Held while a schedule changes (the watcher's scans, the API's writes)."""
+        return self._change_lock
+
+    def stored(self, schedule: StoredSchedule) -> None:
+        """``schedule`` was stored (and published) by its maker: serve it, pass it on."""
+        with self._lock:
+            self._known[schedule.schedule_id] = schedule
+        self._changed(schedule.schedule_id)
+
+    def forgotten(self, schedule_id: str) -> None:
+        """The schedule was deleted (and its removal published) by its maker."""
+        with self._lock:
+            self._known.pop(schedule_id, None)
+        self._changed(schedule_id)
+
+    def publish_stored(self, connection: Any, schedule: StoredSchedule) -> None:
+        """The storage's ``publish`` for a stored schedule (its subscribers get it)."""
+        self._publish_safely(schedule.schedule_id, schedule.xml, connection)
+
+    def publish_removal(self, connection: Any, schedule: StoredSchedule) -> None:
+        """The storage's ``publish`` for a removed schedule (an empty set of its name)."""
+        body = removal_document(schedule.root_name or schedule.schedule_id)
+        self._publish_safely(schedule.schedule_id, body, connection)
 
     def _scan(self, *, rehash: bool) -> None:
         if self.directory is None:
@@ -292,6 +334,9 @@ class ScheduleLibrary:
         """Validate and store one schedule document; False when storing failed."""
         digest = digest or hashlib.sha256(data).hexdigest()
         known = self.get(schedule_id)
+        if known is not None and known.source == PLAYLIST_SOURCE:
+            log.error("%s: '%s' is a playlist's schedule; the file is not taken", path, schedule_id)
+            return True
         if known is not None and known.digest == digest and known.source == self._source:
             return True
         try:
@@ -326,7 +371,10 @@ class ScheduleLibrary:
         # publishes again: a duplicate, never a lost update); by this process only when it is
         # the one that changed the stored schedule.
         try:
-            changed = self._storage.save_schedule(schedule, self._publish_stored)
+            changed = self._storage.save_schedule(schedule, self.publish_stored)
+        except ScheduleConflictError:
+            log.error("%s: '%s' is a playlist's schedule; the file is not taken", path, schedule_id)
+            return True
         except Exception:
             log.exception("could not store schedule %r", schedule_id)
             return False
@@ -351,7 +399,7 @@ class ScheduleLibrary:
                 return
             self._removing.add(schedule_id)
         try:
-            removed = self._storage.delete_schedule(schedule_id, self._publish_removal)
+            removed = self._storage.delete_schedule(schedule_id, self.publish_removal)
         except Exception:
             log.exception("could not remove schedule %r", schedule_id)
             with self._lock:
@@ -369,13 +417,6 @@ class ScheduleLibrary:
             self.on_change(schedule_id)
         except Exception:
             log.exception("could not pass on the change of schedule %r", schedule_id)
-
-    def _publish_stored(self, connection: Any, schedule: StoredSchedule) -> None:
-        self._publish_safely(schedule.schedule_id, schedule.xml, connection)
-
-    def _publish_removal(self, connection: Any, schedule: StoredSchedule) -> None:
-        body = removal_document(schedule.root_name or schedule.schedule_id)
-        self._publish_safely(schedule.schedule_id, body, connection)
 
     def _publish_safely(self, schedule_id: str, data: bytes, connection: Any) -> None:
         if connection is not None:

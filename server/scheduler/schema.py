@@ -178,4 +178,20 @@ MIGRATIONS: Schema = (
             PRIMARY KEY (sha256, seq)
         )""",
     ),
+    # Playlists (server.scheduler.playlists): each one's JSON as the operator gave it (checked),
+    # and which media items it uses, so "where is this item used" is an index look-up. Its
+    # CDS is a schedule of the same id (source 'playlist').
+    (
+        """CREATE TABLE playlists (
+            id TEXT PRIMARY KEY,
+            body TEXT NOT NULL,
+            updated {real} NOT NULL
+        )""",
+        """CREATE TABLE playlist_media (
+            playlist_id TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            PRIMARY KEY (playlist_id, sha256)
+        )""",
+        "CREATE INDEX playlist_media_by_sha256 ON playlist_media (sha256)",
+    ),
 )

@@ -28,6 +28,8 @@ from server.scheduler.fleetstatus import (
 )
 from server.scheduler.media.api import MediaLimits, add_media_routes
 from server.scheduler.media.store import MediaStore
+from server.scheduler.playlists.api import add_playlist_routes
+from server.scheduler.playlists.library import Playlists
 from server.scheduler.plays import (
     INGEST_PREFIX,
     add_plays_routes,
@@ -167,14 +169,19 @@ class SchedulerService(SegmentService):
         # The media library: its items and bytes in the same database (docs/media.md).
         limits = MediaLimits.from_env()
         self.media = MediaStore(self.storage.database, quota=limits.quota)
+        # Playlists of its items (and web links), each served as a schedule of the same id.
+        self.playlists = Playlists(self.storage, self.media, self.library, self.base_url)
         add_media_routes(
             self.app,
             self.media,
             self.storage,
             self.access,
             limits=limits,
+            used_by=self.playlists.used_by,
+            delete=lambda sha256, force: self.playlists.delete_media(sha256, force=force),
             spool_dir=data_dir if data_dir.is_dir() else None,
         )
+        add_playlist_routes(self.app, self.playlists)
         # The displays' playback updates come in beside the API, outside its token's reach
         # (displays send none): each display's URL carries a secret of its own instead, and
         # each update is signed with a secret made from it (Standard Webhooks).
@@ -219,12 +226,15 @@ class SchedulerService(SegmentService):
         self.broadcasts.played(play)
         self.fleet_status.played(play)
 
+    def base_url(self) -> str:
+        """How the displays reach this scheduler: ``public_url``, else where it listens."""
+        return self.public_url or _reachable(self.server.url)
+
     def _playback_subscriber(self, url: str) -> str | None:
         secret = self.storage.ingest_secret(url)
         if secret is None:
             return None
-        base = self.public_url or _reachable(self.server.url)
-        return f"{base}{INGEST_PREFIX}/{secret}"
+        return f"{self.base_url()}{INGEST_PREFIX}/{secret}"
 
     def _tls_pins(self) -> dict[str, str]:
         return self.storage.tls_pins()
@@ -280,6 +290,9 @@ class SchedulerService(SegmentService):
 
     def start(self) -> SchedulerService:
         super().start()
+        # Playlists' media URLs name this scheduler's address, which may differ from the
+        # last run's (another port, another --public-url): their CDS is written again if so.
+        self.playlists.refresh()
         # Every display gets what it should hold now: what changed while the scheduler was
         # down, and the removal of a broadcast that was under way when it stopped.
         self.fleet.sync_all()

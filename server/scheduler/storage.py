@@ -47,6 +47,7 @@ from server.scheduler.schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
+    "PLAYLIST_SOURCE",
     "PLAYS_COMPONENT",
     "PLAYS_SCHEMA",
     "SCHEDULES_CHANNEL",
@@ -55,6 +56,7 @@ __all__ = [
     "BackfillState",
     "DisplayRecord",
     "PlayRecord",
+    "ScheduleConflictError",
     "SchedulerStorage",
     "StoredSchedule",
     "display_key",
@@ -82,7 +84,8 @@ class StoredSchedule:
     updated: float
     #: Where it came from: the resolved path of the schedules folder it was imported from, ""
     #: when written through the API only, "*" for one stored before this was recorded (any
-    #: folder watcher may remove it when its file is gone).
+    #: folder watcher may remove it when its file is gone), ``PLAYLIST_SOURCE`` for a
+    #: playlist's.
     source: str = ""
 
 
@@ -100,6 +103,21 @@ class Assignment:
     display: str | None = None  # the display's URL
     group: str | None = None
     created: float = 0.0
+
+
+#: The ``source`` of a schedule made from a playlist (``server.scheduler.playlists``): written
+#: and removed only with its playlist, never by a folder or ``PUT /x/schedules``.
+PLAYLIST_SOURCE = "playlist"
+
+
+class ScheduleConflictError(Exception):
+    """A playlist's schedule id written as a hand-written schedule, or the other way round."""
+
+    def __init__(self, schedule_id: str, is_playlist: bool) -> None:
+        self.schedule_id = schedule_id
+        self.is_playlist = is_playlist
+        kind = "a playlist" if is_playlist else "a hand-written schedule"
+        super().__init__(f"'{schedule_id}' is {kind}")
 
 
 #: NOTIFY channel of schedule changes (PostgreSQL); the payload is the schedule id.
@@ -269,12 +287,30 @@ class SchedulerStorage(PlayStorage):
         """Store the new last good version of a schedule; True when its content changed (new,
         or another digest), and then only, ``publish(connection, schedule)`` is called, in the
         transaction that stores it: of several processes storing the same change, one
-        publishes it."""
+        publishes it. :class:`ScheduleConflictError` when the id is a playlist's and the schedule is
+        not one, or the other way round (nothing is written)."""
         stored = self._db.row(
             "SELECT digest, source FROM schedules WHERE id = ?", (schedule.schedule_id,)
         )
         if stored == (schedule.digest, schedule.source):
             return False  # the same again: nothing written
+        with self._db.transaction() as transaction:
+            return self.save_schedule_in(transaction, schedule, publish)
+
+    def save_schedule_in(
+        self,
+        transaction: Transaction,
+        schedule: StoredSchedule,
+        publish: SchedulePublish | None = None,
+    ) -> bool:
+        """:meth:`save_schedule` inside the caller's ``transaction``."""
+        before = transaction.row(
+            "SELECT source FROM schedules WHERE id = ?", (schedule.schedule_id,)
+        )
+        if before is not None and (before[0] == PLAYLIST_SOURCE) != (
+            schedule.source == PLAYLIST_SOURCE
+        ):
+            raise ScheduleConflictError(schedule.schedule_id, before[0] == PLAYLIST_SOURCE)
         values = (
             schedule.xml,
             schedule.digest,
@@ -283,34 +319,33 @@ class SchedulerStorage(PlayStorage):
             schedule.source,
             schedule.schedule_id,
         )
-        with self._db.transaction() as transaction:
-            # Each statement changes the row only where it differs: a process storing the
-            # same change at once waits for the row, then finds it stored (PostgreSQL).
-            changed = (
-                transaction.execute(
-                    "INSERT INTO schedules (xml, digest, root_name, updated, source, id)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                    values,
-                )
-                > 0
-                or transaction.execute(
-                    "UPDATE schedules SET xml = ?, digest = ?, root_name = ?, updated = ?,"
-                    " source = ? WHERE id = ? AND digest <> ?",
-                    (*values, schedule.digest),
-                )
-                > 0
+        # Each statement changes the row only where it differs: a process storing the
+        # same change at once waits for the row, then finds it stored (PostgreSQL).
+        changed = (
+            transaction.execute(
+                "INSERT INTO schedules (xml, digest, root_name, updated, source, id)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                values,
             )
-            moved = not changed and (
-                transaction.execute(
-                    "UPDATE schedules SET updated = ?, source = ? WHERE id = ? AND source <> ?",
-                    (schedule.updated, schedule.source, schedule.schedule_id, schedule.source),
-                )
-                > 0
+            > 0
+            or transaction.execute(
+                "UPDATE schedules SET xml = ?, digest = ?, root_name = ?, updated = ?,"
+                " source = ? WHERE id = ? AND digest <> ?",
+                (*values, schedule.digest),
             )
-            if changed and publish is not None:
-                publish(self._joinable(transaction), schedule)
-            if changed or moved:
-                self._db.notify(transaction, SCHEDULES_CHANNEL, schedule.schedule_id)
+            > 0
+        )
+        moved = not changed and (
+            transaction.execute(
+                "UPDATE schedules SET updated = ?, source = ? WHERE id = ? AND source <> ?",
+                (schedule.updated, schedule.source, schedule.schedule_id, schedule.source),
+            )
+            > 0
+        )
+        if changed and publish is not None:
+            publish(self._joinable(transaction), schedule)
+        if changed or moved:
+            self._db.notify(transaction, SCHEDULES_CHANNEL, schedule.schedule_id)
         return changed
 
     def schedule(self, schedule_id: str) -> StoredSchedule | None:
@@ -327,14 +362,23 @@ class SchedulerStorage(PlayStorage):
         """Forget a schedule; False when there was none. ``publish(connection, removed)`` as
         for :meth:`save_schedule`, only by the call that removed it."""
         with self._db.transaction() as transaction:
-            row = transaction.row(
-                f"DELETE FROM schedules WHERE id = ? RETURNING {_SCHEDULE_COLUMNS}", (schedule_id,)
-            )
-            if row is None:
-                return False
-            if publish is not None:
-                publish(self._joinable(transaction), _schedule(row))
-            self._db.notify(transaction, SCHEDULES_CHANNEL, schedule_id)
+            return self.delete_schedule_in(transaction, schedule_id, publish)
+
+    def delete_schedule_in(
+        self,
+        transaction: Transaction,
+        schedule_id: str,
+        publish: SchedulePublish | None = None,
+    ) -> bool:
+        """:meth:`delete_schedule` inside the caller's ``transaction``."""
+        row = transaction.row(
+            f"DELETE FROM schedules WHERE id = ? RETURNING {_SCHEDULE_COLUMNS}", (schedule_id,)
+        )
+        if row is None:
+            return False
+        if publish is not None:
+            publish(self._joinable(transaction), _schedule(row))
+        self._db.notify(transaction, SCHEDULES_CHANNEL, schedule_id)
         return True
 
     def _joinable(self, transaction: Transaction) -> Any:

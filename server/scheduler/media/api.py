@@ -183,11 +183,15 @@ def add_media_routes(
     limits: MediaLimits,
     used_by: Callable[[str], list[str]] = lambda sha256: [],
     display_kinds: Callable[[], list[str]] = lambda: list(DISPLAY_KINDS),
+    delete: Callable[[str, bool], list[str]] | None = None,
     spool_dir: Path | None = None,
 ) -> None:
     """Install the media routes on the scheduler's ``app``. ``used_by(sha256)``: the ids of the
     playlists that use an item; ``display_kinds()``: the kinds of display
-    (``server.scheduler.media.playable``) a video is checked against."""
+    (``server.scheduler.media.playable``) a video is checked against; ``delete(sha256, force)``:
+    delete it unless playlists use it (their ids returned, nothing deleted) or ``force`` (taken
+    out of them too), [] when deleted (``server.scheduler.playlists``; default: delete it from
+    the store)."""
 
     def known(sha256: str) -> MediaItem:
         item = store.get(sha256) if _SHA256.match(sha256) else None
@@ -338,8 +342,14 @@ def add_media_routes(
     @app.delete("/x/media/<sha256>")
     def delete_media(sha256: str) -> Response:
         known(sha256)
-        users = used_by(sha256)
-        if users and request.args.get("force") not in ("1", "true"):
+        force = request.args.get("force") in ("1", "true")
+        if delete is not None:
+            users = delete(sha256, force)
+        else:
+            users = [] if force else used_by(sha256)
+            if not users:
+                store.delete(sha256)
+        if users:
             raise ApiError(
                 409,
                 "in-use",
@@ -347,7 +357,6 @@ def add_media_routes(
                 " them first, or delete with ?force=1.",
                 extra={"playlists": users},
             )
-        store.delete(sha256)
         return app.response_class(status=204)
 
     def page_member(item: MediaItem, path: str) -> Response:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from server.platform.sql import Database
+from server.platform.sql import Database, Transaction
 
 __all__ = ["CHUNK", "ChunkFile", "MediaItem", "MediaStore"]
 
@@ -155,6 +155,11 @@ class MediaStore:
         row = self._db.row(f"SELECT {_COLUMNS} FROM media WHERE sha256 = ?", (sha256,))
         return _item(row) if row is not None else None
 
+    def get_in(self, transaction: Transaction, sha256: str) -> MediaItem | None:
+        """:meth:`get` inside the caller's ``transaction``."""
+        row = transaction.row(f"SELECT {_COLUMNS} FROM media WHERE sha256 = ?", (sha256,))
+        return _item(row) if row is not None else None
+
     def items(self) -> list[MediaItem]:
         """Every item, newest first."""
         rows = self._db.rows(f"SELECT {_COLUMNS} FROM media ORDER BY uploaded DESC, sha256")
@@ -172,8 +177,12 @@ class MediaStore:
     def delete(self, sha256: str) -> bool:
         """Remove an item and its bytes; False when there was none."""
         with self._db.transaction() as transaction:
-            gone = transaction.execute("DELETE FROM media WHERE sha256 = ?", (sha256,))
-            transaction.execute("DELETE FROM media_chunks WHERE sha256 = ?", (sha256,))
+            return self.delete_in(transaction, sha256)
+
+    def delete_in(self, transaction: Transaction, sha256: str) -> bool:
+        """:meth:`delete` inside the caller's ``transaction``."""
+        gone = transaction.execute("DELETE FROM media WHERE sha256 = ?", (sha256,))
+        transaction.execute("DELETE FROM media_chunks WHERE sha256 = ?", (sha256,))
         return gone > 0
 
     def chunk(self, sha256: str, seq: int) -> bytes | None:
