@@ -143,7 +143,9 @@ def summary(document: Document) -> str:
     items = root.walk_items()
     every: list[Constraints] = [s.constraints for s in sets] + [i.constraints for i in items]
     counted: dict[str, Callable[[Constraints], bool]] = {
-        "playback": lambda c: c.order is not None or c.avoid_context_switch is not None,
+        "playback": lambda c: (
+            c.order is not None or c.avoid_context_switch is not None or c.transition is not None
+        ),
         "time": lambda c: bool(c.times),
         "day-of-week": lambda c: bool(c.days),
         "date": lambda c: bool(c.dates),

@@ -33,6 +33,7 @@ __all__ = [
     "Node",
     "PlaybackOrder",
     "PlaybackSync",
+    "PlaybackTransition",
     "RequiredFile",
     "SetType",
     "Source",
@@ -43,6 +44,9 @@ PlaybackOrder: TypeAlias = Literal["inorder", "reverseorder", "random"]
 #: ``<playback sync="wall-clock">``: the set's items play on a grid fixed to wall-clock time
 #: (an extension of ours: docs/cds.md, "Screens that change together"; :mod:`cds.syncgrid`).
 PlaybackSync: TypeAlias = Literal["wall-clock"]
+#: ``<playback transition="...">``: how the screen changes to an item (an extension of ours:
+#: docs/cds.md, "Transitions"): a cross-fade, or a cut.
+PlaybackTransition: TypeAlias = Literal["crossfade", "cut"]
 SetType: TypeAlias = Literal["inline", "remote"]
 
 #: Priority levels, lowest first; the index is the numeric level (0..4).
@@ -150,6 +154,7 @@ class Constraints:
     order: PlaybackOrder | None = None
     avoid_context_switch: bool | None = None
     sync: PlaybackSync | None = None
+    transition: PlaybackTransition | None = None
     times: list[TimeWindow] = field(default_factory=list)
     days: list[DayWindow] = field(default_factory=list)
     dates: list[DateWindow] = field(default_factory=list)
@@ -162,6 +167,7 @@ class Constraints:
             self.order is None
             and self.avoid_context_switch is None
             and self.sync is None
+            and self.transition is None
             and not self.times
             and not self.days
             and not self.dates
@@ -176,6 +182,7 @@ class Constraints:
             (self.order is not None)
             + (self.avoid_context_switch is not None)
             + (self.sync is not None)
+            + (self.transition is not None)
             + bool(self.times)
             + bool(self.days)
             + bool(self.dates)

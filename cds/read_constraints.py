@@ -22,6 +22,7 @@ from cds.model import (
     DayWindow,
     Extras,
     PlaybackOrder,
+    PlaybackTransition,
     TimeWindow,
 )
 from cds.walk import LEGACY, Walk
@@ -32,6 +33,7 @@ _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 _ORDERS: tuple[PlaybackOrder, ...] = ("inorder", "reverseorder", "random")
+_TRANSITIONS: tuple[PlaybackTransition, ...] = ("crossfade", "cut")
 W = TypeVar("W")
 
 
@@ -87,7 +89,10 @@ class ConstraintsReader(Walk):
 
     def playback(self, element: etree._Element, result: Constraints, on_item: bool) -> None:
         self.unknown_attributes(
-            element, ("order", "avoid-context-switch", "sync"), result.extras, "playback"
+            element,
+            ("order", "avoid-context-switch", "sync", "transition"),
+            result.extras,
+            "playback",
         )
         self.check_text(element)
         for child in self.children(element):
@@ -115,6 +120,18 @@ class ConstraintsReader(Walk):
                 )
             else:
                 result.avoid_context_switch = flag
+        transition = element.get("transition")
+        if transition is not None:
+            value = transition.strip().lower()
+            for kind in _TRANSITIONS:
+                if value == kind:
+                    result.transition = kind
+                    break
+            else:
+                self.error(
+                    element,
+                    f"<playback> transition must be crossfade or cut, got '{short(transition)}'",
+                )
         sync = element.get("sync")
         if sync is not None:
             if sync.strip().lower() != "wall-clock":

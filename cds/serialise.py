@@ -133,6 +133,7 @@ def _constraints(constraints: Constraints) -> etree._Element | None:
         constraints.order is not None
         or constraints.avoid_context_switch is not None
         or constraints.sync is not None
+        or constraints.transition is not None
     ):
         playback = etree.SubElement(inner, "playback")
         if constraints.order is not None:
@@ -143,6 +144,8 @@ def _constraints(constraints: Constraints) -> etree._Element | None:
             )
         if constraints.sync is not None:
             playback.set("sync", constraints.sync)
+        if constraints.transition is not None:
+            playback.set("transition", constraints.transition)
         known["playback"] = playback
     windows: list[tuple[str, list[tuple[str, str]]]] = [
         ("time", [(_clock(w.start), _clock(w.end)) for w in constraints.times]),

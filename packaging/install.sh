@@ -41,7 +41,12 @@
 #   --platform NAME     eglfs, cage, xcb, wayland, offscreen or auto, written into a new config
 #   --services LIST     comma-separated roles of this machine: display,scheduler,content,sensor
 #                       (default display); each enables its unit (sensor: the pdn-sensor@NAME
-#                       template is installed, enable one per sensor); only display pulls Qt
+#                       template is installed, enable one per sensor); only display pulls Qt.
+#                       display,scheduler is one screen with its own console: the display
+#                       registers with this scheduler (approved at once) and shows a first
+#                       playlist saying where the console is
+#   --location LAT,LON  where the screen stands, for a one-box display's registration
+#                       (e.g. "N54.0104,W2.7883"; default N0,E0: edit [location] in pdn.toml)
 #   --wheel FILE        install this wheel instead of the checkout the script is in
 #   --wheelhouse DIR    take every package from the wheels in DIR, with no package index (a
 #                       kiosk without internet): the lock's pip and what the release needs at
@@ -67,6 +72,8 @@ WHEELHOUSE=""
 PYTHON=""
 SKIP=""
 DISABLE_DESKTOP=0
+LOCATION="N0,E0"
+CONFIG_MADE=""
 DONE=()
 # The tokens this run made (install.d/config.sh), printed once by the summary.
 OPERATOR_TOKEN_MADE=""
@@ -95,6 +102,7 @@ parse_args() {
             --no-start) START=0 ;;
             --platform) PLATFORM=${2:?--platform needs a name}; shift ;;
             --services) SERVICES=${2:?--services needs a list}; shift ;;
+            --location) LOCATION=${2:?--location needs LAT,LON}; shift ;;
             --wheel) WHEEL=${2:?--wheel needs a file}; shift ;;
             --wheelhouse) WHEELHOUSE=${2:?--wheelhouse needs a directory}; shift ;;
             --python) PYTHON=${2:?--python needs a path}; shift ;;
@@ -123,6 +131,9 @@ parse_args() {
             *) die "--services: unknown service '$service' (display, scheduler, content, sensor)" ;;
         esac
     done
+    if [[ ! $LOCATION =~ ^[NSns0-9+.\ -]+,[EWew0-9+.\ -]+$ ]]; then
+        die "--location must be LAT,LON, e.g. \"N54.0104,W2.7883\""
+    fi
     if [ -n "$WHEEL" ] && [ ! -f "$WHEEL" ]; then die "--wheel: no such file $WHEEL"; fi
     if [ -n "$WHEELHOUSE" ]; then
         [ -d "$WHEELHOUSE" ] || die "--wheelhouse: no such directory $WHEELHOUSE"
@@ -163,6 +174,14 @@ api_url() {
     echo "$scheme://$host:$port/"
 }
 
+# The scheduler's console, with this machine's address (services.env's port).
+console_url() {
+    local port address
+    port=$(sed -n 's/^PDN_SCHEDULER_PORT=\([0-9]*\).*/\1/p' "$ROOT$CONFIG_DIR/services.env" 2>/dev/null | tail -n1)
+    address=$(hostname -I 2>/dev/null | awk '{print $1}')
+    echo "http://${address:-$(hostname)}:${port:-8090}/console/"
+}
+
 summary() {
     local line
     echo
@@ -179,6 +198,10 @@ summary() {
     fi
     say "config: $CONFIG_DIR/pdn.toml   logs: journalctl -u pdn-display -f   status: systemctl status pdn-display"
     say "releases, the trial and any rollback: $PREFIX/libexec/pdn-release status"
+    if one_box; then
+        say "this screen's console: $(console_url)  (open it on a phone or a laptop; the"
+        say "  screen shows this address too, and a first playlist until you make your own)"
+    fi
     if [ -n "$OPERATOR_TOKEN_MADE" ]; then
         say "the scheduler's operator token (shown this once; it is in $CONFIG_DIR/scheduler.env):"
         say "  $OPERATOR_TOKEN_MADE"
@@ -207,7 +230,13 @@ main() {
     skipped user || create_user
     skipped venv || install_release
     skipped files || install_files
-    skipped config || { write_config; write_scheduler_tokens; write_sensor_token; check_private_files; }
+    skipped config || {
+        write_config
+        write_scheduler_tokens
+        write_one_box
+        write_sensor_token
+        check_private_files
+    }
     skipped dirs || create_state_dirs
     skipped venv || switch_release
     skipped enable || enable_units

@@ -48,7 +48,7 @@ from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import ClockStatus, Display, MemoryStatus, ScreenAccess
 from player.engine import LOAD_TIMEOUT, Engine, EngineStore
-from player.follower import ScheduleFollower
+from player.follower import ScheduleFollower, console_address
 from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
 from player.playitem import Renderer
@@ -362,16 +362,19 @@ def run(
         forget.timeout.connect(forget_exits)
         forget.start(RIGHT_FOR_MS)
 
-        # The idle page says how the schedule's files are coming ("2 of 5 ready"), and the
-        # pairing code of now (renewed after use or expiry).
+        # The idle page says how the schedule's files are coming ("2 of 5 ready"), the
+        # pairing code of now (renewed after use or expiry); on a one-box install, where the
+        # scheduler's console is too.
         shown_code: list[str] = []
+        console = console_address(register_url)
+        console_line = f"  ·  Console {console}" if console else ""
 
         def refresh_idle() -> None:
             renderer.set_idle_progress(download_progress(content.status()))
             code, _expires = pairing.current_code()
             if shown_code != [code]:
                 shown_code[:] = [code]
-                renderer.set_idle_pairing(f"Pairing code {code}")
+                renderer.set_idle_pairing(f"Pairing code {code}{console_line}")
 
         progress = QTimer()
         progress.timeout.connect(refresh_idle)

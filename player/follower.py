@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
 from cds.errors import CdsError
 from server.platform.atomicfile import write_atomically
+from server.platform.net import is_loopback, local_address, url_host
 from server.platform.signing import signed_headers
 
 log = logging.getLogger("pdn.follower")
@@ -45,6 +47,19 @@ FIRST_RETRY = 2.0
 #: Registration is repeated after the scheduler was unreachable, and this often anyway (in
 #: case it lost its registry); not every poll, as each one makes it re-read the display.
 REREGISTER_INTERVAL = 3600.0
+
+
+def console_address(register_url: str | None) -> str | None:
+    """Where a person opens the console of the scheduler this display registers with on this
+    very machine (the one-box install), as a phone on the network reaches it: this machine's
+    address, the scheduler's port. None when it registers elsewhere, or nowhere."""
+    if not register_url:
+        return None
+    parts = urlsplit(register_url)
+    if not parts.hostname or not is_loopback(parts.hostname):
+        return None
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{url_host(local_address())}{port}/console/"
 
 
 def schedule_subscription_url(schedule_url: str, action: str) -> str:

@@ -4,7 +4,8 @@
 # sensors' token when none is set, each printed once by the summary; every file 0640, root's
 # and readable by the group of the role that reads it, whatever the umask. Sourced by
 # install.sh; it only defines functions (the tokens they make go to install.sh's
-# summary in OPERATOR_TOKEN_MADE, ENROLMENT_TOKEN_MADE and SENSOR_TOKEN_MADE).
+# summary in OPERATOR_TOKEN_MADE, ENROLMENT_TOKEN_MADE and SENSOR_TOKEN_MADE; CONFIG_MADE is set
+# when this run wrote pdn.toml).
 
 # A file that may hold a secret, from the file $1 (- for stdin): 0640 whatever the umask,
 # root's, readable by the group of the role that reads it ($3; root: systemd alone reads it, as
@@ -108,10 +109,13 @@ write_config() {
         sed -e "s/^platform = \"auto\"/platform = \"$platform\"/" \
             -e "s/^#tls = false$/$(tls_line)/" "$script_dir/pdn.toml.example" \
             | install_private_file - "$config" "$PDN_USER"
+        CONFIG_MADE=1
         did "wrote $CONFIG_DIR/pdn.toml (platform = \"$platform\", $(tls_line))"
     fi
     if [ ! -e "$services" ]; then
-        install_private_file - "$services" <<'EOF'
+        local scheduler_options=""
+        if one_box; then scheduler_options="\"--welcome $ONE_BOX_GROUP\""; fi
+        install_private_file - "$services" <<EOF
 # Addresses of the optional PDN services on this machine (pdn-scheduler, pdn-content).
 # Sensors have one file each: /etc/pdn/sensor-<name>.env (see pdn-sensor@.service).
 PDN_SCHEDULER_HOST=0.0.0.0
@@ -119,11 +123,41 @@ PDN_SCHEDULER_PORT=8090
 PDN_CONTENT_HOST=0.0.0.0
 PDN_CONTENT_PORT=8091
 # Extra options, e.g. PDN_CONTENT_OPTIONS="--public-url http://content.example:8091"
-PDN_SCHEDULER_OPTIONS=
+PDN_SCHEDULER_OPTIONS=$scheduler_options
 PDN_CONTENT_OPTIONS=
 EOF
         did "wrote $CONFIG_DIR/services.env"
     fi
+}
+
+# One screen, one box (--services display,scheduler): the screen gets its own console.
+one_box() { wants_service display && wants_service scheduler; }
+# The group the one-box display declares, to which the scheduler assigns its first playlist
+# (pdn scheduler --welcome: a picture saying where the console is).
+ONE_BOX_GROUP=this-screen
+
+# The one-box display registers with the scheduler on this machine, with the scheduler's
+# enrolment token (so it is approved at once), in ONE_BOX_GROUP, at its --location (registering
+# needs one; N0,E0 until the owner says). Only in a pdn.toml this run wrote: one the owner
+# keeps is left as it is.
+write_one_box() {
+    local config="$ROOT$CONFIG_DIR/pdn.toml" env="$ROOT$CONFIG_DIR/scheduler.env"
+    local services="$ROOT$CONFIG_DIR/services.env" enrolment port latitude longitude
+    one_box && [ -n "$CONFIG_MADE" ] || return 0
+    enrolment=$(sed -n 's/^PDN_ENROLMENT_TOKEN=//p' "$env" 2>/dev/null | tail -n1)
+    port=$(sed -n 's/^PDN_SCHEDULER_PORT=\([0-9]*\).*/\1/p' "$services" 2>/dev/null | tail -n1)
+    latitude=${LOCATION%%,*}
+    longitude=${LOCATION#*,}
+    sed -e "s|^#register = .*|register = \"http://127.0.0.1:${port:-8090}\"\ngroups = [\"$ONE_BOX_GROUP\"]|" \
+        -e "s|^#scheduler_token = .*|${enrolment:+scheduler_token = \"$enrolment\"}|" \
+        -e 's|^#\[location\]$|[location]|' \
+        -e "s|^#latitude = .*|latitude = \"$latitude\"|" \
+        -e "s|^#longitude = .*|longitude = \"$longitude\"|" "$config" \
+        | install_private_file - "$config" "$PDN_USER"
+    if [ -z "$enrolment" ]; then
+        warn "$CONFIG_DIR/scheduler.env has no PDN_ENROLMENT_TOKEN: approve the display in the console"
+    fi
+    did "the display registers with the scheduler on this machine (group $ONE_BOX_GROUP, location $latitude $longitude)"
 }
 
 # Secrets at rest (ETSI EN 303 645 5.4): the config files may hold tokens, so no one but root

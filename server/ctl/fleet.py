@@ -53,9 +53,7 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
             ),
         )
         command.add_argument("scheduler", metavar="SCHEDULER_URL")
-        target = command.add_mutually_exclusive_group(required=True)
-        target.add_argument("--display", metavar="DISPLAY_URL", help="one display")
-        target.add_argument("--group", metavar="NAME", help="every display of a group")
+        add_target_arguments(command)
         command.add_argument("schedule", metavar="SCHEDULE_ID")
         command.set_defaults(ctl_func=func)
 
@@ -153,6 +151,13 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     fleet.add_argument("--thumbnail", metavar="DISPLAY_URL", help="take its thumbnail now")
     fleet.add_argument("-o", "--output", metavar="FILE", help="where the thumbnail goes")
     fleet.set_defaults(ctl_func=cmd_fleet)
+
+
+def add_target_arguments(command: argparse.ArgumentParser) -> None:
+    """What an assignment is to: ``--display DISPLAY_URL`` or ``--group NAME``."""
+    target = command.add_mutually_exclusive_group(required=True)
+    target.add_argument("--display", metavar="DISPLAY_URL", help="one display")
+    target.add_argument("--group", metavar="NAME", help="every display of a group")
 
 
 def _body(value: dict[str, Any]) -> bytes:

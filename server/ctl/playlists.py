@@ -36,7 +36,7 @@ from server.ctl.client import (
     get_json,
     print_json,
 )
-from server.ctl.fleet import cmd_assign, cmd_unassign
+from server.ctl.fleet import add_target_arguments, cmd_assign, cmd_unassign
 
 __all__ = ["add_playlist_commands"]
 
@@ -114,15 +114,13 @@ def add_playlist_commands(commands: argparse._SubParsersAction[argparse.Argument
     delete.set_defaults(ctl_func=cmd_delete)
 
     for name, help_text, func in (
-        ("assign", "assign a playlist to a display or a group", _assign),
-        ("unassign", "take a playlist off a display or a group", _unassign),
+        ("assign", "assign a playlist to a display or a group", cmd_assign),
+        ("unassign", "take a playlist off a display or a group", cmd_unassign),
     ):
         command = actions.add_parser(name, help=help_text)
         command.add_argument("scheduler", metavar="SCHEDULER_URL")
         command.add_argument("schedule", metavar="ID")
-        target = command.add_mutually_exclusive_group(required=True)
-        target.add_argument("--display", metavar="DISPLAY_URL", help="one display")
-        target.add_argument("--group", metavar="NAME", help="every display of a group")
+        add_target_arguments(command)
         command.set_defaults(ctl_func=func)
 
 
@@ -275,11 +273,3 @@ def cmd_delete(args: argparse.Namespace) -> int:
         check(response)
     print(f"playlist {args.playlist} deleted")
     return EXIT_OK
-
-
-def _assign(args: argparse.Namespace) -> int:
-    return cmd_assign(args)
-
-
-def _unassign(args: argparse.Namespace) -> int:
-    return cmd_unassign(args)

@@ -70,6 +70,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="how displays reach this scheduler (their playback updates are sent there); "
         "default: the listen address, this machine's own for 0.0.0.0",
     )
+    parser.add_argument(
+        "--welcome",
+        metavar="GROUP",
+        help="at the first start, make the playlist 'welcome' (a picture saying where the "
+        "console is) and assign it to the group GROUP: the one-box install's display declares "
+        "it (install.sh --services display,scheduler)",
+    )
 
 
 def is_postgres_url(url: str) -> bool:
@@ -114,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if args.database and not is_postgres_url(args.database):
         log.error("--database must be a postgresql:// URL")
         return EXIT_USAGE
+    from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
+
+    if args.welcome is not None and not GROUP_NAME.match(args.welcome):
+        log.error("--welcome must be a group name: %s", GROUP_NAME_TEXT)
+        return EXIT_USAGE
     from server.scheduler.registration import RegistrationPolicy
     from server.scheduler.sessions import idle_from_env
 
@@ -132,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             refresh_interval=args.refresh,
             public_url=args.public_url,
             database=args.database,
+            welcome_group=args.welcome,
         ),
         logger=log,
         data_dir=data_dir,

@@ -50,13 +50,13 @@ from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
 from server.scheduler.consolecharts import plays_per_item_per_day, timeline
 from server.scheduler.consolemedia import API_ENDPOINTS, WsgiApp, add_library_pages, now_and_next
 from server.scheduler.fleet import Fleet
-from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT
+from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT, playlist_conflict
 from server.scheduler.fleetstatus import FleetStatus, thumbnail_response
 from server.scheduler.media.store import MediaStore
 from server.scheduler.playlists.library import Playlists
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.sessions import ConsoleSessions
-from server.scheduler.storage import Assignment, SchedulerStorage
+from server.scheduler.storage import Assignment, ScheduleConflictError, SchedulerStorage
 
 COOKIE = "pdn_console"
 MAX_STREAMS = 4  # each live page holds one of the API server's worker threads
@@ -350,6 +350,9 @@ def create_console_app(
 
     @app.get("/schedules")
     def schedules() -> str:
+        return schedules_page(None)
+
+    def schedules_page(error: str | None) -> str:
         assigned: dict[str, list[str]] = {}
         for assignment in storage.assignments():
             target = (
@@ -357,7 +360,7 @@ def create_console_app(
             )
             assigned.setdefault(assignment.schedule_id, []).append(target)
         return render_template(
-            "console/schedules.html", schedules=library.all(), assigned=assigned, error=None
+            "console/schedules.html", schedules=library.all(), assigned=assigned, error=error
         )
 
     @app.post("/schedules")
@@ -415,6 +418,10 @@ def create_console_app(
         text = request.form.get("cds", "").replace("\r\n", "\n")
         try:
             library.put(schedule_id, text.encode())
+        except ScheduleConflictError as conflict:  # a playlist's: changed as a playlist
+            message = playlist_conflict(conflict).message
+            problem = {"line": None, "element": None, "message": message, "text": message}
+            return editor(schedule_id, text, [problem], 409)
         except CdsError as error:
             problems = [
                 {"line": p.line, "element": p.element, "message": p.message, "text": str(p)}
@@ -424,9 +431,14 @@ def create_console_app(
         return redirect(url_for("schedule", schedule_id=schedule_id, saved=1))
 
     @app.post("/schedules/<schedule_id>/delete")
-    def delete_schedule(schedule_id: str) -> Redirect:
+    def delete_schedule(schedule_id: str) -> Redirect | Response:
         if is_schedule_id(schedule_id):
-            library.delete(schedule_id)
+            try:
+                library.delete(schedule_id)
+            except ScheduleConflictError as conflict:
+                return Response(
+                    schedules_page(playlist_conflict(conflict).message), 409, mimetype="text/html"
+                )
         return redirect(url_for("schedules"))
 
     # -- assignments and groups -----------------------------------------------------------------

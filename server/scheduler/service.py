@@ -30,6 +30,7 @@ from server.scheduler.media.api import MediaLimits, add_media_routes
 from server.scheduler.media.store import MediaStore
 from server.scheduler.playlists.api import add_playlist_routes
 from server.scheduler.playlists.library import Playlists
+from server.scheduler.playlists.welcome import make_first_playlist
 from server.scheduler.plays import (
     INGEST_PREFIX,
     add_plays_routes,
@@ -64,6 +65,7 @@ class SchedulerService(SegmentService):
         storage: SchedulerStorage | None = None,
         public_url: str | None = None,
         database: str | None = None,
+        welcome_group: str | None = None,
     ) -> None:
         """``public_url``: how displays reach this scheduler (their playback updates come
         to it); default: the address it listens on (this machine's, for 0.0.0.0).
@@ -71,7 +73,10 @@ class SchedulerService(SegmentService):
         schedules, fleet and outbox in PostgreSQL, shared with the other scheduler processes
         on it; without, they live in SQLite files in ``data_dir``.
         ``schedules_dir``: a folder of ``<id>.xml`` files to import schedules from and watch
-        (optional: the schedules themselves live in the storage)."""
+        (optional: the schedules themselves live in the storage).
+        ``welcome_group``: at the first start, make the ``welcome`` playlist (where the console
+        is) and assign it to this group (the one-box install:
+        ``server.scheduler.playlists.welcome``)."""
         super().__init__("scheduler")
         database = database or os.environ.get("PDN_DATABASE_URL") or None
         self._pool: Any = None
@@ -152,6 +157,8 @@ class SchedulerService(SegmentService):
             tokens=self.tokens.get,
         )
         self.public_url = public_url.rstrip("/") if public_url else None
+        self._data_dir = data_dir
+        self._welcome_group = welcome_group
         self.app = create_app(
             self.storage,
             self.library,
@@ -296,6 +303,16 @@ class SchedulerService(SegmentService):
         # Playlists' media URLs name this scheduler's address, which may differ from the
         # last run's (another port, another --public-url): their CDS is written again if so.
         self.playlists.refresh()
+        if self._welcome_group:
+            make_first_playlist(
+                data_dir=self._data_dir,
+                group=self._welcome_group,
+                console_url=f"{self.base_url()}/console/",
+                media=self.media,
+                playlists=self.playlists,
+                schedules=self.library,
+                fleet=self.fleet,
+            )
         # Every display gets what it should hold now: what changed while the scheduler was
         # down, and the removal of a broadcast that was under way when it stopped.
         self.fleet.sync_all()

@@ -8,8 +8,9 @@ One inline content-set named after the playlist, its ``playback`` order (``shuff
   checks it and plays it from its cache, offline too; its content type is the item's;
 - a web link is a ``text/html`` item loading its URL live;
 - the entry's dates, windows and days are its ``date``, ``time`` and ``day-of-week``
-  constraints, and its duration its ``preferred-duration``: the one given, else a video's own
-  length as the library measured it, else ``DEFAULT_SECONDS``.
+  constraints, its duration its ``preferred-duration`` (the one given, else a video's own
+  length as the library measured it, else ``DEFAULT_SECONDS``) and its transition its
+  ``<playback transition>``.
 
 The result is checked with the project's own CDS parser before anything is stored.
 """
@@ -72,6 +73,7 @@ def _content_item(
 ) -> None:
     element = etree.SubElement(root, "content-item")
     constraints = _constraints(element)
+    etree.SubElement(constraints, "playback", transition=entry.transition)
     for window_kind, pairs in (
         ("time", [(w.start, w.end) for w in entry.windows]),
         ("day-of-week", [(day, day) for day in entry.days]),

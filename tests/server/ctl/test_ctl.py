@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,6 @@ from server.ctl.cli import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, EXIT_UNREACHA
 from tests.support.pages import PageServer
 from tests.support.ports import free_port
 from tests.support.scheduler import LOBBY
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """server.cli.main sets up logging on the captured stderr; put the test's back after."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
 
 PLAYING = {
     "content-item": "http://example.org/a.html",

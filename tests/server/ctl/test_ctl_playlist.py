@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,16 +21,6 @@ from tests.support.png import png
 from tests.support.scheduler import start
 
 RED = png(32, 18, (220, 30, 30))
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """server.cli.main sets up logging on the captured stderr; put the test's back after."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

@@ -127,6 +127,7 @@ def test_a_playlist_is_stored_read_listed_and_served_as_a_cds(
     )  # fmt: skip
     assert [(d.start, d.end) for d in link.constraints.days] == [(0, 0), (4, 4)]
     assert movie.content_type == "video/mp4" and hashes(movie) == [("sha256", video)]
+    assert (picture.constraints.transition, movie.constraints.transition) == ("crossfade", "cut")
     assert movie.constraints.preferred_duration == pytest.approx(2.0, abs=0.1)
     assert [(str(d.start), str(d.end)) for d in movie.constraints.dates] == [
         ("2026-12-01", "2026-12-24")
@@ -236,6 +237,10 @@ def test_a_hand_written_schedule_and_a_playlist_never_take_each_others_id(
     assert_error(put_schedule(base, "made", hand), 409, "schedule-conflict")  # type: ignore[arg-type]
     gone = requests.delete(f"{base}/x/schedules/made", timeout=5)
     assert_error(gone, 409, "schedule-conflict")  # type: ignore[arg-type]
+    # Nor in the console's schedule editor.
+    for path, form in (("made", {"cds": hand}), ("made/delete", {})):
+        page = requests.post(f"{base}/console/schedules/{path}", data=form, timeout=5)
+        assert page.status_code == 409 and "PUT /x/playlists/made" in page.text
     # A file of that name in the schedules folder is not taken either, nor its removal.
     write(folder / "made.xml", hand)
     service.library.scan(rehash=True)
