@@ -14,7 +14,9 @@ variable                           default    what it bounds
 ``PDN_HEADER_TIMEOUT``             10         seconds to finish the TLS handshake and
                                               send a request's headers (a display's default
                                               is 10 times its ``[screen] timeout-factor``)
-``PDN_BODY_TIMEOUT``               60         seconds to send a whole request (headers + body)
+``PDN_BODY_TIMEOUT``               60         seconds to send a whole request (headers + body);
+                                              a body past 9 MiB (a scheduler's media upload)
+                                              gets a second more per MiB past it
 ``PDN_IDLE_TIMEOUT``               30         seconds a kept-alive connection may stay idle
 ``PDN_MAX_SUBSCRIPTIONS``          100        subscriptions per resource (topic); more: 429
 ``PDN_MAX_BACKLOG``                1000       undelivered events per subscriber; beyond, the

@@ -137,12 +137,15 @@ class SegmentService:
             tokens=tokens,
         )
 
-    def _listen(self, app: Any, host: str, port: int, *parts: Part) -> None:
-        """Bind the API server (OSError when the port is taken) and remember the parts."""
-        from server.platform.wsgi import WsgiServer
+    def _listen(
+        self, app: Any, host: str, port: int, *parts: Part, max_body: int | None = None
+    ) -> None:
+        """Bind the API server (OSError when the port is taken) and remember the parts.
+        ``max_body``: the largest request body it takes, when not the platform's default."""
+        from server.platform.wsgi import MAX_BODY, WsgiServer
 
         self._parts = parts
-        self.server = WsgiServer(app, host, port, name=self.name)
+        self.server = WsgiServer(app, host, port, name=self.name, max_body=max_body or MAX_BODY)
 
     @property
     def url(self) -> str:

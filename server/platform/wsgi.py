@@ -284,7 +284,9 @@ class GuardedServer(TcpWSGIServer):
             if began is None or request is None or channel.requests or channel.will_close:
                 continue
             deadline = (
-                self.bounds.body_timeout if request.headers_finished else self.bounds.header_timeout
+                self.bounds.body_timeout + _slow_body_allowance(request)
+                if request.headers_finished
+                else self.bounds.header_timeout
             )
             if clock - began <= deadline:
                 continue
@@ -328,6 +330,18 @@ def _peer(addr: Any) -> str:
     return str(addr)
 
 
+#: The largest request body a server takes unless told otherwise (an 8 MiB CDS, and room).
+MAX_BODY = 9 << 20
+#: A body larger than ``MAX_BODY`` (a server told to take one: the scheduler's media uploads)
+#: gets one more second of ``PDN_BODY_TIMEOUT`` for each of these bytes past it.
+LARGE_BODY_RATE = 1 << 20
+
+
+def _slow_body_allowance(request: Any) -> float:
+    length = getattr(request, "content_length", 0) or 0
+    return max(0, length - MAX_BODY) / LARGE_BODY_RATE
+
+
 class WsgiServer:
     """One listening waitress server."""
 
@@ -342,8 +356,10 @@ class WsgiServer:
         name: str = "api",
         bounds: Limits | None = None,
         tls: ssl.SSLContext | None = None,
+        max_body: int = MAX_BODY,
     ):
         """Listen on ``host``:``port``, or on ``sock`` when one was bound already (:func:`bind`).
+        ``max_body``: the largest request body taken (waitress answers 413 past it).
 
         The socket is always bound first, so a taken port raises OSError before waitress has
         made any thread or pipe that would then leak. ``tls``: serve HTTPS
@@ -364,8 +380,8 @@ class WsgiServer:
             # GuardedServer keeps the bound itself (closing idle connections for new ones);
             # waitress's own limit, which stops accepting altogether, is never reached.
             connection_limit=self.bounds.max_connections + 64,
-            # Bodies beyond the largest we accept (an 8 MiB CDS) are cut off early.
-            max_request_body_size=9 << 20,
+            # Bodies beyond the largest we accept (an 8 MiB CDS, unless told) are cut off early.
+            max_request_body_size=max_body,
             clear_untrusted_proxy_headers=True,
             asyncore_use_poll=True,
         )

@@ -14,6 +14,7 @@ from server.platform.net import is_loopback
 from server.platform.pins import OriginBook, PinBook
 from server.platform.sql import SqliteDatabase
 from server.platform.standalone import SegmentService, display_token, enrolment_token
+from server.platform.wsgi import MAX_BODY
 from server.scheduler.app import create_app, schedule_topic
 from server.scheduler.backfill import PlayBackfill
 from server.scheduler.broadcast import Broadcasts, add_broadcast_routes
@@ -27,7 +28,7 @@ from server.scheduler.fleetstatus import (
     add_fleet_status_routes,
 )
 from server.scheduler.media.api import MediaLimits, add_media_routes
-from server.scheduler.media.store import MediaStore
+from server.scheduler.media.store import CHUNK, MediaStore
 from server.scheduler.playlists.api import add_playlist_routes
 from server.scheduler.playlists.library import Playlists
 from server.scheduler.playlists.welcome import make_first_playlist
@@ -225,6 +226,8 @@ class SchedulerService(SegmentService):
             self.prober,
             self.fleet_status,
             self.backfill,
+            # An upload is the largest file taken, and a multipart envelope.
+            max_body=max(MAX_BODY, limits.max_bytes + CHUNK),
         )
 
     def _back(self, url: str) -> None:

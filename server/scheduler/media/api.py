@@ -182,16 +182,16 @@ def add_media_routes(
     *,
     limits: MediaLimits,
     used_by: Callable[[str], list[str]] = lambda sha256: [],
-    display_kinds: Callable[[], list[str]] = lambda: list(DISPLAY_KINDS),
     delete: Callable[[str, bool], list[str]] | None = None,
+    display_kinds: Callable[[], list[str]] = lambda: list(DISPLAY_KINDS),
     spool_dir: Path | None = None,
 ) -> None:
     """Install the media routes on the scheduler's ``app``. ``used_by(sha256)``: the ids of the
-    playlists that use an item; ``display_kinds()``: the kinds of display
-    (``server.scheduler.media.playable``) a video is checked against; ``delete(sha256, force)``:
-    delete it unless playlists use it (their ids returned, nothing deleted) or ``force`` (taken
-    out of them too), [] when deleted (``server.scheduler.playlists``; default: delete it from
-    the store)."""
+    playlists that use an item; ``delete(sha256, force)``: delete it unless playlists use it
+    (their ids returned, nothing deleted) or ``force`` (taken out of them too), [] when
+    deleted (``server.scheduler.playlists``; default: delete it from the store);
+    ``display_kinds()``: the kinds of display (``server.scheduler.media.playable``) a video is
+    checked against."""
 
     def known(sha256: str) -> MediaItem:
         item = store.get(sha256) if _SHA256.match(sha256) else None

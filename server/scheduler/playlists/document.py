@@ -18,12 +18,12 @@ The result is checked with the project's own CDS parser before anything is store
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import quote
 
 from lxml import etree
 
 from cds.durations import format_duration
 from cds.parser import parse
+from server.scheduler.media.api import media_url
 from server.scheduler.media.store import MediaItem
 from server.scheduler.playlists.model import DEFAULT_SECONDS, Entry, Playlist
 
@@ -92,7 +92,9 @@ def _content_item(
         uri = entry.link or ""
     else:
         element.set("content-type", item.mime if item.kind in CACHED_KINDS else "text/html")
-        uri = f"{base_url}/media/{item.sha256}/{quote(item.name)}"
+        # A web link is its own URL; a page bundle is its index.html (media_url says which).
+        path = media_url(item)
+        uri = path if item.link is not None else f"{base_url}{path}"
         if item.kind in CACHED_KINDS:
             element.set("size", f"{item.size} bytes")
             hashes = etree.SubElement(requires, "hashes")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from PIL import Image
 
 from server.scheduler.media import store
 from server.scheduler.service import SchedulerService
+from tests.server.scheduler.media.test_media_kinds import keep_a_playlist, state
 from tests.support.lan import ENROLMENT, OPERATOR, assert_error, bearer, start_lan_scheduler
 from tests.support.scheduler import SchedulerProcess
 
@@ -114,11 +116,12 @@ def test_a_file_refused_is_not_stored(
     error: str,
 ) -> None:
     service = run_scheduler("one")
+    keep_a_playlist(service)
+    before = state(service)
     answer = upload(service, name, content(media_files))
     assert answer.status_code == status, answer.text
     assert answer.json()["error"] == error and answer.json()["message"]
-    assert items(service) == []
-    assert service.storage.database.rows("SELECT sha256 FROM media_chunks") == []
+    assert state(service) == before
 
 
 def test_no_name_is_refused(run_scheduler: Run, media_files: dict[str, bytes]) -> None:
@@ -142,9 +145,11 @@ def test_the_size_limit_and_the_quota(
     )
     assert multipart.status_code == 413 and multipart.json()["error"] == "too-large"
     assert upload(service, "red.png", png).status_code == 201
+    before = state(service)
     over = upload(service, "green.jpg", jpeg)
     assert over.status_code == 507 and over.json()["error"] == "over-quota"
     assert [item["name"] for item in items(service)] == ["red.png"]
+    assert state(service) == before
 
 
 def test_the_bytes_are_served_with_range_and_etag(
@@ -272,3 +277,21 @@ def test_two_scheduler_processes_on_postgresql_share_the_library(
         gone = requests.delete(f"{other}/x/media/{stored.json()['sha256']}", timeout=10)
         assert gone.status_code == 204
         assert [item["name"] for item in items(first)] == ["red.png"]
+
+
+def test_a_file_past_the_servers_usual_body_limit_is_taken(run_scheduler: Run) -> None:
+    """The scheduler's server takes bodies up to the media limit, not the 9 MiB of a CDS."""
+    noise = Image.frombytes("RGB", (2000, 2000), os.urandom(2000 * 2000 * 3))
+    out = io.BytesIO()
+    noise.save(out, "PNG", compress_level=0)
+    data = out.getvalue()
+    assert len(data) > 10 << 20
+    service = run_scheduler("one")
+    stored = upload(service, "noise.png", data)
+    assert stored.status_code == 201, stored.text
+    multipart = requests.post(
+        url(service, "/x/media"), files={"file": ("same.png", data)}, timeout=60
+    )
+    assert multipart.status_code == 200 and multipart.json()["sha256"] == stored.json()["sha256"]
+    served = requests.get(url(service, stored.json()["url"]), timeout=60)
+    assert served.content == data

@@ -50,15 +50,33 @@ def a_zip(members: dict[str, bytes], *, link: str | None = None) -> bytes:
 
 
 def state(service: SchedulerService) -> tuple[Any, ...]:
-    """What a refusal must leave as it was: the items, the chunk rows, the use, the schedules."""
+    """What a refusal must leave as it was: the items, the chunk rows, the use, the playlists
+    and the schedules."""
     listed = requests.get(url(service, "/x/media"), timeout=10).json()
     database = service.storage.database
+    playlists = requests.get(url(service, "/x/playlists"), timeout=10).json()
     return (
         listed["items"],
         listed["used"],
         database.rows("SELECT sha256, seq FROM media_chunks ORDER BY sha256, seq"),
+        playlists,
+        [requests.get(url(service, f"/x/playlists/{p['id']}"), timeout=10).json()
+         for p in playlists],
         [(s.schedule_id, s.digest) for s in service.storage.schedules()],
+    )  # fmt: skip
+
+
+def keep_a_playlist(service: SchedulerService) -> None:
+    """An item and a playlist of it, besides a hand-written schedule: a refusal changes none."""
+    kept = upload(service, "kept.zip", a_zip({"index.html": PAGE}))
+    assert kept.status_code == 201
+    answer = requests.put(
+        url(service, "/x/playlists/kept"),
+        json={"items": [{"media": kept.json()["sha256"], "duration": "10 s"}]},
+        timeout=10,
     )
+    assert answer.status_code == 201, answer.text
+    assert put_schedule(url(service, ""), "lobby", cds("lobby", "http://x/a.html")).ok
 
 
 def test_a_web_link_is_an_item_keyed_by_its_canonical_url(run_scheduler: Run) -> None:
@@ -177,8 +195,7 @@ def test_a_bad_bundle_is_refused_with_nothing_changed(
     run_scheduler: Run, name: str, content: Callable[[], bytes], status: int, error: str
 ) -> None:
     service = run_scheduler("one")
-    assert upload(service, "kept.zip", a_zip({"index.html": PAGE})).status_code == 201
-    assert put_schedule(url(service, ""), "lobby", cds("lobby", "http://x/a.html")).ok
+    keep_a_playlist(service)
     before = state(service)
     answer = upload(service, name, content())
     assert answer.status_code == status, answer.text
@@ -232,3 +249,23 @@ def test_a_video_carries_the_warnings_of_where_it_plays_badly(
     ]
     listed = requests.get(url(service, f"/x/media/{answer.json()['sha256']}"), timeout=10).json()
     assert listed["warnings"] == warnings
+
+
+def test_a_playlist_names_a_bundle_by_its_index_and_a_link_by_its_url(run_scheduler: Run) -> None:
+    service = run_scheduler("one")
+    page = upload(service, "welcome.zip", a_zip({"index.html": PAGE})).json()
+    link = requests.post(
+        url(service, "/x/media"), json={"link": "https://example.com/menu"}, timeout=10
+    ).json()
+    answer = requests.put(
+        url(service, "/x/playlists/hall"),
+        json={"items": [{"media": page["sha256"], "duration": "10 s"},
+                        {"media": link["sha256"], "duration": "5 s"}]},
+        timeout=10,
+    )  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    document = requests.get(url(service, "/schedule/hall/"), timeout=10).text
+    assert f"{service.url}/media/{page['sha256']}/index.html</uri>" in document
+    assert "<uri>https://example.com/menu</uri>" in document
+    refused = requests.delete(url(service, f"/x/media/{link['sha256']}"), timeout=10)
+    assert refused.status_code == 409 and refused.json()["playlists"] == ["hall"]
