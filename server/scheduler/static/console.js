@@ -42,6 +42,8 @@
     set(card, ".since", time(playing.started));
     set(card, ".set", playing.set || "–");
     set(card, ".seen", "last seen " + time(d["last-seen"]));
+    var nownext = card.querySelector(".nownext");
+    if (nownext) nownext.hidden = !d.now && !d.next;
     ["now", "next"].forEach(function (which) {
       var shown = d[which];
       set(card, "." + which + "-name", shown ? shown.name : "–");

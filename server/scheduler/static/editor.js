@@ -316,6 +316,7 @@
     Object.keys(tags).sort().forEach(function (t) { var o = el("option", "", t); o.value = t; tagSelect.appendChild(o); });
     ["pick-search", "pick-type", "pick-tag"].forEach(function (id) {
       document.getElementById(id).addEventListener("input", picker);
+      document.getElementById(id).addEventListener("change", picker);
     });
     document.getElementById("add-web").addEventListener("submit", function (e) {
       e.preventDefault();

@@ -163,7 +163,7 @@
   function filters() {
     ["search", "type-filter", "tag-filter"].forEach(function (id) {
       var node = document.getElementById(id);
-      if (node) node.addEventListener("input", filter);
+      if (node) { node.addEventListener("input", filter); node.addEventListener("change", filter); }
     });
   }
 
