@@ -69,10 +69,12 @@ NEW_SCHEDULE = """<?xml version="1.0" encoding="UTF-8"?>
   </content-item>
 </content-set>
 """
+# Frames: a web link's preview shows that link (the operator's own page, sandboxed); nothing
+# else the console shows comes from elsewhere.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
-    "frame-ancestors 'none'"
+    "frame-ancestors 'none'; frame-src 'self' http: https:"
 )
 
 Redirect = BaseResponse
@@ -89,13 +91,17 @@ def clock_text(clock: Any) -> str:
 
 
 def _time(text: Any) -> str:
-    """An ISO date-time as 'HH:MM:SS' (UTC) when today, else 'YYYY-MM-DD HH:MM'."""
-    if not isinstance(text, str) or not text:
+    """An ISO date-time (or a Unix time) as 'HH:MM:SS' (UTC) when today, else
+    'YYYY-MM-DD HH:MM'."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = datetime.fromtimestamp(text, UTC)
+    elif not isinstance(text, str) or not text:
         return "–"
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return text
+    else:
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return text
     value = value.astimezone(UTC) if value.tzinfo else value
     if value.date() == datetime.now(UTC).date():
         return value.strftime("%H:%M:%S")

@@ -186,7 +186,9 @@
         if (a.status === 409 && a.body && a.body.playlists) {
           answer.textContent = "Not deleted: it is in the playlist" +
             (a.body.playlists.length > 1 ? "s " : " ") + a.body.playlists.join(", ") +
-            ". Take it out of them in their editor, or delete it anyway below.";
+            (a.body.playlists.length > 1 ? ". Take it out of them in their editors"
+                                         : ". Take it out in its editor") +
+            ", or delete it anyway below.";
           document.getElementById("force-list").textContent = a.body.playlists.join(", ");
           forceBox.hidden = false;
         } else {

@@ -195,6 +195,7 @@ def test_upload_build_assign_play_reorder_refuse(
         again = page_shows(lambda: _rows(browser, 4))[3]
         page_shows(lambda: again.get_attribute("data-status") == "200")
         assert "already stored" in again.text
+        assert page_width(browser) <= LAPTOP[0]
         shots(browser, "library")
 
         # The playlist: the three items and the web link, each with its duration, cut.
@@ -227,6 +228,14 @@ def test_upload_build_assign_play_reorder_refuse(
         browser.find_element(By.ID, "play").click()
         page_shows(lambda: browser.find_element(By.ID, "preview-now").text.startswith("1 of 4"))
         page_shows(lambda: browser.find_element(By.ID, "preview-now").text.startswith("2 of 4"), 6)
+        frame = page_shows(lambda: browser.find_element(By.CSS_SELECTOR, "#stage iframe"), 15)
+        assert frame.get_attribute("src") == link
+        browser.switch_to.frame(frame)
+        colour = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        browser.switch_to.default_content()
+        assert colour == "rgb(200, 30, 200)", colour
+        assert page_width(browser) <= LAPTOP[0]
+        browser.execute_script("window.scrollTo(0, 0)")
         shots(browser, "playlist")
         browser.find_element(By.ID, "play").click()
 
@@ -291,11 +300,11 @@ def test_upload_build_assign_play_reorder_refuse(
 
         # A phone's width: the library and the editor fit.
         browser.set_window_size(*PHONE)
-        for path, name in (("/console/library", "phone-library"),
+        for where, name in (("/console/library", "phone-library"),
                            ("/console/playlists/lobby", "phone-playlist")):  # fmt: skip
-            browser.get(f"{base}{path}")
+            browser.get(f"{base}{where}")
             page_shows(lambda: browser.find_element(By.TAG_NAME, "h1"))
-            assert page_width(browser) <= PHONE[0] + 10, (path, page_width(browser))
+            assert page_width(browser) <= PHONE[0], (where, page_width(browser))
             shots(browser, name)
     finally:
         display.stop()
