@@ -60,9 +60,9 @@ def media_of(url: str | None) -> str | None:
 def now_and_next(
     card: dict[str, Any], media: MediaStore, playlists: Playlists, base: str
 ) -> dict[str, Any]:
-    """``card`` (a display's status) with ``now`` and ``next``: each ``{"name", "thumbnail"}``
-    (``thumbnail`` a console URL or None) or None; ``next`` is None unless the display plays
-    a playlist in order."""
+    """``card`` (a display's status) with ``now`` and ``next``: each ``{"name", "thumbnail",
+    "kind"}`` (``thumbnail`` a console URL or None) or None. ``now`` is a library item, or a
+    playlist's web link; ``next`` is None unless the display plays a playlist in order."""
 
     def described(sha256: str | None, link: str | None) -> dict[str, Any] | None:
         item = media.get(sha256) if sha256 else None
@@ -79,10 +79,11 @@ def now_and_next(
     playing = card.get("playing") or {}
     item_url = playing.get("content-item")
     sha256 = media_of(item_url)
-    now = described(sha256, None if sha256 else item_url)
     upcoming = None
     set_name = playing.get("set")
     stored = playlists.get(set_name) if isinstance(set_name, str) and set_name else None
+    # A page of a hand-written schedule keeps the card's own line; a playlist's link is named.
+    now = described(sha256, item_url if stored is not None and not sha256 else None)
     if stored is not None and stored.playlist.order == "inorder" and stored.playlist.entries:
         entries = stored.playlist.entries
         for index, entry in enumerate(entries):

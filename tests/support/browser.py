@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from server.scheduler.service import SchedulerService
+from tests.support.scheduler import start
 from tests.support.tools import require_tools
 from tests.support.waiting import wait_until
 
@@ -47,6 +49,16 @@ def chromium(monkeypatch: pytest.MonkeyPatch, size: tuple[int, int] = (1280, 900
         yield driver
     finally:
         driver.quit()
+
+
+def console_scheduler(tmp_path: Path, token: str) -> Iterator[SchedulerService]:
+    """A scheduler in this process with the operator ``token`` (its console signs in with
+    it), on loopback, for the test's length."""
+    service = start(tmp_path / "scheduler", None, refresh_interval=0.3, token=token)
+    try:
+        yield service
+    finally:
+        service.stop()
 
 
 def shot_folder(tmp_path: Path) -> Path:

@@ -7,35 +7,29 @@ real scheduler with an operator token on loopback; no display.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from PIL import Image
 
 from server.scheduler.service import SchedulerService
-from tests.support.browser import chromium, page_shows, sign_in
-from tests.support.scheduler import start
+from tests.support.browser import chromium, console_scheduler, page_shows, sign_in
+from tests.support.png import png as make_png
 
 TOKEN = "console-pages-operator-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CONSOLE = {"X-Requested-With": "console"}
 
 
-def png(colour: tuple[int, int, int], size: tuple[int, int] = (320, 180)) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", size, colour).save(out, "PNG")
-    return out.getvalue()
+def png(colour: tuple[int, int, int]) -> bytes:
+    return make_png(320, 180, colour)
 
 
 @pytest.fixture
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
-    service = start(tmp_path / "scheduler", None, refresh_interval=0.3, token=TOKEN)
-    yield service
-    service.stop()
+    yield from console_scheduler(tmp_path, TOKEN)
 
 
 @pytest.fixture

@@ -22,12 +22,19 @@ import requests
 from PIL import Image
 
 from server.scheduler.service import SchedulerService
-from tests.support.browser import LAPTOP, PHONE, chromium, page_shows, page_width, screenshotter
+from tests.support.browser import (
+    LAPTOP,
+    PHONE,
+    chromium,
+    console_scheduler,
+    page_shows,
+    page_width,
+    screenshotter,
+)
 from tests.support.browser import sign_in as console_sign_in
 from tests.support.display import DisplayProcess
 from tests.support.pages import PageServer
 from tests.support.process import CREDENTIALS
-from tests.support.scheduler import start
 from tests.support.tools import require_tools
 from tests.support.waiting import wait_until
 
@@ -65,9 +72,7 @@ def video(path: Path) -> Path:
 
 @pytest.fixture
 def scheduler(tmp_path: Path) -> Iterator[SchedulerService]:
-    service = start(tmp_path / "scheduler", None, refresh_interval=0.3, token=TOKEN)
-    yield service
-    service.stop()
+    yield from console_scheduler(tmp_path, TOKEN)
 
 
 @pytest.fixture
