@@ -104,12 +104,30 @@ def test_library_refusals_filters_links_and_delete(
     assert stored.get_attribute("data-status") == "201"
     page_shows(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#items .item")) == 2)
 
+    # A file dropped on the page (a picture drawn in the browser, dropped as a mouse drops it).
+    browser.execute_async_script(
+        "var done = arguments[0], canvas = document.createElement('canvas');"
+        "canvas.width = 64; canvas.height = 36;"
+        "var g = canvas.getContext('2d'); g.fillStyle = '#f0a000'; g.fillRect(0, 0, 64, 36);"
+        "canvas.toBlob(function (blob) {"
+        "  var dt = new DataTransfer();"
+        "  dt.items.add(new File([blob], 'dropped.png', {type: 'image/png'}));"
+        "  document.getElementById('drop').dispatchEvent(new DragEvent('drop',"
+        "    {bubbles: true, cancelable: true, dataTransfer: dt}));"
+        "  done();"
+        "}, 'image/png');"
+    )
+    dropped = page_shows(lambda: browser.find_elements(By.CSS_SELECTOR, "#uploads .upload-row")[2])
+    page_shows(lambda: dropped.get_attribute("data-status") == "201")
+    assert dropped.find_element(By.CSS_SELECTOR, ".name").text == "dropped.png"
+    page_shows(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#items .item")) == 3)
+
     # A web link, by name and URL; a bad URL is refused with the API's reason.
     browser.find_element(By.ID, "link-name").send_keys("News")
     browser.find_element(By.ID, "link-url").send_keys("https://example.org/news")
     browser.find_element(By.ID, "link-add").click()
     page_shows(lambda: "Added: News" in browser.find_element(By.ID, "link-answer").text)
-    page_shows(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#items .item")) == 3)
+    page_shows(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#items .item")) == 4)
 
     def shown() -> list[str]:
         return [
@@ -142,7 +160,7 @@ def test_library_refusals_filters_links_and_delete(
     assert browser.find_element(By.ID, "preview").tag_name == "img"
     browser.find_element(By.ID, "delete").click()
     page_shows(lambda: browser.current_url.endswith("/console/library"))
-    assert sorted(i.name for i in scheduler.media.items()) == ["News", "tree.png"]
+    assert sorted(i.name for i in scheduler.media.items()) == ["News", "dropped.png", "tree.png"]
 
 
 def test_editor_refused_save_keeps_edits_drag_and_drop_cds_and_forced_delete(
