@@ -52,17 +52,24 @@ VIDEO_SECONDS = 4.0
 
 
 def picture(path: Path, colour: tuple[int, int, int]) -> Path:
-    Image.new("RGB", (1920, 1080), colour).save(path, "PNG")
+    """A 1920x1080 PNG of one colour with a band of grain along its top (some 800 kB: an
+    upload with a progress to watch); the screen is read at its centre."""
+    image = Image.new("RGB", (1920, 1080), colour)
+    image.paste(Image.effect_noise((1920, 160), 80).convert("RGB"), (0, 0))
+    image.save(path, "PNG")
     return path
 
 
 def video(path: Path) -> Path:
-    """A 1080p30 H.264 (High) MP4 of VIDEO_SECONDS, all one colour (YELLOW)."""
+    """A 1080p30 H.264 (High) MP4 of VIDEO_SECONDS: YELLOW, with a moving grainy test pattern
+    in its top-left corner (some 4 MB)."""
     require_tools("ffmpeg")
     colour = "0x{:02x}{:02x}{:02x}".format(*YELLOW)
     subprocess.run(
         ["ffmpeg", "-v", "error", "-y", "-f", "lavfi",
          "-i", f"color=c={colour}:s=1920x1080:r=30:d={VIDEO_SECONDS:g}",
+         "-f", "lavfi", "-i", f"testsrc2=s=480x270:r=30:d={VIDEO_SECONDS:g}",
+         "-filter_complex", "[1]noise=alls=30:allf=t[n];[0][n]overlay=0:0",
          "-c:v", "libx264", "-preset", "veryfast",
          "-profile:v", "high", "-pix_fmt", "yuv420p", "-movflags", "+faststart", str(path)],
         check=True, timeout=120,
@@ -175,17 +182,32 @@ def test_upload_build_assign_play_reorder_refuse(
         # Upload the three files at once through the file picker; each has its progress bar.
         console_sign_in(browser, base, TOKEN, "/console/library")
         browser.find_element(By.ID, "upload-tags").send_keys("lobby")
+        # The browser's uplink held to 2 MB/s, so each bar has time to move.
+        browser.set_network_conditions(
+            offline=False, latency=5, download_throughput=50_000_000, upload_throughput=2_000_000
+        )
         browser.find_element(By.ID, "files").send_keys("\n".join(str(f) for f in files))
         rows = page_shows(lambda: _rows(browser, 3))
         assert [r.find_element(By.CSS_SELECTOR, ".name").text for r in rows] == [
             "red.png", "blue.png", "clip.mp4"
         ]  # fmt: skip
-        wait_until(
-            lambda: all(r.get_attribute("data-status") == "201" for r in rows),
-            60,
-            lambda: "uploads: " + " | ".join(r.text for r in rows),
-            step=0.1,
-        )
+        bars: set[tuple[str, float, float]] = set()  # (file, value, max) as the page showed them
+
+        def uploaded() -> bool:
+            for name, value, most in browser.execute_script(
+                "return Array.from(document.querySelectorAll('#uploads .upload-row')).map("
+                "r => [r.getAttribute('data-name'), r.querySelector('progress').value,"
+                " r.querySelector('progress').max])"
+            ):
+                bars.add((name, float(value), float(most)))
+            return all(r.get_attribute("data-status") == "201" for r in rows)
+
+        wait_until(uploaded, 60, lambda: "uploads: " + " | ".join(r.text for r in rows), step=0.05)
+        browser.delete_network_conditions()
+        # Each bar was seen part way, then full.
+        for path in files:
+            seen = sorted(value / most for name, value, most in bars if name == path.name)
+            assert any(0 < part < 1 for part in seen) and seen[-1] == 1, (path.name, seen)
         for row, path in zip(rows, files, strict=True):
             bar = row.find_element(By.TAG_NAME, "progress")
             assert int(float(bar.get_attribute("max"))) >= path.stat().st_size
