@@ -97,3 +97,13 @@ def sign_in(driver: Any, base: str, token: str, page: str = "/console/") -> None
 
 def page_width(driver: Any) -> int:
     return int(driver.execute_script("return document.documentElement.scrollWidth"))
+
+
+def unlabelled(driver: Any) -> list[str]:
+    """The page's controls that have no label (none of: a <label>, aria-label, text)."""
+    found: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('input:not([type=hidden]), select,"
+        " textarea, button')).filter(e => !(e.labels && e.labels.length)"
+        " && !e.getAttribute('aria-label') && !e.textContent.trim()).map(e => e.outerHTML)"
+    )
+    return found

@@ -30,7 +30,7 @@
       .then(function (r) { return r.text(); })
       .then(function (html) {
         var page = new DOMParser().parseFromString(html, "text/html");
-        ["items", "tag-filter", "count"].forEach(function (id) {
+        ["items", "tag-filter", "count", "usage"].forEach(function (id) {
           var fresh = page.getElementById(id), old = document.getElementById(id);
           if (fresh && old) {
             var value = old.value;

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.browser import chromium, console_scheduler, page_shows, sign_in
+from tests.support.browser import chromium, console_scheduler, page_shows, sign_in, unlabelled
 from tests.support.png import png as make_png
 
 TOKEN = "console-pages-operator-0123456789"
@@ -147,12 +147,7 @@ def test_library_refusals_filters_links_and_delete(
     assert browser.find_element(By.ID, "count").text == "(1)"
 
     # Every control has a label.
-    unlabelled = browser.execute_script(
-        "return Array.from(document.querySelectorAll('input, select, button'))"
-        ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')"
-        " && !e.textContent.trim()).map(e => e.outerHTML)"
-    )
-    assert unlabelled == []
+    assert unlabelled(browser) == []
 
     # An item not in use is deleted from its page, and is gone.
     browser.find_element(By.LINK_TEXT, "sky.png").click()
@@ -180,6 +175,8 @@ def test_editor_refused_save_keeps_edits_drag_and_drop_cds_and_forced_delete(
             e.find_element(By.CSS_SELECTOR, ".name").text
             for e in browser.find_elements(By.CSS_SELECTOR, "#entries > li")
         ]
+
+    assert unlabelled(browser) == []
 
     # A times-of-day the editor cannot read: not sent, and it says how to write it.
     first = browser.find_elements(By.CSS_SELECTOR, "#entries > li")[0]
