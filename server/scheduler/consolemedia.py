@@ -69,7 +69,9 @@ def now_and_next(
         if item is not None:
             return {
                 "name": item.name,
-                "thumbnail": f"{base}/x/media/{item.sha256}/thumbnail",
+                "thumbnail": f"{base}/x/media/{item.sha256}/thumbnail"
+                if item.kind in ("image", "video")
+                else None,
                 "kind": item.kind,
             }
         if link:
@@ -179,7 +181,11 @@ def add_library_pages(
                     "name": stored.playlist.name,
                     "count": len(seconds),
                     "seconds": sum(seconds),
-                    "thumbnails": [e.media for e in stored.playlist.entries if e.media][:6],
+                    "thumbnails": [
+                        item.sha256
+                        for item in (found.get(e.media or "") for e in stored.playlist.entries)
+                        if item is not None and item.kind in ("image", "video")
+                    ][:6],
                 }
             )
         return render_template(

@@ -42,7 +42,7 @@
   }
   function thumbOf(entry) {
     var found = item(entry);
-    if (found && found.type !== "link") {
+    if (found && (found.type === "image" || found.type === "video")) {
       var img = el("img", "ethumb"); img.alt = "";
       img.src = base + "/x/media/" + found.sha256 + "/thumbnail";
       return img;

@@ -229,6 +229,14 @@ def test_editor_refused_save_keeps_edits_drag_and_drop_cds_and_forced_delete(
     assert stored["items"][1]["windows"] == [{"start": "08:00", "end": "12:00"}]
     assert stored["items"][1]["from"] == "2030-05-02"
 
+    # The list of playlists: each with its thumbnails, count and length.
+    browser.get(f"{base}/console/playlists")
+    listed = browser.find_element(By.CSS_SELECTOR, "#playlists .playlist")
+    assert "wall · 2 items · 20 s" in listed.text
+    assert len(listed.find_elements(By.CSS_SELECTOR, ".small-strip img")) == 2
+    listed.find_element(By.CSS_SELECTOR, "a").click()
+    page_shows(lambda: browser.find_element(By.ID, "cds-box"))
+
     # Its CDS, read-only.
     browser.find_element(By.CSS_SELECTOR, "#cds-box summary").click()
     cds = page_shows(lambda: "content-set" in browser.find_element(By.ID, "cds").text
