@@ -460,8 +460,13 @@ class WsgiServer:
         server = self._server
         for dispatcher in list(server._map.values()):
             if dispatcher is not server and dispatcher is not server.trigger:
+                # handle_close, not close: it also closes the connection's output buffers,
+                # which hold a large answer in a temporary file; and a body half received.
+                request = getattr(dispatcher, "request", None)
                 with contextlib.suppress(OSError):
-                    dispatcher.close()
+                    if request is not None:
+                        request.close()
+                    dispatcher.handle_close()
         with contextlib.suppress(OSError):
             server.close()  # the listener and the trigger; the loop ends with an empty map
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=2)

@@ -23,6 +23,11 @@ Schedules written through the API (``PUT``/``DELETE /x/schedules/<id>``) are val
 atomically (so the folder stays the editable copy); :meth:`ScheduleLibrary.delete` removes the file
 and the schedule. Every change is also told to ``on_change(schedule_id)`` once stored (the fleet
 re-pushes the schedule to the displays it is assigned to).
+
+A playlist's schedule (``server.scheduler.playlists``, source ``PLAYLIST_SOURCE``) is stored and
+removed with its playlist, which tells the library (:meth:`ScheduleLibrary.stored`,
+:meth:`ScheduleLibrary.forgotten`); ``PUT``/``DELETE`` of its id here is
+``ScheduleConflictError``, and a folder file of its id is logged and not taken.
 """
 
 from __future__ import annotations

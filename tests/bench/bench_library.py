@@ -1,14 +1,17 @@
 """Benchmark of the scheduler's media library: upload, serving, and a save reaching a screen.
 
-    .venv/bin/python -m tests.bench.bench_library [--serve-mb 200] [--clients 20] [--rounds 20]
+    .venv/bin/python -m tests.bench.bench_library [--serve-mb 200] [--clients 20] [--real 2]
+        [--displays 20] [--rounds 20] [--skip-screen | --screen-only]
 
 1. Upload: a few MP4 files (one of ``--serve-mb`` MB and two of half that, H.264 made with
    Debian's ffmpeg, looped with ``-c copy`` to their size) are uploaded one by one to a
    ``pdn scheduler`` process (SQLite) with ``POST /x/media``, streamed from disk. Against
    ``cp`` of the same files in the same run: MB/s of each, and CPU seconds per GB (the
    scheduler process's own; ``cp``'s from the children's rusage).
-2. Serving: the large video to ``--clients`` HTTP clients at once, each from a source address
-   of its own (127.0.0.2, 127.0.0.3, ...), each reading it whole. The scheduler's RSS and PSS
+2. Serving: the large video to ``--clients`` readers at once: ``--real`` real ``pdn display``
+   processes (offscreen), each sent a CDS naming the video with its hash and done when its
+   cache holds it verified, and HTTP clients, each from a source address of its own
+   (127.0.0.2, 127.0.0.3, ...), each reading it whole. The scheduler's RSS and PSS
    (``/proc/<pid>/smaps_rollup``) are sampled every 50 ms from before the first request to
    after the last byte: flat when the bytes are streamed chunk by chunk, never read whole.
 3. Save to screen: ``--displays`` displays registered with a scheduler (in this process): one
@@ -196,18 +199,50 @@ def fetch(port: int, path: str, source: str, results: list[dict[str, Any]], chec
     })  # fmt: skip
 
 
+def display_fetch(
+    display: DisplayProcess, url: str, item: dict[str, Any], results: list[dict[str, Any]]
+) -> None:
+    """A real display is sent a CDS naming the video with its hash; done when its cache says
+    it holds the file (downloaded and verified)."""
+    started = time.monotonic()
+    document = (
+        '<content-set name="bench"><content-item content-type="video/mp4"><requires-file>'
+        f'<hashes><hash type="sha256">{item["sha256"]}</hash></hashes>'
+        f"<sources><uri>{url}</uri></sources></requires-file></content-item></content-set>"
+    )
+    answer = display.post("/schedule", data=document, headers={"Content-Type": "text/xml"})
+    cached = f"cached sha256-{item['sha256']}"
+    try:
+        wait_until(lambda: cached in display.text(), 600, "the display cached the video")
+        status = 200 if answer.status_code == 202 else answer.status_code
+    except AssertionError:
+        status = 0
+    results.append({
+        "source": f"pdn display {display.url}", "status": status,
+        "bytes": item["size"] if status == 200 else 0,
+        "seconds": time.monotonic() - started, "sha256": None,
+    })  # fmt: skip
+
+
 def serving_phase(
-    scheduler: SchedulerProcess, item: dict[str, Any], clients: int
+    scheduler: SchedulerProcess,
+    item: dict[str, Any],
+    clients: int,
+    displays: list[DisplayProcess],
 ) -> dict[str, Any]:
+    """``clients`` readers of the video at once: ``displays`` (real ones) and HTTP clients."""
     assert scheduler.process is not None
     pid = scheduler.process.pid
     path = f"/media/{item['sha256']}/{item['name']}"
     results: list[dict[str, Any]] = []
     threads = [
+        threading.Thread(target=display_fetch, args=(d, scheduler.url + path, item, results))
+        for d in displays
+    ] + [
         threading.Thread(
             target=fetch, args=(scheduler.port, path, f"127.0.0.{n + 2}", results, n == 0)
         )
-        for n in range(clients)
+        for n in range(clients - len(displays))
     ]
     with MemorySampler(pid) as sampler:
         time.sleep(0.5)  # the baseline, before any request
@@ -226,6 +261,12 @@ def serving_phase(
     seconds = [r["seconds"] for r in results]
     return {
         "clients": clients,
+        "real_displays": len(displays),
+        "real_display_s": [
+            round(r["seconds"], 2)
+            for r in results
+            if r["sha256"] is None and r["source"].startswith("pdn display")
+        ],
         "file_mb": round(item["size"] / MB, 1),
         "complete": len(complete),
         "hash_verified": bool(verified) and verified[0]["sha256"] == item["sha256"],
@@ -274,17 +315,7 @@ def screen_phase(folder: Path, displays: int, rounds: int) -> dict[str, Any]:
                 timeout=30,
             )  # fmt: skip
             shas[name] = answer.json()["sha256"]
-        display = DisplayProcess(
-            folder / "display",
-            config=(
-                f'name = "bench"\ntimezone = "UTC"\nregister = "{base}"\ngroups = ["{GROUP}"]\n'
-                '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
-                "[screen]\ncrossfade = 0\n"
-            ),
-            platform="offscreen",
-            unset=(*CREDENTIALS, "PDN_DATABASE_URL"),
-        )
-        display.start().wait_ready(timeout=120)
+        display = bench_display(folder / "display", base)
         for index in range(displays - 1):
             screens.append(start_screen(folder / f"screen{index}", scheduler, f"s{index}", [GROUP]))
         wait_until(lambda: len(scheduler.storage.displays()) == displays, 60, "all registered")
@@ -323,6 +354,23 @@ def screen_phase(folder: Path, displays: int, rounds: int) -> dict[str, Any]:
         scheduler.stop()
 
 
+def bench_display(folder: Path, register: str | None = None) -> DisplayProcess:
+    """A real ``pdn display``, offscreen, cross-fade off, started; registered with the
+    scheduler at ``register`` in the benchmark's group when given."""
+    config = 'name = "bench"\ntimezone = "UTC"\n'
+    if register is not None:
+        config += (
+            f'register = "{register}"\ngroups = ["{GROUP}"]\n'
+            '[location]\nlatitude = "N54.0104"\nlongitude = "W2.7883"\n'
+        )
+    config += "[screen]\ncrossfade = 0\n"
+    display = DisplayProcess(
+        folder, config=config, platform="offscreen", unset=(*CREDENTIALS, "PDN_DATABASE_URL")
+    )
+    display.start().wait_ready(timeout=120)
+    return display
+
+
 def _shows(display: DisplayProcess, sha256: str) -> dict[str, Any] | None:
     record = display.playback()
     item = record.get("content-item") or ""
@@ -340,6 +388,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--skip-screen", action="store_true", help="phases 1 and 2 only")
     parser.add_argument("--screen-only", action="store_true", help="phase 3 only")
+    parser.add_argument(
+        "--real", type=int, default=2, help="real pdn displays among the serving phase's clients"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "bench_library.json")
     args = parser.parse_args()
     # The in-process scheduler's server says when its queue is deep: the figures say enough.
@@ -359,7 +410,12 @@ def main() -> None:
                 figures["upload"] = upload_phase(scheduler, files, scratch)
                 print("upload:", figures["upload"], flush=True)
                 largest = figures["upload"]["items"][0]
-                figures["serving"] = serving_phase(scheduler, largest, args.clients)
+                displays = [bench_display(folder / f"display{n}") for n in range(args.real)]
+                try:
+                    figures["serving"] = serving_phase(scheduler, largest, args.clients, displays)
+                finally:
+                    for display in displays:
+                        display.stop()
                 print("serving:", figures["serving"], flush=True)
         if not args.skip_screen:
             figures["save_to_screen"] = screen_phase(folder / "screen", args.displays, args.rounds)

@@ -9,7 +9,8 @@ One inline content-set named after the playlist, its ``playback`` order (``shuff
 - a web link is a ``text/html`` item loading its URL live;
 - the entry's dates, windows and days are its ``date``, ``time`` and ``day-of-week``
   constraints, its duration its ``preferred-duration`` (the one given, else a video's own
-  length as the library measured it, else ``DEFAULT_SECONDS``) and its transition its
+  length as the library measured it, else ``DEFAULT_SECONDS``; none for a video the library
+  could not measure: the display reads its file's) and its transition its
   ``<playback transition>``.
 
 The result is checked with the project's own CDS parser before anything is stored.
@@ -83,9 +84,14 @@ def _content_item(
             kind = etree.SubElement(constraints, window_kind)
             for start, end in pairs:
                 etree.SubElement(kind, "between", start=start, end=end)
-    etree.SubElement(constraints, "preferred-duration").text = format_duration(
-        entry_seconds(entry, item)
+    # A video whose length the library could not read gets none: the display reads its file's.
+    unmeasured = (
+        entry.duration is None and item is not None and item.kind == "video" and not item.duration
     )
+    if not unmeasured:
+        etree.SubElement(constraints, "preferred-duration").text = format_duration(
+            entry_seconds(entry, item)
+        )
     requires = etree.Element("requires-file")
     if item is None:
         element.set("content-type", "text/html")

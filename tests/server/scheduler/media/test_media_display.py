@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import socket
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from server.scheduler.service import SchedulerService
 from tests.support.display import DisplayProcess
 from tests.support.fleet import put_schedule
 from tests.support.lan import ENROLMENT, OPERATOR
+from tests.support.pages import PageServer, Reply
 from tests.support.ports import free_port
 from tests.support.process import CREDENTIALS
 from tests.support.scheduler import SchedulerProcess, start
@@ -35,8 +37,9 @@ pytestmark = [pytest.mark.qt, pytest.mark.slow]
 GROUP = "lobby"
 #: The display's own token: one that listens beyond loopback shows its screen to no one else.
 DISPLAY_TOKEN = "display-token-0123456789abcdef"
+DISPLAY_AUTH = {"Authorization": f"Bearer {DISPLAY_TOKEN}"}
 RED = (230, 20, 20)
-BLUE = (20, 40, 230)
+BLUE = (20, 40, 230)  # #1428e6
 
 
 def lan_address() -> str:
@@ -80,7 +83,7 @@ def display_config(register: str, public: str | None = None) -> str:
 
 
 def centre(display: DisplayProcess) -> tuple[int, int, int]:
-    answer = display.get("/x/screenshot", headers={"Authorization": f"Bearer {DISPLAY_TOKEN}"})
+    answer = display.get("/x/screenshot", headers=DISPLAY_AUTH)
     if answer.status_code != 200:
         return (-1, -1, -1)
     with Image.open(io.BytesIO(answer.content)) as image:
@@ -89,9 +92,13 @@ def centre(display: DisplayProcess) -> tuple[int, int, int]:
     return (int(pixel[0]), int(pixel[1]), int(pixel[2]))
 
 
+def near(seen: tuple[int, ...], colour: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) <= 16 for a, b in zip(seen, colour, strict=True))
+
+
 def wait_for_colour(display: DisplayProcess, colour: tuple[int, int, int], timeout: float) -> None:
     def shows() -> bool:
-        return all(abs(a - b) <= 16 for a, b in zip(centre(display), colour, strict=True))
+        return near(centre(display), colour)
 
     wait_until(shows, timeout, lambda: f"{colour} on screen (shows {centre(display)})", step=0.5)
 
@@ -182,3 +189,66 @@ def test_uploaded_to_one_process_played_through_the_other(
             )  # fmt: skip
             assert answer.ok, answer.text
             wait_for_colour(display, BLUE, 60)
+
+
+def test_a_page_bundle_shows_with_its_relative_links(tmp_path: Path) -> None:
+    """A zip whose index.html takes its colour from a style sheet and a picture in folders of
+    its own, on a real display: both relative links resolve under /media/<sha256>/."""
+    page = (
+        b'<!doctype html><html><head><link rel="stylesheet" href="css/look.css"></head>'
+        b'<body><img src="img/dot.png" style="position:fixed;left:0;top:0;width:10%"></body>'
+        b"</html>"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("site/index.html", page)
+        archive.writestr("site/css/look.css", "html, body { margin: 0; background: #1428e6; }")
+        archive.writestr("site/img/dot.png", png(RED))
+    service = start(tmp_path / "scheduler", None, refresh_interval=0.5)
+    try:
+        answer = requests.post(
+            f"{service.url}/x/media", data=out.getvalue(),
+            headers={"X-Filename": "site.zip"}, timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        item = answer.json()
+        with DisplayProcess(
+            tmp_path / "display", config=display_config(service.url),
+            unset=(*CREDENTIALS, "PDN_DATABASE_URL"),
+        ) as display:  # fmt: skip
+            shown = display.post(
+                "/schedule",
+                json={"content-item": f"{service.url}{item['url']}", "preferred-duration": 120},
+                headers=DISPLAY_AUTH,
+            )
+            assert shown.status_code == 202, shown.text
+            wait_for_colour(display, BLUE, 60)  # the style sheet's background
+            answer = display.get("/x/screenshot", headers=DISPLAY_AUTH)
+            with Image.open(io.BytesIO(answer.content)) as image:
+                corner = image.convert("RGB").getpixel((4, 4))
+            assert isinstance(corner, tuple)
+            assert near(corner, RED), corner
+    finally:
+        service.stop()
+
+
+def test_the_displays_web_engine_does_not_show_a_pdf(tmp_path: Path) -> None:
+    """Why the library refuses PDF (docs/media.md, "PDF"): a PDF sent to a real display is
+    fetched but never painted. When the display's web view shows PDF, this fails: the library
+    may then take PDF as type ``pdf``."""
+    document = io.BytesIO()
+    Image.new("RGB", (800, 600), RED).save(document, "PDF")
+    with (
+        PageServer(default=Reply(200, document.getvalue(), "application/pdf")) as files,
+        DisplayProcess(tmp_path / "display", config=display_config("http://127.0.0.1:9"),
+                       unset=(*CREDENTIALS, "PDN_DATABASE_URL")) as display,
+    ):  # fmt: skip
+        address = f"{files.url}/menu.pdf"
+        shown = display.post(
+            "/schedule", json={"content-item": address, "preferred-duration": 60},
+            headers=DISPLAY_AUTH,
+        )  # fmt: skip
+        assert shown.status_code == 202, shown.text
+        wait_until(lambda: f"cannot show {address}" in display.text(), 60, "the renderer gave up")
+        assert files.received(method="GET"), "the display did not fetch the PDF"
+        assert not near(centre(display), RED) and "not painted" in display.text()
