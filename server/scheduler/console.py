@@ -22,7 +22,9 @@ Pages: the displays (thumbnail, online state, now playing; live through server-s
 ``/console/events``, polling ``/console/fleet.json`` when the stream is refused), a display
 (status, health, schedules, groups, recent plays, its next 24 hours), schedules with an editor
 that validates on save and shows the line at fault, assignments, groups, broadcasts with their
-per-screen confirmations, and plays per item per day.
+per-screen confirmations, and plays per item per day. The media library and the playlist
+editor are ``server.scheduler.consolemedia``'s; each display card shows what plays now and
+what comes next there.
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ from server.platform.lockout import TOKEN_GUESSES, Lockout
 from server.platform.validation import ValidationError
 from server.scheduler.broadcast import BROADCAST, DEFAULT_TIMEOUT, Broadcasts
 from server.scheduler.consolecharts import plays_per_item_per_day, timeline
+from server.scheduler.consolemedia import API_ENDPOINTS, WsgiApp, add_library_pages, now_and_next
 from server.scheduler.fleet import Fleet
 from server.scheduler.fleetapi import GROUP_NAME, GROUP_NAME_TEXT, playlist_conflict
 from server.scheduler.fleetstatus import FleetStatus, thumbnail_response
+from server.scheduler.media.store import MediaStore
+from server.scheduler.playlists.library import Playlists
 from server.scheduler.schedules import ScheduleLibrary, is_schedule_id
 from server.scheduler.sessions import ConsoleSessions
 from server.scheduler.storage import Assignment, ScheduleConflictError, SchedulerStorage
@@ -64,9 +69,12 @@ NEW_SCHEDULE = """<?xml version="1.0" encoding="UTF-8"?>
   </content-item>
 </content-set>
 """
+# Frames: a web link's preview shows that link (the operator's own page, sandboxed); nothing
+# else the console shows comes from elsewhere.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'; frame-src 'self' http: https:"
 )
 
 Redirect = BaseResponse
@@ -83,13 +91,17 @@ def clock_text(clock: Any) -> str:
 
 
 def _time(text: Any) -> str:
-    """An ISO date-time as 'HH:MM:SS' (UTC) when today, else 'YYYY-MM-DD HH:MM'."""
-    if not isinstance(text, str) or not text:
+    """An ISO date-time (or a Unix time) as 'HH:MM:SS' (UTC) when today, else
+    'YYYY-MM-DD HH:MM'."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = datetime.fromtimestamp(text, UTC)
+    elif not isinstance(text, str) or not text:
         return "–"
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return text
+    else:
+        try:
+            value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return text
     value = value.astimezone(UTC) if value.tzinfo else value
     if value.date() == datetime.now(UTC).date():
         return value.strftime("%H:%M:%S")
@@ -112,10 +124,15 @@ def create_console_app(
     approve: Callable[[str], str] | None = None,
     add_display: Callable[[str, str], str | None] | None = None,
     sessions: ConsoleSessions | None = None,
+    media: MediaStore | None = None,
+    playlists: Playlists | None = None,
+    api: WsgiApp | None = None,
 ) -> Flask:
     """``closed`` with no ``token``: every page is refused. ``approve(url)`` and
     ``add_display(url, code)`` (ApiError when refused) back the displays page's buttons.
-    ``sessions``: where sign-ins are kept (needed with a ``token``)."""
+    ``sessions``: where sign-ins are kept (needed with a ``token``). ``media``, ``playlists``
+    and ``api`` (the scheduler's API, a WSGI app) back the library and playlist pages
+    (``server.scheduler.consolemedia``)."""
     app = Flask(
         __name__,
         template_folder="templates",
@@ -154,6 +171,13 @@ def create_console_app(
             return None
         if signins.valid(request.cookies.get(COOKIE, "")):
             return None
+        if request.endpoint in API_ENDPOINTS:
+            return Response(
+                '{"error": "signed-out", "message": "The console session has ended: reload'
+                ' the page and sign in again."}',
+                status=401,
+                mimetype="application/json",
+            )
         if request.method == "GET" and request.endpoint not in ("events", "fleet_json"):
             here = request.script_root + request.full_path.rstrip("?")
             return redirect(url_for("signin", next=here))
@@ -161,7 +185,11 @@ def create_console_app(
 
     @app.context_processor
     def _common() -> dict[str, Any]:
-        return {"signed_in": signins is not None, "section": request.endpoint}
+        return {
+            "signed_in": signins is not None,
+            "section": request.endpoint,
+            "pages": app.view_functions,
+        }
 
     # -- signing in ---------------------------------------------------------------------------
 
@@ -214,8 +242,13 @@ def create_console_app(
 
     # -- displays -------------------------------------------------------------------------------
 
+    def annotate(card: dict[str, Any]) -> dict[str, Any]:
+        if media is None or playlists is None:
+            return card
+        return now_and_next(card, media, playlists, request.script_root)
+
     def cards() -> list[dict[str, Any]]:
-        return status.snapshot()
+        return [annotate(card) for card in status.snapshot()]
 
     @app.get("/")
     def displays() -> str:
@@ -261,7 +294,16 @@ def create_console_app(
     def events() -> Response:
         if not streams.acquire(blocking=False):
             return Response("too many live pages", status=503, mimetype="text/plain")
-        body = _FleetStream(status, storage)
+        root = request.script_root
+        body = _FleetStream(
+            status,
+            storage,
+            lambda card: (
+                now_and_next(card, media, playlists, root)
+                if media is not None and playlists is not None
+                else card
+            ),
+        )
         body.on_close(streams.release)
         return stream_response(body)
 
@@ -296,6 +338,7 @@ def create_console_app(
         plays = storage.plays(url, time.time() - 7 * 24 * 3600, None)
         state = status.status_json(url)
         state["name"] = record.name if record else None
+        state = annotate(state)
         return render_template(
             "console/display.html",
             display=record,
@@ -505,22 +548,32 @@ def create_console_app(
             "console/plays.html", chart=plays_per_item_per_day(records, today), total=len(records)
         )
 
+    if media is not None and playlists is not None and api is not None:
+        add_library_pages(
+            app, api=api, token=token, media=media, playlists=playlists, storage=storage
+        )
     return app
 
 
 class _FleetStream(EventStream):
     """One console page's live feed: every display's status first, then each change."""
 
-    def __init__(self, status: FleetStatus, storage: SchedulerStorage) -> None:
+    def __init__(
+        self,
+        status: FleetStatus,
+        storage: SchedulerStorage,
+        annotate: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> None:
         super().__init__()
         self._status = status
         self._storage = storage
+        self._annotate = annotate
 
     def _event(self, url: str, revision: int) -> bytes:
         body = self._status.status_json(url)
         record = self._storage.display(url)
         body["name"] = record.name if record else None
-        return event("display", revision, _json(body))
+        return event("display", revision, _json(self._annotate(body)))
 
     def events(self) -> Generator[bytes]:
         yield opening("fleet status")

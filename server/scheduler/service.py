@@ -210,6 +210,9 @@ class SchedulerService(SegmentService):
                 if token
                 else None
             ),
+            media=self.media,
+            playlists=self.playlists,
+            api=self.app.wsgi_app,
         )
         self.app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
             self.app.wsgi_app, {INGEST_PREFIX: ingest.wsgi_app, "/console": console.wsgi_app}

@@ -1,5 +1,6 @@
 // The PDN console's own script: live display cards (server-sent events from the scheduler,
-// polling when the stream is refused), and the editor's line at fault. Nothing from elsewhere.
+// polling when the stream is refused) with what plays now and next, and the editor's line at
+// fault. Nothing from elsewhere.
 "use strict";
 (function () {
   var base = document.body.getAttribute("data-base") || "";
@@ -41,6 +42,18 @@
     set(card, ".since", time(playing.started));
     set(card, ".set", playing.set || "–");
     set(card, ".seen", "last seen " + time(d["last-seen"]));
+    var nownext = card.querySelector(".nownext");
+    if (nownext) nownext.hidden = !d.now && !d.next;
+    ["now", "next"].forEach(function (which) {
+      var shown = d[which];
+      set(card, "." + which + "-name", shown ? shown.name : "–");
+      var thumb = card.querySelector("img." + which + "-thumb");
+      if (!thumb) return;
+      if (shown && shown.thumbnail) {
+        if (thumb.getAttribute("src") !== shown.thumbnail) thumb.setAttribute("src", shown.thumbnail);
+        thumb.hidden = false;
+      } else { thumb.hidden = true; }
+    });
     var state = card.querySelector(".state");
     var label = d.online ? "online" : (d.online === null ? "not seen yet" : "offline");
     if (state.textContent !== label) { state.textContent = label; changed = true; }

@@ -1,8 +1,6 @@
 """The console in a real browser: Debian's chromium, headless, driven by Selenium through
-Debian's chromedriver (nothing is downloaded: both paths are given and Selenium Manager is
-offline). A real scheduler with an API token and a real display on loopback.
-
-Screenshots of the pages go to ``$PDN_CONSOLE_SHOTS`` (default: the test's temporary folder).
+Debian's chromedriver (``tests.support.browser``). A real scheduler with an API token and a real
+display on loopback.
 """
 
 from __future__ import annotations
@@ -18,22 +16,14 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
+from tests.support.browser import CHROMIUM, chromium, page_shows, screenshotter
 from tests.support.fleet import Screen, put_schedule
 from tests.support.inprocess_display import cds
 from tests.support.scheduler import start
-from tests.support.tools import require_tools
 from tests.support.waiting import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 TOKEN = "console-t0k"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture(autouse=True)
-def debian_chromium() -> None:
-    """Debian's chromium and chromium-driver, which packaging/dev.sh installs."""
-    require_tools(CHROMIUM, CHROMEDRIVER)
 
 
 @pytest.fixture
@@ -54,45 +44,12 @@ def screen(make_screen: Callable[..., Screen]) -> Screen:
 
 @pytest.fixture
 def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never fetches anything
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--window-size=1280,900",
-        "--no-first-run",
-        "--disable-background-networking",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    yield from chromium(monkeypatch)
 
 
 @pytest.fixture
 def shots(tmp_path: Path) -> Callable[[Any, str], Path]:
-    folder = Path(os.environ.get("PDN_CONSOLE_SHOTS") or tmp_path / "shots")
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def shot(driver: Any, name: str) -> Path:
-        path = folder / f"console-{name}.png"
-        driver.save_screenshot(str(path))
-        return path
-
-    return shot
-
-
-def page_shows(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """What the page shows once ``check`` finds it; an error meanwhile (the page changing
-    under the driver) counts as not yet."""
-    return wait_until(check, timeout, "the page never showed it", step=0.1, ignore=(Exception,))
+    return screenshotter(tmp_path)
 
 
 def test_console_in_chromium(
