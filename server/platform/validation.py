@@ -181,6 +181,16 @@ LATITUDE_PATTERN = _coordinate_pattern("NS", "0{0,2}[0-9]|0?[1-8][0-9]", "90")
 #: 'E2.5', 'W 2 47.298' or '-2.5': at most 180 degrees.
 LONGITUDE_PATTERN = _coordinate_pattern("EW", "0{0,2}[0-9]|0?[1-9][0-9]|1[0-7][0-9]", "180")
 
+
+def _any_case_choice(*words: tuple[str, str]) -> str:
+    """A pattern of any of ``words`` (each a head and an optional tail), in any case."""
+
+    def any_case(text: str) -> str:
+        return "".join(f"[{c.upper()}{c}]" for c in text)
+
+    return "^(?:" + "|".join(f"{any_case(h)}(?:{any_case(t)})?" for h, t in words) + ")$"
+
+
 #: The patterns as the OpenAPI documents name them (components/schemas/<name>/pattern).
 #: A TLS certificate's fingerprint: sha256 and the lowercase hex of the DER certificate's hash.
 FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
@@ -188,6 +198,24 @@ FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
 #: A controller's name when it pairs with a display (server.platform.pairing): it is also a path
 # segment.
 CONTROLLER_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 ._@-]{0,99}$"
+
+#: A SHA-256 as the media library keys its items: 64 lower-case hex digits.
+SHA256_PATTERN = "^[0-9a-f]{64}$"
+
+#: A time of day, HH:MM or HH:MM:SS on the 24-hour clock; 24:00 ends at midnight.
+CLOCK_PATTERN = "^([01][0-9]|2[0-3]):([0-5][0-9])(:([0-5][0-9]))?$|^24:00(:00)?$"
+
+#: A day in the calendar as YYYY-MM-DD (the schema adds ``format: date`` for the calendar).
+CALENDAR_DAY_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+#: A day of the week, in full or its first three letters, any case.
+DAY_OF_WEEK_PATTERN = _any_case_choice(
+    ("mon", "day"), ("tue", "sday"), ("wed", "nesday"), ("thu", "rsday"), ("fri", "day"),
+    ("sat", "urday"), ("sun", "day"),
+)  # fmt: skip
+
+#: A URL that carries user information (a name or password before its host).
+USERINFO_PATTERN = "^[^:]*://[^/?#]*@"
 
 PATTERNS = {
     "ControllerName": CONTROLLER_NAME_PATTERN,
@@ -200,6 +228,11 @@ PATTERNS = {
     "Latitude": LATITUDE_PATTERN,
     "Longitude": LONGITUDE_PATTERN,
     "NotBlank": NOT_BLANK_PATTERN,
+    "Sha256": SHA256_PATTERN,
+    "Clock": CLOCK_PATTERN,
+    "CalendarDay": CALENDAR_DAY_PATTERN,
+    "DayOfWeek": DAY_OF_WEEK_PATTERN,
+    "UserInfo": USERINFO_PATTERN,
 }
 
 _NOT_BLANK = re.compile(NOT_BLANK_PATTERN)

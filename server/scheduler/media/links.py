@@ -2,10 +2,11 @@
 whose key is the SHA-256 of the URL's canonical text (docs/media.md, "Web links"), so the same
 page added twice is one item however its scheme or host was spelt.
 
-Canonical: scheme and host in lower case (an international host in its IDNA form), the
-default port dropped, an empty path as ``/``; the path, query and fragment as given. Refused:
-another scheme, no host, a user name or password in the URL, spaces or control characters,
-more than :data:`MAX_LINK` characters.
+A link is what every URL field of the API takes (``server.platform.validation.check_uri``):
+an http(s) URL with an ASCII host (an international name in its IDNA form), as given, with no
+space or control character; besides, no user name or password (the displays would show them)
+and at most :data:`MAX_LINK` characters. Canonical: scheme and host in lower case, the default
+port dropped, an empty path as ``/``; the path, query and fragment as given.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import hashlib
 import re
 from urllib.parse import urlsplit, urlunsplit
 
+from server.platform.validation import HTTP, USERINFO_PATTERN, check_uri
 from server.scheduler.media.probe import RefusedError
 
 __all__ = ["MAX_LINK", "canonical_link", "link_key"]
 
 MAX_LINK = 2048
-_UNSAFE = re.compile(r"[\x00-\x20\x7f]")
+_USERINFO = re.compile(USERINFO_PATTERN)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -29,28 +31,21 @@ def _bad(message: str) -> RefusedError:
 
 def canonical_link(given: object) -> str:
     """The canonical text of the link ``given``; :class:`RefusedError` (400 ``bad-link``)."""
-    if not isinstance(given, str) or not given.strip():
+    if not isinstance(given, str) or not given:
         raise _bad('Give the link as a string: {"link": "https://...", "name": "..."}.')
-    text = given.strip()
-    if len(text) > MAX_LINK or _UNSAFE.search(text):
-        raise _bad(f"A link is at most {MAX_LINK} characters with no spaces or control characters.")
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError as error:
-        raise _bad(f"'{text}' is not a URL ({error}).") from error
+    if len(given) > MAX_LINK:
+        raise _bad(f"A link is at most {MAX_LINK} characters.")
+    problem = check_uri(given, HTTP)
+    if problem is not None:
+        raise _bad(f"'{given}' {problem}.")
+    parts = urlsplit(given)
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise _bad(f"'{text}': a link is an http:// or https:// URL.")
-    if parts.username is not None or parts.password is not None:
+    if _USERINFO.match(given):
         raise _bad("A link carries no user name or password; the displays would show them.")
-    host = parts.hostname or ""
+    host = (parts.hostname or "").lower()  # ASCII: an international name in its IDNA form
     if not host:
-        raise _bad(f"'{text}' has no host.")
-    try:
-        host = host.encode("idna").decode("ascii") if not host.isascii() else host.lower()
-    except UnicodeError as error:
-        raise _bad(f"'{text}' has a host that is not a valid name.") from error
+        raise _bad(f"'{given}' has no host.")
+    port = parts.port
     if ":" in host:
         host = f"[{host}]"
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"

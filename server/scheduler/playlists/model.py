@@ -30,7 +30,12 @@ from typing import Any
 
 from cds.model import DAY_NAMES
 from server.platform.validation import (
+    CALENDAR_DAY_PATTERN,
+    CLOCK_PATTERN,
+    DAY_OF_WEEK_PATTERN,
     HTTP,
+    NOT_BLANK_PATTERN,
+    SHA256_PATTERN,
     Duration,
     ValidationError,
     check_uri,
@@ -57,9 +62,11 @@ MAX_NAME = 200
 ORDERS = ("inorder", "shuffle")
 PRIORITIES = ("lowest", "low", "medium", "high", "highest")
 TRANSITIONS = ("crossfade", "cut")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?$|^24:00(?::00)?$")
-_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_SHA256 = re.compile(SHA256_PATTERN)
+_CLOCK = re.compile(CLOCK_PATTERN)
+_DATE = re.compile(CALENDAR_DAY_PATTERN)
+_DAY = re.compile(DAY_OF_WEEK_PATTERN)
+_NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
 _ENTRY_FIELDS = frozenset(
     ("media", "link", "duration", "from", "until", "windows", "days", "transition")
 )
@@ -150,7 +157,9 @@ def read_playlist(body: Any) -> Playlist:
     order = _choice(body, "order", ORDERS, "inorder")
     priority = _choice(body, "priority", PRIORITIES, "medium")
     name = body.get("name")
-    if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME):
+    if name is not None and (
+        not isinstance(name, str) or not _NOT_BLANK.search(name) or len(name) > MAX_NAME
+    ):
         raise invalid_field("name", f"'name' must be text of 1 to {MAX_NAME} characters.")
     return Playlist(entries, order, priority, name)
 
@@ -178,15 +187,17 @@ def _entry(where: str, item: Any) -> Entry:
         raise invalid_field(where, f"'{where}' must be an object with 'media' or 'link'.")
     _no_unknown(item, _ENTRY_FIELDS, where)
     media, link = item.get("media"), item.get("link")
-    if (media is None) == (link is None):
+    if ("media" in item) == ("link" in item):
         raise invalid_field(where, f"'{where}' needs either 'media' (a SHA-256) or 'link'.")
-    if media is not None and (not isinstance(media, str) or not _SHA256.match(media)):
+    if "media" in item and (not isinstance(media, str) or not _SHA256.match(media)):
         raise invalid_field(
             f"{where}.media", f"'{where}.media' must be a SHA-256: 64 lower-case hex digits."
         )
-    if link is not None:
+    if "link" in item:
         problem = check_uri(link, HTTP) if isinstance(link, str) else "it is not text"
-        if problem is not None or len(link) > 2000:
+        if problem is None and isinstance(link, str) and len(link) > 2000:
+            problem = "at most 2000 characters"
+        if problem is not None:
             raise invalid_field(
                 f"{where}.link", f"'{where}.link' must be an http or https URL ({problem})."
             )
@@ -259,7 +270,7 @@ def _days(value: Any, where: str) -> tuple[str, ...]:
         raise invalid_field(where, f"'{where}' must be a list of days of the week.")
     found: set[str] = set()
     for index, day in enumerate(value):
-        text = day.strip().lower() if isinstance(day, str) else ""
+        text = day.lower() if isinstance(day, str) and _DAY.match(day) else ""
         match = next((d for d in DAY_NAMES if text in (d, d[:3])), None)
         if match is None:
             raise invalid_field(

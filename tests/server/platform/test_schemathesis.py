@@ -35,6 +35,33 @@ def schedule_is_not_json_schema(finding: Finding, answer: dict[str, Any]) -> boo
     )
 
 
+def library_refusal(finding: Finding, answer: dict[str, Any]) -> bool:
+    """What the document can say of a media upload's shape but not of its content: generated
+    bytes are no picture, video or bundle (or not the type their name says), and a file's or
+    link's name and tags are checked as text the schema leaves open. A playlist may name a
+    media item the library does not hold (400 unknown-media, the state of the library, as 404
+    is of a resource), an 'until' before its 'from', or a window that starts when it ends
+    (rules between two fields). A schedule's id that a playlist holds is changed through the
+    playlist only (409 schedule-conflict, the state of the scheduler). tests/server/scheduler/
+    media and .../playlists test each."""
+    if finding.check != "positive_data_acceptance":
+        return False
+    if answer.get("error") == "schedule-conflict":
+        return True
+    if finding.operation == "POST /x/media":
+        return answer.get("error") in (
+            "no-name", "bad-name", "bad-tags", "unsupported-type", "type-mismatch", "corrupt",
+            "no-video-stream", "bad-bundle",
+        )  # fmt: skip
+    if finding.operation == "PUT /x/playlists/{id}":
+        field = str(answer.get("field", ""))
+        return answer.get("error") == "unknown-media" or (
+            answer.get("error") == "invalid-field"
+            and (field.endswith(".until") or (".windows[" in field and field.endswith(".end")))
+        )
+    return False
+
+
 def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
     """What a schema-valid request may still get: a generated CDS refused (above), and a
     display URL registered before with another TLS certificate (409 certificate-changed, issue
@@ -42,6 +69,7 @@ def allowed_refusals(finding: Finding, answer: dict[str, Any]) -> bool:
     pair with that is not there (502 display-unreachable) or refuses the code."""
     return (
         schedule_is_not_json_schema(finding, answer)
+        or library_refusal(finding, answer)
         or (
             finding.operation == "POST /displays"
             and finding.check == "positive_data_acceptance"
