@@ -47,7 +47,7 @@ from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import ClockStatus, Display, MemoryStatus, ScreenAccess
-from player.displayserver import server_alive
+from player.displayserver import catch_xlib_exit, connection_broke, on_lost, server_alive
 from player.engine import LOAD_TIMEOUT, Engine, EngineStore
 from player.follower import ScheduleFollower
 from player.memory import MemoryWatch, memory_plan
@@ -355,12 +355,22 @@ def run(
         def exit_status() -> int:
             if signals.reason:
                 return EXIT_OK
-            if lost:
+            if lost or connection_broke():
                 return EXIT_SCREEN_LOST
             return outcome[0] if outcome else EXIT_OK
 
         deadline = StopDeadline(exit_status)
         signals = SignalWatcher(application.quit, on_stop=deadline.arm)
+
+        def display_server_lost(why: str) -> None:
+            # From the thread that found it (parked for good from here): the deadline counts,
+            # and the GUI thread, if that was not it, ends the loop as for a lost screen.
+            deadline.lost(why)
+            bridge.post(lambda: screen_lost(why))
+
+        on_lost(display_server_lost)
+        if application.platformName() == "xcb":
+            catch_xlib_exit()
         systemd = SystemdHooks(notifier, renderer, url)
         lost: list[str] = []
 

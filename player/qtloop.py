@@ -224,6 +224,7 @@ class SignalWatcher(QObject):
         # names a signal that comes after the reader stopped (the stop it asks for is under way).
         if self.reason is None:
             self.reason = signal.Signals(signum).name
+            log.info("received %s: shutting down", self.reason)
 
     def _read(self) -> None:
         while True:

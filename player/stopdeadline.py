@@ -60,6 +60,14 @@ class StopDeadline:
         )
         self._thread.start()
 
+    def lost(self, why: str) -> None:
+        """The display server is gone and the thread that found it is parked for good: the
+        count starts now, and is short if that thread is the main thread (the stop sequence
+        cannot go on without it)."""
+        if threading.current_thread() is threading.main_thread():
+            self._within = 0.0
+        self.arm(why)
+
     def durable(self) -> None:
         """Everything that must survive is written and closed."""
         self._durable.set()
