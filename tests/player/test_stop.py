@@ -54,7 +54,9 @@ def stopped_within(display: DisplayProcess, since: float) -> int:
         code = display.process.wait(max(0.0, since + STOP_WITHIN - time.monotonic()))
     except subprocess.TimeoutExpired:
         display.kill()
-        raise AssertionError(f"still running {STOP_WITHIN} s after the stop:\n{display.text()}")
+        raise AssertionError(
+            f"still running {STOP_WITHIN} s after the stop:\n{display.text()}"
+        ) from None
     return code
 
 
@@ -163,7 +165,7 @@ def group_members(group: int) -> list[str]:
 def test_ctrl_c_on_dev_sh_display_ends_every_process_of_its_group(
     content: PageServer,
 ) -> None:
-    """``bash packaging/dev.sh display`` with no screen (it runs Xvfb through xvfb-run), in a
+    """``bash packaging/dev.sh display`` with no screen (it runs an Xvfb of its own), in a
     session of its own as a terminal's command is; SIGINT to the whole group, as Ctrl-C."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="pdn-devsh-") as folder:
@@ -190,7 +192,6 @@ def test_ctrl_c_on_dev_sh_display_ends_every_process_of_its_group(
                 lambda: f"dev.sh display up:\n{log.read_text(errors='replace')}",
                 step=0.2,
             )
-            display.data_dir = data
             sequence = play_page(display, content)
             members = group_members(group)
             assert any("Xvfb" in m for m in members), members
