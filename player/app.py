@@ -14,6 +14,9 @@ Threads:
 
 SIGTERM and SIGINT reach the Qt loop through ``player.qtloop.SignalWatcher``, so the process
 shuts down cleanly (API closed, outbox stopped, database closed) even while Qt is blocking in C++.
+The stores close before the window, which is left alone when its display server is gone
+(``player.displayserver``); ``player.stopdeadline`` ends the process within 4 s of the stop
+request whatever Qt is blocked in.
 
 Exit codes (``server.platform.exitcodes``): 0 stopped cleanly, 1 could not start (port taken,
 database unusable), 2 bad configuration; and :data:`EXIT_SCREEN_LOST` (3): the renderer could not
