@@ -89,6 +89,30 @@ chrony_for_tests() {
 
 has_screen() { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; }
 
+# Runs a command on an Xvfb of its own (a free display number), waits for it, then stops the X
+# server; the command's exit status. Not xvfb-run: that is a dash script, which a terminal's
+# Ctrl-C ends at once, before the command it waits for has stopped (the prompt comes back with
+# the display still running). bash waits for its foreground command to stop and goes on when
+# that command handled the signal, so the status is the display's own.
+on_xvfb() {
+    local dir number="" xvfb status=0 tries=100
+    dir=$(mktemp -d -t pdn-xvfb.XXXXXX)
+    Xvfb -displayfd 3 -screen 0 1920x1080x24 -nolisten tcp 3>"$dir/display" \
+        >"$dir/xvfb.log" 2>&1 </dev/null &
+    xvfb=$!
+    # shellcheck disable=SC2064  # expanded now: the values of this call
+    trap "kill $xvfb 2>/dev/null || :; rm -rf '$dir'" EXIT
+    while [ -z "$number" ] && [ $tries -gt 0 ]; do
+        kill -0 "$xvfb" 2>/dev/null || { log "Xvfb did not start: $(cat "$dir/xvfb.log")"; return 1; }
+        sleep 0.1
+        number=$(head -n1 "$dir/display")
+        tries=$((tries - 1))
+    done
+    [ -n "$number" ] || { log "Xvfb did not start within 10 s"; return 1; }
+    DISPLAY=":$number" "$@" || status=$?
+    return "$status"
+}
+
 job=${1:-display}
 [ $# -gt 0 ] && shift
 case "$job" in
@@ -102,8 +126,7 @@ case "$job" in
             exec "$venv/bin/pdn" display --data-dir "$data" "$@"
         fi
         log "no screen attached: running on a virtual 1920x1080 screen (Xvfb)"
-        exec xvfb-run -a -s "-screen 0 1920x1080x24 -nolisten tcp" \
-            "$venv/bin/pdn" display --data-dir "$data" "$@"
+        on_xvfb "$venv/bin/pdn" display --data-dir "$data" "$@"
         ;;
     test)
         setup

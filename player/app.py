@@ -14,6 +14,9 @@ Threads:
 
 SIGTERM and SIGINT reach the Qt loop through ``player.qtloop.SignalWatcher``, so the process
 shuts down cleanly (API closed, outbox stopped, database closed) even while Qt is blocking in C++.
+The stores close before the window, which is left alone when its display server is gone
+(``player.displayserver``); ``player.stopdeadline`` ends the process within 4 s of the stop
+request whatever Qt is blocked in.
 
 Exit codes (``server.platform.exitcodes``): 0 stopped cleanly, 1 could not start (port taken,
 database unusable), 2 bad configuration; and :data:`EXIT_SCREEN_LOST` (3): the renderer could not
@@ -47,6 +50,7 @@ from player.clocksync import ClockSync
 from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import ClockStatus, Display, MemoryStatus, ScreenAccess
+from player.displayserver import catch_xlib_exit, connection_broke, on_lost, server_alive
 from player.engine import LOAD_TIMEOUT, Engine, EngineStore
 from player.follower import ScheduleFollower, console_address
 from player.memory import MemoryWatch, memory_plan
@@ -67,6 +71,7 @@ from player.renderer.idle import download_progress
 from player.renderer.options import add_chromium_flags
 from player.screen import QtScreen
 from player.sdnotify import SdNotifier
+from player.stopdeadline import StopDeadline
 from player.store import DisplayStore, StoreError
 from player.writer import DeferredQueueStore, OrderedWriter
 from server.display import DisplaySecurity, create_app
@@ -186,7 +191,13 @@ def run(
     if not config.location:
         log.warning("no location configured: GET / reports an empty location")
 
+    # What talks to the screen stops last, after every store is closed: with its display
+    # server gone, Qt can block there, and the stop's deadline (player.stopdeadline) then ends
+    # the process with nothing durable left open.
+    screen_side = contextlib.ExitStack()
+    deadline: StopDeadline | None = None
     with contextlib.ExitStack() as stopping:
+        stopping.callback(_screen_last, screen_side, lambda: deadline)
         # 1. Durable state. Nothing below runs on a database it cannot trust.
         data_dir = config.data_dir.resolve()
         try:
@@ -281,7 +292,7 @@ def run(
             ),
             memory=memory,
         )
-        stopping.callback(renderer.close)
+        screen_side.callback(renderer.close)
 
         # 4. What plays: the schedule, the content cache, the engine, the playback record.
         #    Nothing time-windowed plays before the clock is set (NTP, or a plausible date).
@@ -342,7 +353,27 @@ def run(
                 tls_fingerprint=tls[1] if tls else None,
             )
         driver = EngineDriver(engine, waker)
-        signals = SignalWatcher(application.quit)
+        outcome: list[int] = []
+
+        def exit_status() -> int:
+            if signals.reason:
+                return EXIT_OK
+            if lost or connection_broke():
+                return EXIT_SCREEN_LOST
+            return outcome[0] if outcome else EXIT_OK
+
+        deadline = StopDeadline(exit_status)
+        signals = SignalWatcher(application.quit, on_stop=deadline.arm)
+
+        def display_server_lost(why: str) -> None:
+            # From the thread that found it (parked for good from here): the deadline counts,
+            # and the GUI thread, if that was not it, ends the loop as for a lost screen.
+            deadline.lost(why)
+            bridge.post(lambda: screen_lost(why))
+
+        on_lost(display_server_lost)
+        if application.platformName() == "xcb":
+            catch_xlib_exit()
         systemd = SystemdHooks(notifier, renderer, url)
         lost: list[str] = []
 
@@ -413,19 +444,45 @@ def run(
         driver.start()
         log.info("display running")
         code = int(application.exec())
+        outcome.append(code)
+        deadline.arm("the Qt loop's end")
         forget.stop()
+        progress.stop()
+        server_gone = not server_alive()
+        if server_gone and not signals.reason and not lost:
+            # Qt ends its loop when the X connection breaks: a screen lost, for systemd to
+            # start the display again once its display server is back.
+            screen_lost("the display server is gone")
         ended = signals.reason or (lost[0] if lost else f"code {code}")
         log.info("stopping: Qt loop ended (%s)", ended)
     log.info("stopped")
-    if lost:
+    if lost or server_gone or not server_alive():
         # Everything durable is closed. Qt WebEngine's own teardown waits seconds for the
-        # helper processes that are gone (measured: 4 s), and the screen is black meanwhile.
+        # helper processes that are gone (measured: 4 s), and the screen is black meanwhile;
+        # with the display server gone, Qt's teardown can wait for it for good.
         for handler in logging.getLogger().handlers:
             handler.flush()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_SCREEN_LOST)
-    return EXIT_OK if signals.reason else code
+        os._exit(exit_status())
+    return exit_status()
+
+
+def _screen_last(
+    screen_side: contextlib.ExitStack, deadline: Callable[[], StopDeadline | None]
+) -> None:
+    """The end of the stop: the stores are closed (the deadline may end the process from
+    here on without losing a write); then the screen's side, unless its server is gone."""
+    armed = deadline()
+    if armed is not None:
+        armed.durable()
+    if not server_alive():
+        # Closing the window waits for Qt Quick's render thread, which can be stuck in a call
+        # to the server that is gone; the process exits without closing it.
+        log.warning("stopping: the display server is gone, the window is left to the exit")
+        return
+    log.info("stopping: the screen")
+    screen_side.close()
 
 
 def _step(what: str, stop: Callable[[], None]) -> None:

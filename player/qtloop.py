@@ -6,8 +6,9 @@
 - :class:`EngineDriver`: runs ``engine.tick`` on the GUI thread when woken or when it is due
   (the engine only ever touches the renderer from ``tick``).
 - :class:`GuiBridge`: runs a function on the GUI thread from any thread, optionally waiting.
-- :class:`SignalWatcher`: SIGTERM/SIGINT/SIGHUP -> a byte on a socket -> QSocketNotifier -> quit,
-  so the process stops cleanly even while Qt is blocking in C++.
+- :class:`SignalWatcher`: SIGTERM/SIGINT/SIGHUP -> a byte on a socket -> a reader thread -> the
+  stop's deadline, and quit queued onto the GUI thread, so the process stops cleanly even while
+  Qt is blocking in C++.
 - :class:`SystemdHooks`: systemd's watchdog pings and readiness, from the GUI thread; no ping
   while the renderer's visual watchdog finds the screen wrong.
 
@@ -22,6 +23,7 @@ import math
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -30,7 +32,6 @@ from typing import Any, Protocol, TypeVar
 from PySide6.QtCore import (
     QMessageLogContext,
     QObject,
-    QSocketNotifier,
     Qt,
     QTimer,
     QtMsgType,
@@ -39,6 +40,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QGuiApplication
 
+from player.displayserver import note_qt_message
 from player.renderer import KioskRenderer, prepare_process
 from player.sdnotify import SdNotifier
 from server.platform.logrepeat import RepeatFilter
@@ -61,6 +63,7 @@ _QT_LEVELS = {
 
 
 def _qt_message(kind: QtMsgType, _context: QMessageLogContext, message: str) -> None:
+    note_qt_message(message)
     qt_log.log(_QT_LEVELS.get(kind, logging.INFO), "%s", message)
 
 
@@ -191,45 +194,66 @@ class GuiBridge(QObject):
 
 
 class SignalWatcher(QObject):
-    """SIGTERM/SIGINT/SIGHUP end the Qt loop; ``reason`` names the signal that did."""
+    """SIGTERM/SIGINT/SIGHUP end the Qt loop; ``reason`` names the signal that did.
 
-    def __init__(self, quit_app: Callable[[], None]) -> None:
+    The signal's byte is read on a thread of its own (``pdn-signals``), not by the GUI thread:
+    ``on_stop`` (the stop's deadline) is told at once even while the GUI thread is stuck, and
+    the quit is queued onto the GUI thread. The stop signals stay caught until the process
+    ends: one that comes again while the display stops does not cut its stop short."""
+
+    _received = Signal()
+
+    def __init__(
+        self, quit_app: Callable[[], None], on_stop: Callable[[str], None] | None = None
+    ) -> None:
         super().__init__()
         self.reason: str | None = None
         self._quit = quit_app
+        self._on_stop = on_stop
         self._reader, self._writer = socket.socketpair()
-        self._reader.setblocking(False)
         self._writer.setblocking(False)
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno())
         for signum in _STOP_SIGNALS:
             signal.signal(signum, self._python_handler)
-        self._notifier = QSocketNotifier(self._reader.fileno(), QSocketNotifier.Type.Read, self)
-        self._notifier.activated.connect(self._on_signal)
+        self._received.connect(self._quit_loop, Qt.ConnectionType.QueuedConnection)
+        self._thread = threading.Thread(target=self._read, name="pdn-signals", daemon=True)
+        self._thread.start()
 
-    @staticmethod
-    def _python_handler(signum: int, _frame: Any) -> None:
-        # The wake-up fd already told Qt; this only keeps Python from its default action.
-        return None
+    def _python_handler(self, signum: int, _frame: Any) -> None:
+        # The wake-up fd tells the reader; this keeps Python from its default action, and
+        # names a signal that comes after the reader stopped (the stop it asks for is under way).
+        if self.reason is None:
+            self.reason = signal.Signals(signum).name
+            log.info("received %s: shutting down", self.reason)
 
-    def _on_signal(self) -> None:
-        try:
-            data = self._reader.recv(64)
-        except BlockingIOError:
-            return
-        for signum in data:
-            name = signal.Signals(signum).name if signum in _SIGNAL_NUMBERS else str(signum)
-            log.info("received %s: shutting down", name)
-            self.reason = name
-        if self.reason:
-            self._quit()
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._reader.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                name = signal.Signals(signum).name if signum in _SIGNAL_NUMBERS else str(signum)
+                if self.reason is None:
+                    log.info("received %s: shutting down", name)
+                    self.reason = name
+            if self.reason is not None:
+                if self._on_stop is not None:
+                    self._on_stop(self.reason)
+                self._received.emit()
+
+    def _quit_loop(self) -> None:
+        self._quit()
 
     def close(self) -> None:
+        """Stop reading; the stop signals stay caught (ignored) from here to the exit."""
         signal.set_wakeup_fd(self._previous_fd)
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        self._notifier.setEnabled(False)
+        self._received.disconnect(self._quit_loop)
+        self._writer.close()  # the reader takes what is still queued, then sees the end
+        self._thread.join(1.0)
         self._reader.close()
-        self._writer.close()
 
 
 class SystemdHooks(QObject):

@@ -83,7 +83,7 @@ run_display() {
     fi
     sed 's/^/  /' "$LOGS/play_videos.log"
     VIDEOS_PLAYED=yes
-    # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; xvfb-run then ends Xvfb.
+    # SIGTERM to pdn itself, as systemd or Ctrl-C would stop it; dev.sh then ends its Xvfb.
     stop_display "$root" "$pid" 30
     wait "$pid" 2>/dev/null || true
     STARTED=()

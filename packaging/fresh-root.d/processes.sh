@@ -17,7 +17,7 @@ processes_in() {
 }
 
 # The pid of pdn itself (python .../bin/pdn display ...) in the root $1, not of a wrapper whose
-# arguments name it too (xvfb-run, runuser); empty when none runs.
+# arguments name it too (runuser); empty when none runs.
 # Natively its command line is "python3 .../bin/pdn display ..."; an arm64 one run through
 # binfmt_misc shows qemu's, with the interpreter, the file and (flag P) argv[0] in front:
 # "qemu-aarch64 .../python3 .../python3 .../bin/pdn display ...". So ".../bin/pdn display"

@@ -19,6 +19,14 @@ def xvfb(width: int, height: int, detached: bool = False) -> Iterator[str]:
 
     ``detached``: the server is not a child of this process (a shell starts it in the
     background and exits), so the test process's own tree holds no X server."""
+    with xvfb_server(width, height, detached) as (display, _pid):
+        yield display
+
+
+@contextmanager
+def xvfb_server(width: int, height: int, detached: bool = False) -> Iterator[tuple[str, int]]:
+    """:func:`xvfb`, yielding the DISPLAY value and the server's process id (a test that
+    kills the server)."""
     require_tools("Xvfb")
     read, write = os.pipe()
     command = ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
@@ -39,7 +47,7 @@ def xvfb(width: int, height: int, detached: bool = False) -> Iterator[str]:
         number = stream.readline().strip()
     try:
         assert number, "Xvfb did not start"
-        yield f":{number}"
+        yield f":{number}", pid
     finally:
         if detached:
             with contextlib.suppress(ProcessLookupError):
