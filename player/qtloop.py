@@ -159,9 +159,6 @@ class GuiBridge(QObject):
         self.call.connect(self._run, Qt.ConnectionType.QueuedConnection)
         self.beat = time.monotonic()
         self._heartbeat = QTimer(self)
-        # On whole seconds, as every other once-a-second timer of the GUI thread that is very
-        # coarse: Qt fires them in one wake-up, not one each at its own phase of the second.
-        self._heartbeat.setTimerType(Qt.TimerType.VeryCoarseTimer)
         self._heartbeat.timeout.connect(self._beat)
         self._heartbeat.start(1000)
 
