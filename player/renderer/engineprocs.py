@@ -22,6 +22,7 @@ log = logging.getLogger("pdn.renderer")
 
 PROC = Path("/proc")
 MARKER = b"QtWebEngineProcess"
+FULL_SCAN_EVERY = 30  # calls of ZygoteWatch.lost between looks for zygotes not yet seen
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,28 @@ def _read_children(pid: int) -> list[int]:
     return children
 
 
-def _state(pid: int) -> str | None:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command (the state first); None if gone."""
     try:
         stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     # "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else None
+    return stat.rsplit(")", 1)[-1].split() if ")" in stat else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
+def _alive_since(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, as ``/proc`` says), while it lives and is
+    no zombie; None otherwise. A pid the kernel gave to a new process has a new start time."""
+    fields = _stat(pid)
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # field 22 of stat, the start time
 
 
 def engine_children(pid: int | None = None) -> list[EngineProcess]:
@@ -85,11 +101,18 @@ def engine_children(pid: int | None = None) -> list[EngineProcess]:
 
 
 class ZygoteWatch:
-    """Remembers the zygotes it has seen alive and says when one of them is gone."""
+    """Remembers the zygotes it has seen alive and says when one of them is gone.
+
+    :meth:`lost` runs every second on the GUI thread. Listing the display's children reads a
+    file per thread of the display (about fifty), so it is done until a zygote is seen and
+    then every ``FULL_SCAN_EVERY`` calls, for one that comes later; in between, each zygote
+    seen is checked by its own ``stat`` alone (one file), by its start time, so a pid given
+    to another process does not pass for the zygote."""
 
     def __init__(self, pid: int | None = None) -> None:
         self._pid = pid
-        self._zygotes: set[int] = set()
+        self._zygotes: dict[int, str] = {}  # pid -> its start time
+        self._calls = 0
         self.supported = (PROC / "self" / "task").is_dir()
 
     @property
@@ -100,13 +123,18 @@ class ZygoteWatch:
         """None while every zygote seen so far lives; else what happened to the first gone."""
         if not self.supported:
             return None
-        processes = engine_children(self._pid)
-        alive = {p.pid for p in processes if p.alive}
-        for process in processes:
-            if process.alive and process.kind == "zygote" and process.pid not in self._zygotes:
-                self._zygotes.add(process.pid)
-                log.info("web engine zygote process %d", process.pid)
-        gone = sorted(self._zygotes - alive)
-        if gone:
-            return f"the web engine's zygote process {gone[0]} is gone"
+        if not self._zygotes or self._calls % FULL_SCAN_EVERY == 0:
+            self._scan()
+        self._calls += 1
+        for pid, started in sorted(self._zygotes.items()):
+            if _alive_since(pid) != started:
+                return f"the web engine's zygote process {pid} is gone"
         return None
+
+    def _scan(self) -> None:
+        for process in engine_children(self._pid):
+            if process.alive and process.kind == "zygote" and process.pid not in self._zygotes:
+                started = _alive_since(process.pid)
+                if started is not None:
+                    self._zygotes[process.pid] = started
+                    log.info("web engine zygote process %d", process.pid)

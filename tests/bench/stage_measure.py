@@ -15,6 +15,7 @@ from tests.bench.memory_tools import Framebuffer
 from tests.bench.signage_content import ContentServer, Image
 from tests.bench.stage_tools import RGB, CpuTrace, LocalPages, near
 from tests.bench.stats import percentile
+from tests.bench.wakeups import difference, print_threads, snapshot
 
 RED: RGB = (255, 0, 0)
 BLUE: RGB = (0, 0, 255)
@@ -36,19 +37,31 @@ class Bench:
 
 
 def steady(
-    trace: CpuTrace, settle: float, window: float, sequence: Callable[[], object] | None
+    trace: CpuTrace,
+    settle: float,
+    window: float,
+    sequence: Callable[[], object] | None,
+    poll: bool = True,
 ) -> dict[str, Any]:
-    """CPU per second over ``window`` s, after ``settle`` s, and second by second. For the
-    display, its playback record is read once a second (``sequence``), as during the page
-    changes, so that cost is in both; the bare scene has none."""
+    """CPU per second over ``window`` s, after ``settle`` s, and second by second, and the
+    tree's wake-ups (every thread's context switches, tests/bench/wakeups.py) over the same
+    window. For the display, its playback record is read once a second (``sequence``), as
+    during the page changes, so that cost is in both; the bare scene has none. Without
+    ``poll`` (a still picture: no change to subtract it from) the record is read at the two
+    ends of the window alone, so what is measured is the display's own (its sequence counts
+    every change, so a change in the window is still seen)."""
     before = sequence() if sequence else None
     time.sleep(settle)
     start = time.time()
+    threads = snapshot(trace.root)
     changed = False
     while time.time() < start + window:
         time.sleep(1)
-        changed |= sequence is not None and sequence() != before
+        if poll:
+            changed |= sequence is not None and sequence() != before
     end = time.time()
+    wakeups = difference(threads, snapshot(trace.root), end - start)
+    changed |= sequence is not None and sequence() != before
     tree, xserver = trace.between(start, end)
     seconds = [trace.at(start + k)[0] for k in range(int(end - start) + 1)]
     return {
@@ -56,6 +69,7 @@ def steady(
         "cpu_s_per_s": round(tree / (end - start), 4),
         "xvfb_cpu_s_per_s": round(xserver / (end - start), 4),
         "per_second": [round(b - a, 3) for a, b in pairwise(seconds)],
+        "wakeups": wakeups,
         "screen_changed": changed,  # an item change in the window spoils it
     }
 
@@ -106,12 +120,14 @@ def cpu_part(
     """The still picture (already on the screen), the signage page animated, then the page
     changes; ``show`` puts a page on the screen and returns once it is there."""
     args = bench.args
-    still = steady(trace, args.settle, args.window, sequence)
+    still = steady(trace, args.settle, args.still_window, sequence, poll=False)
     print(
-        f"  still picture: {still['cpu_s_per_s']:.3f} CPU s/s (Xvfb "
-        f"{still['xvfb_cpu_s_per_s']:.3f})",
+        f"  still picture: {still['cpu_s_per_s'] * 100:.2f} % of a core (Xvfb "
+        f"{still['xvfb_cpu_s_per_s'] * 100:.2f} %), {still['wakeups']['wakeups_per_s']:.1f} "
+        f"wake-ups/s; the threads that woke most:",
         flush=True,
     )
+    print_threads(still["wakeups"], top=8)
     show(f"{bench.content.url}/page/{first}.html")
     animated = steady(trace, args.settle, args.window, sequence)
     print(

@@ -11,6 +11,8 @@ from typing import Any
 
 ROTATED_RATIO_TARGET = 1.25
 FADE_STEPS_TARGET = 12
+FADE_SHORT_TARGET = 2  # steps the stage's fade may show fewer than the bare scene's
+STILL_TARGET = 1.0  # % of a core for a still picture
 PSS_RATIO_TARGET = 1.25
 FIRST_PIXEL_P95_TARGET_MS = 300.0
 
@@ -52,13 +54,27 @@ class Row:
         return CHECKS[self.target[0]](float(value), self.target[1])
 
 
-def derive(found: dict[str, Any], floor: dict[str, Any] | None) -> dict[str, Any]:
-    """The figures made of two others: rotated over unrotated, PSS over the floor."""
+def derive(
+    found: dict[str, Any], floor: dict[str, Any] | None, bare_fade: Any = None
+) -> dict[str, Any]:
+    """The figures made of two others: rotated over unrotated, PSS over the floor, how many
+    steps the fade shows fewer than the bare scene's (``bare_fade``), and a still picture's
+    CPU in % of a core."""
     per_change = ("cpu", "page", "cpu_s_per_change")
-    derived = {
+    derived: dict[str, Any] = {
         "rotated_ratio": ratio(dig(found, "r90", *per_change), dig(found, "r0", *per_change)),
         "pss_ratio": ratio(dig(found, "play", "memory", "pss_mb"), dig(floor, "pss_mb")),
     }
+    for rotation in (0, 90):
+        steps = dig(found, f"r{rotation}", "fade", "median_steps")
+        short = None
+        if isinstance(steps, int | float) and isinstance(bare_fade, int | float):
+            short = bare_fade - steps
+        derived[f"fade_short_r{rotation}"] = short
+        still = dig(found, f"r{rotation}", "cpu", "still", "cpu_s_per_s")
+        derived[f"still_percent_r{rotation}"] = (
+            round(still * 100, 2) if isinstance(still, int | float) else None
+        )
     return {**found, "derived": derived}
 
 
@@ -79,7 +95,15 @@ def table_rows(args: argparse.Namespace) -> list[Row]:
     for rotation in (0, 90):
         turn, cpu = f"{rotation}°", (f"r{rotation}", "cpu")
         rows += [
-            Row(f"still picture, CPU s/s, {turn}", (*cpu, "still", "cpu_s_per_s"), 3),
+            Row(
+                f"still picture, % of a core, {turn}",
+                ("derived", f"still_percent_r{rotation}"),
+                2,
+                ("<", STILL_TARGET),
+            ),
+            Row(
+                f"still picture, wake-ups/s, {turn}", (*cpu, "still", "wakeups", "wakeups_per_s"), 1
+            ),
             Row(f"signage page, CPU s/s, {turn}", (*cpu, "page", "cpu_s_per_s"), 3),
             Row(f"CPU s per page change, {turn}", (*cpu, "page", "cpu_s_per_change"), 3),
             Row(f"animated page (60 fps), CPU s/s, {turn}", (*cpu, "animated", "cpu_s_per_s"), 3),
@@ -97,6 +121,10 @@ def table_rows(args: argparse.Namespace) -> list[Row]:
             (">=", FADE_STEPS_TARGET)),
         Row("fade steps (median), 90°", ("r90", "fade", "median_steps"), 0,
             (">=", FADE_STEPS_TARGET)),
+        Row("fade steps short of the bare scene's, 0°", ("derived", "fade_short_r0"), 1,
+            ("<=", FADE_SHORT_TARGET)),
+        Row("fade steps short of the bare scene's, 90°", ("derived", "fade_short_r90"), 1,
+            ("<=", FADE_SHORT_TARGET)),
         Row(f"PSS MB after {args.transitions} transitions (bare: floor)",
             ("play", "memory", "pss_mb"), 0),
         Row("PSS / floor", ("derived", "pss_ratio"), 2, ("<=", PSS_RATIO_TARGET)),
@@ -115,7 +143,9 @@ def table(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, A
     figure over the bare one, the target, and pass or fail (the stage's)."""
     floor = results.get("floor")
     stages = {
-        "stage": derive(results["stage"], floor),
+        "stage": derive(
+            results["stage"], floor, dig(results, "fade_ceiling", "pictures", "median_steps")
+        ),
         "bare": derive(bare_column(results), None),
     }
     out: list[dict[str, Any]] = []

@@ -16,7 +16,7 @@ from player.crashonly import (
     note_exit,
     restart_delay,
 )
-from player.renderer.engineprocs import ZygoteWatch, engine_children
+from player.renderer.engineprocs import FULL_SCAN_EVERY, ZygoteWatch, engine_children
 from server.platform.logrepeat import RepeatFilter
 from tests.support.waiting import wait_until
 
@@ -71,8 +71,8 @@ def test_repeat_filter_lets_a_burst_through_then_counts_what_it_dropped(
     ]
 
 
-def test_zygote_watch_says_when_a_zygote_is_gone() -> None:
-    # A child that looks like Chromium's zygote to /proc: argv[0] and --type=zygote.
+def fake_zygote() -> subprocess.Popen[bytes]:
+    """A child that looks like Chromium's zygote to /proc: argv[0] and --type=zygote."""
     fake = subprocess.Popen(
         [
             "bash",
@@ -81,15 +81,20 @@ def test_zygote_watch_says_when_a_zygote_is_gone() -> None:
             "--type=zygote",
         ]
     )
+    wait_until(
+        # This fake by its pid: a web engine that ran earlier in this process (another
+        # test's) leaves real zygotes, which would satisfy "any zygote" before the fake is.
+        lambda: any(p.kind == "zygote" and p.pid == fake.pid for p in engine_children()),
+        10,
+        lambda: f"the fake zygote among {engine_children()}",
+        step=0.05,
+    )
+    return fake
+
+
+def test_zygote_watch_says_when_a_zygote_is_gone() -> None:
+    fake = fake_zygote()
     try:
-        wait_until(
-            # This fake by its pid: a web engine that ran earlier in this process (another
-            # test's) leaves real zygotes, which would satisfy "any zygote" before the fake is.
-            lambda: any(p.kind == "zygote" and p.pid == fake.pid for p in engine_children()),
-            10,
-            lambda: f"the fake zygote among {engine_children()}",
-            step=0.05,
-        )
         watch = ZygoteWatch()
         assert watch.supported
         assert watch.lost() is None and watch.seen
@@ -104,3 +109,25 @@ def test_zygote_watch_says_when_a_zygote_is_gone() -> None:
         if fake.poll() is None:
             fake.kill()
             fake.wait(5)
+
+
+def test_zygote_watch_finds_a_later_zygote_within_its_full_scans() -> None:
+    first = fake_zygote()
+    later: subprocess.Popen[bytes] | None = None
+    try:
+        watch = ZygoteWatch()
+        assert watch.lost() is None and watch.seen
+        later = fake_zygote()
+        # Between full scans each zygote seen is checked alone: the later one is found by
+        # the next full scan, and its loss said from then on.
+        for _ in range(FULL_SCAN_EVERY):
+            assert watch.lost() is None
+        later.kill()
+        later.wait(5)
+        assert watch.lost() == f"the web engine's zygote process {later.pid} is gone"
+        assert first.poll() is None
+    finally:
+        for fake in (first, later):
+            if fake is not None and fake.poll() is None:
+                fake.kill()
+                fake.wait(5)
