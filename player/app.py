@@ -362,8 +362,13 @@ def run(
                 return EXIT_SCREEN_LOST
             return outcome[0] if outcome else EXIT_OK
 
-        deadline = StopDeadline(exit_status)
-        signals = SignalWatcher(application.quit, on_stop=deadline.arm)
+        platform = application.platformName()
+        deadline = StopDeadline(exit_status, server_gone=lambda: not server_alive(platform))
+        # exit(), not quit(): Qt 6's quit() closes every window first, and a window's close
+        # waits for Qt Quick's render thread, stuck for good on a display server that is gone
+        # (with the interpreter's lock held, so no Python thread could end the stop either).
+        # The window is closed at the end of the stop, when its server is there.
+        signals = SignalWatcher(lambda: application.exit(0), on_stop=deadline.arm)
 
         def display_server_lost(why: str) -> None:
             # From the thread that found it (parked for good from here): the deadline counts,
@@ -372,7 +377,7 @@ def run(
             bridge.post(lambda: screen_lost(why))
 
         on_lost(display_server_lost)
-        if application.platformName() == "xcb":
+        if platform == "xcb":
             catch_xlib_exit()
         systemd = SystemdHooks(notifier, renderer, url)
         lost: list[str] = []

@@ -26,14 +26,22 @@ from collections.abc import Callable
 log = logging.getLogger("pdn.app")
 
 #: From the stop request to the hard exit: inside the 5 s a stop may take.
-STOP_WITHIN = 4.0
+STOP_WITHIN = 3.5
 #: How much longer stores still closing at the deadline are given.
-DURABLE_GRACE = 0.6
+DURABLE_GRACE = 0.5
+#: With the display server gone, the main thread is likely stuck behind Qt's render thread and
+#: the stop cannot go on: the count is this short (a stop closes its stores in 0.2-0.3 s).
+GONE_WITHIN = 1.5
+#: The backstop's count: Python's own threads cannot run while the main thread is stuck in C++
+#: holding the interpreter's lock, so faulthandler's thread (C, no lock needed) then dumps the
+#: stacks and ends the process with status 1.
+BACKSTOP_WITHIN = 4.5
 
 
 class StopDeadline:
     """Ends the process with ``status()`` if it is still there ``within`` seconds after
-    :meth:`arm` (the first call counts; any thread may call it)."""
+    :meth:`arm` (the first call counts; any thread may call it), or ``gone_within`` seconds
+    after it when ``server_gone()`` says the display server is gone."""
 
     def __init__(
         self,
@@ -41,11 +49,15 @@ class StopDeadline:
         *,
         within: float = STOP_WITHIN,
         grace: float = DURABLE_GRACE,
+        server_gone: Callable[[], bool] = lambda: False,
+        gone_within: float = GONE_WITHIN,
         exit_now: Callable[[int], None] = os._exit,
     ) -> None:
         self._status = status
         self._within = within
         self._grace = grace
+        self._server_gone = server_gone
+        self._gone_within = gone_within
         self._exit_now = exit_now
         self._armed = threading.Lock()
         self._durable = threading.Event()
@@ -59,6 +71,9 @@ class StopDeadline:
             target=self._run, args=(why, time.monotonic()), name="stop-deadline", daemon=True
         )
         self._thread.start()
+        faulthandler.dump_traceback_later(
+            max(BACKSTOP_WITHIN, self._within + self._grace + 0.5), exit=True
+        )
 
     def lost(self, why: str) -> None:
         """The display server is gone and the thread that found it is parked for good: the
@@ -73,7 +88,11 @@ class StopDeadline:
         self._durable.set()
 
     def _run(self, why: str, since: float) -> None:
-        time.sleep(max(0.0, since + self._within - time.monotonic()))
+        deadline = since + self._within
+        while (now := time.monotonic()) < deadline:
+            if now - since >= self._gone_within and self._server_gone():
+                break
+            time.sleep(min(0.1, deadline - now))
         if not self._durable.is_set() and not self._durable.wait(self._grace):
             log.error("the stores were still closing at the stop's deadline")
         status = self._status()

@@ -18,7 +18,10 @@ PROGRAM = textwrap.dedent(
     from player.stopdeadline import StopDeadline
 
     within, durable_after = float(sys.argv[1]), float(sys.argv[2])
-    deadline = StopDeadline(lambda: 7, within=within, grace=0.5)
+    gone = sys.argv[3] == "gone"
+    deadline = StopDeadline(
+        lambda: 7, within=within, grace=0.5, server_gone=lambda: gone, gone_within=0.5
+    )
     print("armed", flush=True)
     deadline.arm("the test's stop")
     deadline.arm("a second stop")  # the first counts
@@ -29,10 +32,10 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def run(within: float, durable_after: float) -> tuple[int, float, str]:
+def run(within: float, durable_after: float, server: str = "alive") -> tuple[int, float, str]:
     """The exit code, the seconds from the arming to the exit, and the process's stderr."""
     process = subprocess.Popen(
-        [sys.executable, "-c", PROGRAM, str(within), str(durable_after)],
+        [sys.executable, "-c", PROGRAM, str(within), str(durable_after), server],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -67,3 +70,10 @@ def test_stores_still_closing_get_a_little_longer_then_the_process_ends_anyway()
     assert code == 7, err
     assert 0.95 <= seconds < 3.0, seconds  # the deadline, then the whole grace
     assert "the stores were still closing at the stop's deadline" in err, err
+
+
+def test_with_the_display_server_gone_the_count_is_short() -> None:
+    code, seconds, err = run(within=10.0, durable_after=0.1, server="gone")
+    assert code == 7, err
+    assert 0.45 <= seconds < 3.0, seconds  # gone_within (0.5 s), not the 10 s deadline
+    assert "still stopping" in err, err
