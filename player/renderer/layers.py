@@ -16,12 +16,9 @@ class Cover:
     (a render process crash, a failed item with nothing behind it)."""
 
     def __init__(self, stage: Stage, name: str, api_url: str) -> None:
-        self.item = stage.create(
-            "Cover",
-            {"name": name or "pdn display", "apiUrl": api_url or "not configured"},
-            own=True,  # this panel's own facts, also on a video wall
-        )
-        self.item.setVisible(False)
+        self.item = stage.layer("cover")  # over this panel's own tile, also on a video wall
+        self.item.setProperty("name", name or "pdn display")
+        self.item.setProperty("apiUrl", api_url or "not configured")
 
     def front_item(self) -> QQuickItem:
         return self.item
@@ -44,7 +41,7 @@ class Still:
 
     def __init__(self, stage: Stage) -> None:
         self._stage = stage
-        self.item = stage.create("Still")
+        self.item = stage.layer("still")
         self.since = 0.0  # time.monotonic() the still began to hold
         self.holds = 0  # holds so far: a release meant for an earlier one is not for this one
         self._copying = False  # the view is copied; its copy is to be kept at the next frame

@@ -118,7 +118,7 @@ class VideoPlayer(QObject):
         self._local_first_frame_ms = local_first_frame_ms
         self._first_frame_ms = local_first_frame_ms
         self._audio = audio
-        self.item = stage.create("Video", {"audio": False})
+        self.item = stage.layer("video" + name.upper())
         player = self.item.findChild(QMediaPlayer, "player")
         if player is None:
             raise RuntimeError("Video.qml has no 'player'")

@@ -172,8 +172,7 @@ class WebSlot(QObject):
         frames have been swapped (a still of it is being taken). ``own``: this panel's own
         page (the idle page), not laid out across a video wall."""
         self._drop_view(keep_old_for_a_frame)
-        view = self._stage.create(
-            "WebView",
+        view = self._stage.create_view(
             {
                 "channel": self._channel,
                 "contextScript": self.context_script,
