@@ -56,7 +56,7 @@ class Still:
         item = self.item
         self._stage.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)
-        Stage.call(item, "captureView")
+        item.captureView()  # type: ignore[attr-defined]  # QML
         item.setVisible(True)
         self._stage.raise_item(item)
         self._copying = True
@@ -68,7 +68,7 @@ class Still:
         view must outlive both: ``webslot.RETIRE_FRAMES``)."""
         if self._copying:
             self._copying = False
-            Stage.call(self.item, "keepCopy")
+            self.item.keepCopy()  # type: ignore[attr-defined]  # QML
             self._stage.request_frame()
 
     def isVisible(self) -> bool:  # noqa: N802  (as a Qt item says it)

@@ -24,13 +24,11 @@ from typing import Any
 
 import shiboken6
 from PySide6.QtCore import (
-    Q_ARG,
     QBuffer,
     QByteArray,
     QCoreApplication,
     QEvent,
     QIODevice,
-    QMetaObject,
     QObject,
     QRect,
     QSize,
@@ -155,16 +153,14 @@ class Stage(QObject):
     def fade(self, item: QQuickItem, begin: float, end: float, ms: int) -> QObject | None:
         """Animate ``item``'s opacity on the render thread; returns its animator (whose
         ``finished`` signal says when it is over), or None when ``ms`` is 0 (set at once)."""
-        animator = item.findChild(QObject, "fade")
+        animator = _fade_of(item)
         if animator is not None:
-            QMetaObject.invokeMethod(animator, "stop")
+            animator.stop()  # type: ignore[attr-defined]  # Fade.qml's
         if ms <= 0 or animator is None:
             item.setOpacity(end)
             return None
         item.setOpacity(begin)
-        QMetaObject.invokeMethod(
-            animator, "play", Q_ARG(float, begin), Q_ARG(float, end), Q_ARG(int, ms)
-        )
+        animator.play(begin, end, ms)  # type: ignore[attr-defined]
         return animator
 
     @staticmethod
@@ -173,32 +169,17 @@ class Stage(QObject):
         destroyed is not fading)."""
         if not shiboken6.isValid(item):
             return False
-        animator = item.findChild(QObject, "fade")
+        animator = _fade_of(item)
         return animator is not None and bool(animator.property("running"))
 
     def stop_fade(self, item: QQuickItem, opacity: float) -> None:
         """End a fade of ``item`` now, at ``opacity``."""
-        animator = item.findChild(QObject, "fade")
+        animator = _fade_of(item)
         if animator is not None and animator.property("running"):
             # complete(), not stop(): a stopped animator writes back the value it had reached
             # on the render thread, after ours.
-            QMetaObject.invokeMethod(animator, "complete")
+            animator.complete()  # type: ignore[attr-defined]
         item.setOpacity(opacity)
-
-    @staticmethod
-    def call(item: QObject, method: str, *args: object) -> None:
-        """Call one of a QML item's functions (strings, URLs and numbers as arguments)."""
-        typed = []
-        for arg in args:
-            if isinstance(arg, QUrl):
-                typed.append(Q_ARG(QUrl, arg))
-            elif isinstance(arg, bool | int):
-                typed.append(Q_ARG(int, int(arg)))
-            elif isinstance(arg, float):
-                typed.append(Q_ARG(float, arg))
-            else:
-                typed.append(Q_ARG(str, str(arg)))
-        QMetaObject.invokeMethod(item, method, *typed)
 
     def drop(self, item: QQuickItem) -> None:
         """Take an item off the screen now; QML destroys it on the next turn of the event loop
@@ -318,6 +299,12 @@ class Stage(QObject):
         self.view.hide()
         self.view.setSource(QUrl())  # the scene and its layers end here
         self.view.deleteLater()
+
+
+def _fade_of(item: QQuickItem) -> QObject | None:
+    """A layer's fade, as its QML file declares it (``property alias fade``)."""
+    animator = item.property("fade")
+    return animator if isinstance(animator, QObject) else None
 
 
 def keep_screen_awake() -> None:

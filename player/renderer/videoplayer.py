@@ -119,7 +119,7 @@ class VideoPlayer(QObject):
         self._first_frame_ms = local_first_frame_ms
         self._audio = audio
         self.item = stage.layer("video" + name.upper())
-        player = self.item.findChild(QMediaPlayer, "player")
+        player = self.item.property("player")
         if player is None:
             raise RuntimeError("Video.qml has no 'player'")
         self.player = player

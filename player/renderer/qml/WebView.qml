@@ -7,6 +7,9 @@ import QtWebEngine
 WebEngineView {
     id: view
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+
     // The per-renderer secret that prefixes the console messages meant for the renderer.
     property string channel: ""
     // The window.pdn context API, injected into every document and frame at creation.
@@ -81,5 +84,5 @@ WebEngineView {
     function showHtml(html: string, base: url) { loadHtml(html, base) }
     function halt() { stop() }
 
-    Fade { target: view }
+    Fade { id: fader; target: view }
 }
