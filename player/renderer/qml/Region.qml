@@ -8,13 +8,15 @@
 //
 // `tile` is this panel's own part of the region: the whole region, or on a video wall this
 // panel's tile of it. The idle cover and the idle page are laid over the tile alone.
+pragma ComponentBehavior: Bound
 import QtQuick
 
 Item {
     id: region
 
-    // The stage's Python side (stage.py): asks for web views (viewWanted) and is handed them (adopt).
-    required property QtObject host
+    // The stage's Python side (stage.py): asks for web views (its signal viewWanted) and is
+    // handed them (its slot adopt). A Python object: `var`, as QML cannot see its type.
+    required property var host
     property rect tile: Qt.rect(0, 0, width, height)
 
     readonly property Item cover: cover

@@ -13,7 +13,7 @@ Item {
     id: stage
 
     // The stage's Python side (stage.py), set as the scene is made.
-    required property QtObject python
+    required property var python
     // The region's layers, for Python to drive.
     readonly property Item region: content
 

@@ -16,7 +16,8 @@ WebEngineView {
     property string contextScript: ""
     // The request guard (guard.py): asked about every navigation before it leaves, redirects
     // included (its interceptor alone cannot stop a redirected navigation in time).
-    property QtObject guard: null
+    // A Python object: `var`, as QML cannot see its type.
+    property var guard: null
 
     signal channelMessage(string text)
     signal loadEvent(int status, int errorCode, string errorString, int errorDomain, string url)
