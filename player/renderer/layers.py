@@ -54,11 +54,11 @@ class Still:
         front of everything, fully opaque, until :meth:`release`."""
         self.holds += 1
         item = self.item
-        self._stage.stop_fade(item, 1.0)
+        self._stage.layers.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)
         item.captureView()  # type: ignore[attr-defined]  # QML
         item.setVisible(True)
-        self._stage.raise_item(item)
+        self._stage.layers.raise_item(item)
         self._copying = True
         self._stage.request_frame()
         self.since = since
@@ -77,7 +77,7 @@ class Still:
     def release(self) -> None:
         """Let go of the still (the next item is in front of it or the fade is over)."""
         self._copying = False
-        self._stage.stop_fade(self.item, 1.0)
+        self._stage.layers.stop_fade(self.item, 1.0)
         self.item.setVisible(False)
         self.item.setProperty("sourceItem", None)
 

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import shiboken6
 from PySide6.QtCore import (
     QBuffer,
     QByteArray,
@@ -41,6 +40,7 @@ from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
 from PySide6.QtQuick import QQuickItem, QQuickView
 
 from player.power import x_screen_power
+from player.renderer.layerstack import LayerStack
 from player.wall import Wall
 
 log = logging.getLogger("pdn.renderer")
@@ -106,7 +106,7 @@ class Stage(QObject):
         if not isinstance(region, QQuickItem):
             raise StageError("Stage.qml has no region")
         self.region = region
-        self._top = 0.0
+        self.layers = LayerStack(self)  # the one region's order and fades
         # Emitted by the render thread; queued to this (GUI-thread) object.
         view.frameSwapped.connect(self._swapped)
         self._screen = self._choose_screen(screen_index)
@@ -145,41 +145,18 @@ class Stage(QObject):
         """Region.qml hands over the view it has just made for :meth:`create_view`."""
         self._adopted = item
 
-    def raise_item(self, item: QQuickItem) -> None:
-        """Put ``item`` in front of every other layer."""
-        self._top += 1
-        item.setZ(self._top)
-
+    # The region's fades, for the few callers outside the kiosk (tests, benchmarks).
     def fade(self, item: QQuickItem, begin: float, end: float, ms: int) -> QObject | None:
-        """Animate ``item``'s opacity on the render thread; returns its animator (whose
-        ``finished`` signal says when it is over), or None when ``ms`` is 0 (set at once)."""
-        animator = _fade_of(item)
-        if animator is not None:
-            animator.stop()  # type: ignore[attr-defined]  # Fade.qml's
-        if ms <= 0 or animator is None:
-            item.setOpacity(end)
-            return None
-        item.setOpacity(begin)
-        animator.play(begin, end, ms)  # type: ignore[attr-defined]
-        return animator
+        """:meth:`LayerStack.fade` of the one region."""
+        return self.layers.fade(item, begin, end, ms)
 
-    @staticmethod
-    def fading(item: QQuickItem) -> bool:
-        """True while ``item``'s fade runs on the render thread (an item Qt has since
-        destroyed is not fading)."""
-        if not shiboken6.isValid(item):
-            return False
-        animator = _fade_of(item)
-        return animator is not None and bool(animator.property("running"))
+    def fading(self, item: QQuickItem) -> bool:
+        """:meth:`LayerStack.fading` of the one region."""
+        return self.layers.fading(item)
 
     def stop_fade(self, item: QQuickItem, opacity: float) -> None:
-        """End a fade of ``item`` now, at ``opacity``."""
-        animator = _fade_of(item)
-        if animator is not None and animator.property("running"):
-            # complete(), not stop(): a stopped animator writes back the value it had reached
-            # on the render thread, after ours.
-            animator.complete()  # type: ignore[attr-defined]
-        item.setOpacity(opacity)
+        """:meth:`LayerStack.stop_fade` of the one region."""
+        self.layers.stop_fade(item, opacity)
 
     def drop(self, item: QQuickItem) -> None:
         """Take an item off the screen now; QML destroys it on the next turn of the event loop
@@ -299,12 +276,6 @@ class Stage(QObject):
         self.view.hide()
         self.view.setSource(QUrl())  # the scene and its layers end here
         self.view.deleteLater()
-
-
-def _fade_of(item: QQuickItem) -> QObject | None:
-    """A layer's fade, as its QML file declares it (``property alias fade``)."""
-    animator = item.property("fade")
-    return animator if isinstance(animator, QObject) else None
 
 
 def keep_screen_awake() -> None:
