@@ -95,7 +95,7 @@ class ImageLayer(QObject):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pdn-decode")
         self._provider = _Pictures()
         stage.view.engine().addImageProvider(PROVIDER, self._provider)
-        self._items = [stage.create("Picture"), stage.create("Picture")]
+        self._items = [stage.layer("pictureA"), stage.layer("pictureB")]
         self._front = 0  # index of the item in front (when a picture is)
         self._wanted: tuple[str, int] | None = None  # (url, serial) to show once decoded
         self._confirming: tuple[int, int] | None = None  # (serial, frames still to swap)

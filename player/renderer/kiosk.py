@@ -205,7 +205,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         late (a loaded board), and what it fades in over must stay until it is opaque."""
 
         def check() -> None:
-            if self.stage.fading(item):
+            if self.stage.layers.fading(item):
                 self._later(COVER_POLL_MS, check)
             else:
                 callback()
@@ -458,7 +458,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         """Put a still of ``source`` (a view, or a video whose decoder must go) in front."""
         # An item still fading in would be copied half transparent: the engine has moved on,
         # so its fade ends here.
-        self.stage.stop_fade(source, 1.0)
+        self.stage.layers.stop_fade(source, 1.0)
         self.still.hold(source, time.monotonic())
         self._still_source = source
         self._front = self.still
@@ -505,10 +505,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         fade_ms = self.options.crossfade_ms if old is not None else 0
         if old is layer and layer not in (self.image_layer, self.video_layer):
             fade_ms = 0
-        item.setVisible(True)
-        self.stage.raise_item(item)
-        self.stage.fade(item, 0.0, 1.0, fade_ms)
-        if fade_ms:
+        if self.stage.layers.bring_in(item, fade_ms):
             self._fading_until = time.monotonic() + fade_ms / 1000
         self._front = layer
         self._last_frame = time.monotonic()
@@ -710,8 +707,7 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
             return
         self.cover.bring_up()
         item = self.cover.front_item()
-        self.stage.raise_item(item)
-        self.stage.fade(item, 0.0, 1.0, 0)
+        self.stage.layers.bring_in(item, 0, cut=True)
         self._front = self.cover
         self._last_frame = time.monotonic()
         self.stage.request_frame()

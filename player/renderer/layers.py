@@ -16,12 +16,9 @@ class Cover:
     (a render process crash, a failed item with nothing behind it)."""
 
     def __init__(self, stage: Stage, name: str, api_url: str) -> None:
-        self.item = stage.create(
-            "Cover",
-            {"name": name or "pdn display", "apiUrl": api_url or "not configured"},
-            own=True,  # this panel's own facts, also on a video wall
-        )
-        self.item.setVisible(False)
+        self.item = stage.layer("cover")  # over this panel's own tile, also on a video wall
+        self.item.setProperty("name", name or "pdn display")
+        self.item.setProperty("apiUrl", api_url or "not configured")
 
     def front_item(self) -> QQuickItem:
         return self.item
@@ -44,7 +41,7 @@ class Still:
 
     def __init__(self, stage: Stage) -> None:
         self._stage = stage
-        self.item = stage.create("Still")
+        self.item = stage.layer("still")
         self.since = 0.0  # time.monotonic() the still began to hold
         self.holds = 0  # holds so far: a release meant for an earlier one is not for this one
         self._copying = False  # the view is copied; its copy is to be kept at the next frame
@@ -57,11 +54,11 @@ class Still:
         front of everything, fully opaque, until :meth:`release`."""
         self.holds += 1
         item = self.item
-        self._stage.stop_fade(item, 1.0)
+        self._stage.layers.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)
-        Stage.call(item, "captureView")
+        item.captureView()  # type: ignore[attr-defined]  # QML
         item.setVisible(True)
-        self._stage.raise_item(item)
+        self._stage.layers.raise_item(item)
         self._copying = True
         self._stage.request_frame()
         self.since = since
@@ -71,7 +68,7 @@ class Still:
         view must outlive both: ``webslot.RETIRE_FRAMES``)."""
         if self._copying:
             self._copying = False
-            Stage.call(self.item, "keepCopy")
+            self.item.keepCopy()  # type: ignore[attr-defined]  # QML
             self._stage.request_frame()
 
     def isVisible(self) -> bool:  # noqa: N802  (as a Qt item says it)
@@ -80,7 +77,7 @@ class Still:
     def release(self) -> None:
         """Let go of the still (the next item is in front of it or the fade is over)."""
         self._copying = False
-        self._stage.stop_fade(self.item, 1.0)
+        self._stage.layers.stop_fade(self.item, 1.0)
         self.item.setVisible(False)
         self.item.setProperty("sourceItem", None)
 

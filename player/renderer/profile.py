@@ -95,5 +95,7 @@ def _from_prototype(
         return None
     # No Qt parent: Python owns it and the kiosk deletes it (a wrapper with a Qt parent that
     # is deleted first is freed twice by the garbage collector).
+    # invokeMethod, the one in player/: instance() is an invokable of a QML type PySide does
+    # not bind (WebEngineProfilePrototype); naming its return type brings the profile back typed.
     made = QMetaObject.invokeMethod(prototype, "instance", Q_RETURN_ARG("QQuickWebEngineProfile*"))
     return (made, prototype) if isinstance(made, QQuickWebEngineProfile) else None

@@ -1,15 +1,16 @@
 """The screen: one Qt Quick scene (``qml/Stage.qml``) in a frameless, black, cursorless window.
 
 Qt Quick draws it on its render thread; the GUI thread only decides. Every layer the renderer
-shows (web views, pictures, the idle cover, a still) is an item of ``content``, created here
-from the QML files beside this module. Rotation is the ``content`` item's transform, so it works
+shows (web views, pictures, videos, the idle cover, a still) is a layer of the region
+``qml/Region.qml`` declares; only web views are made at run time, by the region, when
+:meth:`Stage.create_view` asks. Rotation is the panel's transform (``qml/Stage.qml``), so it works
 the same under X, ``cage`` and ``eglfs`` and costs the GPU nothing extra. Fades are opacity
 animations on the render thread (``qml/Fade.qml``): nothing is read back to the CPU but
 :meth:`Stage.grab` (screenshots, thumbnails, the watchdog's occasional look).
 
 No window manager is assumed: the window sets its own geometry to the screen's.
 
-A video wall's tile (``[screen] wall``, :class:`player.wall.Wall`): ``content`` is laid out at
+A video wall's tile (``[screen] wall``, :class:`player.wall.Wall`): the region is laid out at
 the wall's size and moved so this panel shows its part; the idle cover and the idle page are
 laid over this panel's tile alone (``own``), siblings of the other layers all the same.
 """
@@ -21,36 +22,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-import shiboken6
 from PySide6.QtCore import (
-    Q_ARG,
-    Q_RETURN_ARG,
     QBuffer,
     QByteArray,
     QCoreApplication,
     QEvent,
     QIODevice,
-    QMetaObject,
     QObject,
     QRect,
     QSize,
     Qt,
     QUrl,
     Signal,
+    Slot,
 )
 from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
 from PySide6.QtQuick import QQuickItem, QQuickView
 
 from player.power import x_screen_power
+from player.renderer.layerstack import LayerStack
 from player.wall import Wall
 
 log = logging.getLogger("pdn.renderer")
 
 QML_DIR = Path(__file__).resolve().parent / "qml"
-# Where a new layer goes: under every layer in front (raised ones are at 1 and up), at opacity
-# 0, live but not seen until it is raised. Qt Quick does not draw an item at opacity 0 (a
-# loading page costs the GPU nothing) and Chromium does not throttle it (only a hidden one).
-BEHIND = -1.0
 
 
 class StageError(RuntimeError):
@@ -62,6 +57,11 @@ class Stage(QObject):
 
     #: A frame of the scene reached the screen (emitted on the GUI thread).
     frame_swapped = Signal()
+    #: Region.qml makes a web view with these properties (over this panel's tile alone if
+    #: the flag is set) and hands it to :meth:`adopt`.
+    viewWanted = Signal(dict, bool)  # noqa: N815  (a QML signal handler's name)
+    #: Region.qml destroys this web view (deferred: it may be handling one of its signals).
+    viewDropped = Signal(QQuickItem)  # noqa: N815
 
     def __init__(
         self,
@@ -84,6 +84,8 @@ class Stage(QObject):
         view.setColor(QColor(0, 0, 0))
         view.setCursor(QCursor(Qt.CursorShape.BlankCursor))
         view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
+        self._adopted: QObject | None = None
+        view.setInitialProperties({"python": self})
         view.setSource(QUrl.fromLocalFile(str(QML_DIR / "Stage.qml")))
         root = view.rootObject()
         if root is None:
@@ -100,11 +102,11 @@ class Stage(QObject):
             ):
                 root.setProperty(name, value)
             log.info("video wall: this display is %s", wall.describe())
-        content = root.findChild(QQuickItem, "content")
-        if content is None:
-            raise StageError("Stage.qml has no 'content' item")
-        self.content = content
-        self._top = 0.0
+        region = root.property("region")
+        if not isinstance(region, QQuickItem):
+            raise StageError("Stage.qml has no region")
+        self.region = region
+        self.layers = LayerStack(self)  # the one region's order and fades
         # Emitted by the render thread; queued to this (GUI-thread) object.
         view.frameSwapped.connect(self._swapped)
         self._screen = self._choose_screen(screen_index)
@@ -115,86 +117,52 @@ class Stage(QObject):
 
     # -- layers ---------------------------------------------------------------------------
 
-    def create(
-        self, name: str, properties: dict[str, Any] | None = None, own: bool = False
-    ) -> QQuickItem:
-        """A new item from ``qml/<name>.qml`` in the content, behind, not drawn until raised;
-        with ``own``, over this panel's tile rather than across a video wall (the idle facts).
+    def layer(self, name: str) -> QQuickItem:
+        """One of the region's fixed layers, as ``Region.qml`` declares it (``cover``,
+        ``still``, ``pictureA``, ``pictureB``, ``videoA``, ``videoB``): behind, not drawn
+        until raised. Qt owns it; it ends with the scene."""
+        item = self.region.property(name)
+        if not isinstance(item, QQuickItem):
+            raise StageError(f"Region.qml declares no layer {name!r}")
+        return item
 
-        Qt owns it (Stage.qml makes it): Python holds references, never the object, so no
-        wrapper can outlive what it wraps; :meth:`drop` destroys it."""
-        made = QMetaObject.invokeMethod(
-            self.root,
-            "make",
-            Q_RETURN_ARG("QVariant"),
-            Q_ARG("QVariant", name),
-            Q_ARG("QVariant", properties or {}),
-            Q_ARG("QVariant", own),
-        )
+    def create_view(self, properties: dict[str, Any], own: bool = False) -> QQuickItem:
+        """A new web view in the region, behind, not drawn until raised; with ``own``, over
+        this panel's tile rather than across a video wall (the idle page).
+
+        Qt owns it (``Region.qml`` makes it when asked and hands it to :meth:`adopt`): Python
+        holds references, never the object, so no wrapper can outlive what it wraps;
+        :meth:`drop` destroys it."""
+        self._adopted = None
+        self.viewWanted.emit(properties, own)
+        made, self._adopted = self._adopted, None
         if not isinstance(made, QQuickItem):
-            raise StageError(f"cannot create {name}.qml (see the log for QML's reason)")
-        made.setZ(BEHIND)
-        made.setOpacity(0.0)
+            raise StageError("cannot create a web view (see the log for QML's reason)")
         return made
 
-    def raise_item(self, item: QQuickItem) -> None:
-        """Put ``item`` in front of every other layer."""
-        self._top += 1
-        item.setZ(self._top)
+    @Slot(QObject)
+    def adopt(self, item: QObject | None) -> None:
+        """Region.qml hands over the view it has just made for :meth:`create_view`."""
+        self._adopted = item
 
+    # The region's fades, for the few callers outside the kiosk (tests, benchmarks).
     def fade(self, item: QQuickItem, begin: float, end: float, ms: int) -> QObject | None:
-        """Animate ``item``'s opacity on the render thread; returns its animator (whose
-        ``finished`` signal says when it is over), or None when ``ms`` is 0 (set at once)."""
-        animator = item.findChild(QObject, "fade")
-        if animator is not None:
-            QMetaObject.invokeMethod(animator, "stop")
-        if ms <= 0 or animator is None:
-            item.setOpacity(end)
-            return None
-        item.setOpacity(begin)
-        QMetaObject.invokeMethod(
-            animator, "play", Q_ARG(float, begin), Q_ARG(float, end), Q_ARG(int, ms)
-        )
-        return animator
+        """:meth:`LayerStack.fade` of the one region."""
+        return self.layers.fade(item, begin, end, ms)
 
-    @staticmethod
-    def fading(item: QQuickItem) -> bool:
-        """True while ``item``'s fade runs on the render thread (an item Qt has since
-        destroyed is not fading)."""
-        if not shiboken6.isValid(item):
-            return False
-        animator = item.findChild(QObject, "fade")
-        return animator is not None and bool(animator.property("running"))
+    def fading(self, item: QQuickItem) -> bool:
+        """:meth:`LayerStack.fading` of the one region."""
+        return self.layers.fading(item)
 
     def stop_fade(self, item: QQuickItem, opacity: float) -> None:
-        """End a fade of ``item`` now, at ``opacity``."""
-        animator = item.findChild(QObject, "fade")
-        if animator is not None and animator.property("running"):
-            # complete(), not stop(): a stopped animator writes back the value it had reached
-            # on the render thread, after ours.
-            QMetaObject.invokeMethod(animator, "complete")
-        item.setOpacity(opacity)
-
-    @staticmethod
-    def call(item: QObject, method: str, *args: object) -> None:
-        """Call one of a QML item's functions (strings, URLs and numbers as arguments)."""
-        typed = []
-        for arg in args:
-            if isinstance(arg, QUrl):
-                typed.append(Q_ARG(QUrl, arg))
-            elif isinstance(arg, bool | int):
-                typed.append(Q_ARG(int, int(arg)))
-            elif isinstance(arg, float):
-                typed.append(Q_ARG(float, arg))
-            else:
-                typed.append(Q_ARG(str, str(arg)))
-        QMetaObject.invokeMethod(item, method, *typed)
+        """:meth:`LayerStack.stop_fade` of the one region."""
+        self.layers.stop_fade(item, opacity)
 
     def drop(self, item: QQuickItem) -> None:
         """Take an item off the screen now; QML destroys it on the next turn of the event loop
         (it may be the very item whose signal is being handled)."""
         item.setVisible(False)
-        QMetaObject.invokeMethod(self.root, "unmake", Q_ARG("QVariant", item))
+        self.viewDropped.emit(item)
 
     def request_frame(self) -> None:
         """Ask for a frame even if nothing changed (a check waits for one)."""

@@ -118,8 +118,8 @@ class VideoPlayer(QObject):
         self._local_first_frame_ms = local_first_frame_ms
         self._first_frame_ms = local_first_frame_ms
         self._audio = audio
-        self.item = stage.create("Video", {"audio": False})
-        player = self.item.findChild(QMediaPlayer, "player")
+        self.item = stage.layer("video" + name.upper())
+        player = self.item.property("player")
         if player is None:
             raise RuntimeError("Video.qml has no 'player'")
         self.player = player

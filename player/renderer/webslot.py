@@ -172,8 +172,7 @@ class WebSlot(QObject):
         frames have been swapped (a still of it is being taken). ``own``: this panel's own
         page (the idle page), not laid out across a video wall."""
         self._drop_view(keep_old_for_a_frame)
-        view = self._stage.create(
-            "WebView",
+        view = self._stage.create_view(
             {
                 "channel": self._channel,
                 "contextScript": self.context_script,
@@ -207,7 +206,7 @@ class WebSlot(QObject):
         if view is None:
             return
         view.setProperty("audioMuted", True)
-        Stage.call(view, "halt")
+        view.halt()  # type: ignore[attr-defined]  # QML
         if after_a_frame:
             self._retiring.append((view, self._stage.frames + RETIRE_FRAMES))
             self._stage.request_frame()
@@ -239,12 +238,12 @@ class WebSlot(QObject):
             answer(result)
 
         view.evaluated.connect(once)  # type: ignore[attr-defined]
-        Stage.call(view, "evaluate", script)
+        view.evaluate(script)  # type: ignore[attr-defined]  # QML
 
     def run_in_page(self, script: str) -> None:
         """Run ``script`` in the page's own world (context updates, the idle page)."""
         if self.view is not None:
-            Stage.call(self.view, "inPage", script)
+            self.view.inPage(script)  # type: ignore[attr-defined]  # QML
 
     # -- loading --------------------------------------------------------------------------
 
@@ -278,7 +277,7 @@ class WebSlot(QObject):
         url = QUrl(address)
         self.address = url.toString()
         if kind in (Kind.IMAGE, Kind.NATIVE_IMAGE):
-            Stage.call(view, "showHtml", image_page(address), url)
+            view.showHtml(image_page(address), url)  # type: ignore[attr-defined]  # QML
         else:
             view.setProperty("url", url)
 
@@ -288,7 +287,7 @@ class WebSlot(QObject):
         """A page of our own (the idle page): this panel's own, also on a video wall."""
         view = self._begin(item, Kind.PAGE, keep_old_for_a_frame, own=True)
         self.address = base.toString()
-        Stage.call(view, "showHtml", html, base)
+        view.showHtml(html, base)  # type: ignore[attr-defined]  # QML
 
     def holds(self, item: PlayItem) -> bool:
         """Whether this slot holds (or is loading) the same content as ``item``."""
@@ -391,7 +390,7 @@ class WebSlot(QObject):
         frame = "requestAnimationFrame(() => {})"
         script = frame.format(frame.format(frame.format(report))) + ";"
         if self.view is not None:
-            Stage.call(self.view, "probe", script)
+            self.view.probe(script)  # type: ignore[attr-defined]  # QML
 
     def probe_alive(self) -> None:
         """Ask the render process for a frame; the answer moves ``last_beat``."""
@@ -403,7 +402,7 @@ class WebSlot(QObject):
             f"{json.dumps(self._channel)} + JSON.stringify({{generation: {self.generation}, "
             "event: 'alive'})));"
         )
-        Stage.call(self.view, "probe", script)
+        self.view.probe(script)  # type: ignore[attr-defined]  # QML
 
     def _message(self, view: QQuickItem, text: str) -> None:
         if view is not self.view:
@@ -431,7 +430,7 @@ class WebSlot(QObject):
     def _timed_out(self) -> None:
         if self.state is SlotState.LOADING:
             if self.view is not None:
-                Stage.call(self.view, "halt")
+                self.view.halt()  # type: ignore[attr-defined]  # QML
             seconds = self._timeout.interval() / 1000
             self._fail(f"not painted within {seconds:g} s")
 

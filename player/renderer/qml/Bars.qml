@@ -4,25 +4,33 @@
 import QtQuick
 
 Item {
+    id: bars
+
     // The content's rectangle in this item's coordinates.
     property rect inner
 
     anchors.fill: parent
 
-    Rectangle { color: "black"; x: 0; y: 0; width: parent.width; height: inner.y }
+    Rectangle { color: "black"; x: 0; y: 0; width: parent.width; height: bars.inner.y }
     Rectangle {
         color: "black"
         x: 0
-        y: inner.y + inner.height
+        y: bars.inner.y + bars.inner.height
         width: parent.width
         height: parent.height - y
     }
-    Rectangle { color: "black"; x: 0; y: inner.y; width: inner.x; height: inner.height }
     Rectangle {
         color: "black"
-        x: inner.x + inner.width
-        y: inner.y
+        x: 0
+        y: bars.inner.y
+        width: bars.inner.x
+        height: bars.inner.height
+    }
+    Rectangle {
+        color: "black"
+        x: bars.inner.x + bars.inner.width
+        y: bars.inner.y
         width: parent.width - x
-        height: inner.height
+        height: bars.inner.height
     }
 }

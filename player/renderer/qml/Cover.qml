@@ -5,6 +5,9 @@ import QtQuick
 Rectangle {
     id: cover
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+
     property string name: "pdn display"
     property string apiUrl: ""
     property string addresses: ""
@@ -48,5 +51,5 @@ Rectangle {
             elide: Text.ElideRight
         }
     }
-    Fade { target: cover }
+    Fade { id: fader; target: cover }
 }

@@ -5,6 +5,9 @@ import QtQuick
 Item {
     id: picture
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+
     property alias source: image.source
     readonly property bool ready: image.status === Image.Ready
 
@@ -24,5 +27,5 @@ Item {
         smooth: true
         asynchronous: false
     }
-    Fade { target: picture }
+    Fade { id: fader; target: picture }
 }

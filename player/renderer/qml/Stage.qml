@@ -1,6 +1,6 @@
-// The screen: one Qt Quick scene (the window clears it to black). Everything drawn is a layer
-// in `content`, which is turned as configured; Python (kiosk.py) decides which layer is in
-// front (z) and fades it in.
+// The screen: one Qt Quick scene (the window clears it to black), turned as configured. Its
+// layers are those of one region (Region.qml) that fills it; Python (kiosk.py) decides which
+// layer is in front (z) and fades it in.
 //
 // On a video wall ([screen] wall, player/wall.py) `content` is the whole wall, laid out at the
 // wall's size and moved so that this panel shows its tile; the panel (`panel`) clips it. The
@@ -11,6 +11,11 @@ import QtQuick
 
 Item {
     id: stage
+
+    // The stage's Python side (stage.py), set as the scene is made.
+    required property var python
+    // The region's layers, for Python to drive.
+    readonly property Item region: content
 
     // Clockwise rotation of the content on the panel: 0, 90, 180 or 270.
     property int turn: 0
@@ -24,31 +29,6 @@ Item {
     property int wallRow: 0
     property real wallBezel: 0.0
 
-    // Components by file name, compiled once.
-    property var components: ({})
-
-    // A new layer from <name>.qml in the content (the wall), or with `own` over this panel's
-    // tile alone. Made here, not by Python, so that Qt alone owns it: it ends with destroy()
-    // or with the scene.
-    function make(name, properties, own) {
-        if (!(name in components)) {
-            components[name] = Qt.createComponent(name + ".qml")
-            if (components[name].status === Component.Error)
-                console.error(components[name].errorString())
-        }
-        var item = components[name].createObject(content, properties)
-        if (item && own) {
-            item.anchors.fill = undefined
-            item.x = Qt.binding(function() { return -content.x })
-            item.y = Qt.binding(function() { return -content.y })
-            item.width = Qt.binding(function() { return panel.width })
-            item.height = Qt.binding(function() { return panel.height })
-        }
-        return item
-    }
-    // Destroy a layer made above (deferred by QML: it may be handling one of its signals).
-    function unmake(item) { item.destroy() }
-
     Item {
         id: panel
         objectName: "panel"
@@ -58,10 +38,11 @@ Item {
         rotation: stage.turn
         clip: stage.wallColumns > 1 || stage.wallRows > 1
 
-        Item {
+        Region {
             id: content
-            objectName: "content"
             readonly property real gap: stage.wallBezel * panel.width
+            host: stage.python
+            tile: Qt.rect(-x, -y, panel.width, panel.height)
             x: -stage.wallColumn * (panel.width + gap)
             y: -stage.wallRow * (panel.height + gap)
             width: stage.wallColumns * panel.width + (stage.wallColumns - 1) * gap

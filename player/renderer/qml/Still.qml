@@ -9,6 +9,9 @@ import QtQuick
 Item {
     id: still
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+
     property alias sourceItem: capture.sourceItem
     // Between the two copies `capture` is shown itself (`keeper` still holds an older frame).
     property bool copying: false
@@ -40,5 +43,5 @@ Item {
         keeper.scheduleUpdate()
     }
 
-    Fade { target: still }
+    Fade { id: fader; target: still }
 }

@@ -9,6 +9,11 @@ import QtMultimedia
 Item {
     id: video
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+    // Loaded, played and counted by Python (videoplayer.py).
+    readonly property QtObject player: mediaPlayer
+
     // [screen] audio: with it off, no audio output at all (the track is not even decoded).
     property bool audio: true
 
@@ -24,9 +29,9 @@ Item {
     }
     AudioOutput { id: sound }
     MediaPlayer {
-        objectName: "player"
+        id: mediaPlayer
         videoOutput: output
         audioOutput: video.audio ? sound : null
     }
-    Fade { target: video }
+    Fade { id: fader; target: video }
 }

@@ -7,13 +7,17 @@ import QtWebEngine
 WebEngineView {
     id: view
 
+    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    readonly property QtObject fade: fader
+
     // The per-renderer secret that prefixes the console messages meant for the renderer.
     property string channel: ""
     // The window.pdn context API, injected into every document and frame at creation.
     property string contextScript: ""
     // The request guard (guard.py): asked about every navigation before it leaves, redirects
     // included (its interceptor alone cannot stop a redirected navigation in time).
-    property QtObject guard: null
+    // A Python object: `var`, as QML cannot see its type.
+    property var guard: null
 
     signal channelMessage(string text)
     signal loadEvent(int status, int errorCode, string errorString, int errorDomain, string url)
@@ -81,5 +85,5 @@ WebEngineView {
     function showHtml(html: string, base: url) { loadHtml(html, base) }
     function halt() { stop() }
 
-    Fade { target: view }
+    Fade { id: fader; target: view }
 }
