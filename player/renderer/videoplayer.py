@@ -120,9 +120,9 @@ class VideoPlayer(QObject):
         self._audio = audio
         self.item = stage.layer("video" + name.upper())
         player = self.item.property("player")
-        if player is None:
+        if not isinstance(player, QMediaPlayer):
             raise RuntimeError("Video.qml has no 'player'")
-        self.player = player
+        self.player: QMediaPlayer = player
         self.state = PlayerState.EMPTY
         self.url: str | None = None
         self.serial = 0
