@@ -56,6 +56,7 @@ from cds.model import (
     ContentSet,
     Document,
     PlaybackOrder,
+    PlaybackTransition,
 )
 from cds.syncgrid import DEFAULT_SECONDS, Slot, epoch_at, looks_like_video, slot_at
 from cds.windows import constraints_hold, has_windows, next_window_change, wall_clock, why_closed
@@ -96,6 +97,9 @@ class Selection:
     #: an item of a synchronised set: its turn on the grid (it plays from ``slot.start`` to
     #: ``slot.end``, joined at the offset of now when that is past the start); else None
     slot: Slot | None = None
+    #: how the screen changes to it (nearest ``<playback transition>`` wins): a cross-fade or
+    #: a cut
+    transition: PlaybackTransition = "crossfade"
 
     @property
     def url(self) -> str:
@@ -779,6 +783,10 @@ def _selection(node: _ItemNode, slot: Slot | None = None) -> Selection:
         priority=node.priority,
         duration=node.duration,
         slot=slot,
+        transition=next(
+            (c.transition for c, _ in reversed(node.chain) if c.transition is not None),
+            "crossfade",
+        ),
     )
 
 

@@ -591,6 +591,7 @@ class Engine:
             set_name=selection.root_name,
             priority=int(selection.priority),
             due=slot.start if slot is not None else None,
+            cut=selection.transition == "cut",
         )
         return _Play(
             item=item,

@@ -31,6 +31,8 @@ class PlayItem:
     on the grid begins. In the future, the renderer switches to it on that instant, not
     before (it is shown ahead, prepared); in the past (the display joins mid-item), it shows
     it at once, and a video starts at the offset of now into it, and keeps that offset.
+    ``cut``: the screen changes to it at once, without the cross-fade (the CDS's
+    ``<playback transition="cut">``).
     """
 
     token: int
@@ -42,6 +44,7 @@ class PlayItem:
     set_name: str | None = None
     priority: int = 2
     due: datetime | None = None
+    cut: bool = False
 
 
 class RendererListener(Protocol):

@@ -489,21 +489,21 @@ class KioskRenderer(NativeMedia, VisualWatchdog, QObject):
         pending = self._pending
         assert pending is not None
         self._pending = None
-        self._swap_to(slot, due_timestamp(pending.item))
+        self._swap_to(slot, due_timestamp(pending.item), pending.item.cut)
         slot.start()
         self._now_showing(pending, None)
 
-    def _swap_to(self, layer: Layer, due: float | None = None) -> None:
+    def _swap_to(self, layer: Layer, due: float | None = None, cut: bool = False) -> None:
         """Bring ``layer`` in front: raised, faded in over the outgoing layer (which stays
-        live under it), and the outgoing layer cleared once covered. ``due``: the instant
-        the item was due (a synchronised set's), for :attr:`switch_trace`."""
+        live under it), or at once with ``cut``, and the outgoing layer cleared once covered.
+        ``due``: the instant the item was due (a synchronised set's), for :attr:`switch_trace`."""
         old = self._front
         item = layer.front_item()
         if item is None:
             return
         on_the_instant = self.switch_trace.switching(due)
         fade_ms = self.options.crossfade_ms if old is not None else 0
-        if old is layer and layer not in (self.image_layer, self.video_layer):
+        if cut or (old is layer and layer not in (self.image_layer, self.video_layer)):
             fade_ms = 0
         if self.stage.layers.bring_in(item, fade_ms):
             self._fading_until = time.monotonic() + fade_ms / 1000

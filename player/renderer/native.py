@@ -53,7 +53,7 @@ class NativeMedia:
     _later: Callable[[int, Callable[[], None]], None]
     _when_covered: Callable[[QQuickItem, int, Callable[[], None]], None]
 
-    def _swap_to(self, layer: Layer, due: float | None = None) -> None:
+    def _swap_to(self, layer: Layer, due: float | None = None, cut: bool = False) -> None:
         raise NotImplementedError
 
     def _now_showing(self, pending: Pending, natural: float | None) -> None:
@@ -120,7 +120,9 @@ class NativeMedia:
     def _native_presenting(self, serial: int) -> None:
         pending = self._native_pending(serial)
         if pending is not None:
-            self._swap_to(self._layer_of(pending.kind), due_timestamp(pending.item))
+            self._swap_to(
+                self._layer_of(pending.kind), due_timestamp(pending.item), pending.item.cut
+            )
 
     def _native_painted(self, serial: int) -> None:
         pending = self._native_pending(serial)

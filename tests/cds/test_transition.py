@@ -12,6 +12,8 @@ from cds.parser import parse
 from cds.relaxng import schema_problems
 from cds.serialise import to_xml
 
+from .helpers import at, content_set, doc, everything, item, name_of, playlist
+
 
 def document(playback: str) -> bytes:
     return (
@@ -43,3 +45,20 @@ def test_another_transition_is_refused_with_its_line() -> None:
         problem.line == 1 and "transition must be crossfade or cut, got 'wipe'" in problem.message
     )
     assert schema_problems(etree.fromstring(document('<playback transition="wipe"/>')))
+
+
+def test_the_nearest_transition_is_the_selections() -> None:
+    """An item's own transition wins over its set's; without either, a cross-fade."""
+    root = doc(
+        "top",
+        content_set(
+            "cuts",
+            item("a"),
+            item("b", '<playback transition="crossfade"/>'),
+            constraints=('<playback transition="cut"/>',),
+        ),
+        content_set("plain", item("c")),
+    )
+    p = playlist(root)
+    seen = {name_of(v.item): v.transition for v in p.eligible(at("2026-11-23 10:00"), everything)}
+    assert seen == {"a": "cut", "b": "crossfade", "c": "crossfade"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 from functools import partial
 from itertools import count
 from pathlib import Path
@@ -212,6 +213,41 @@ def test_crossfade_never_passes_through_black_or_white(
     assert blank == []
     assert off_the_mix == []
     assert mixed > 0, "a crossfade shows both items blended for a moment"
+    assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
+
+
+@pytest.mark.parametrize("kind", ["page", "picture"])
+def test_an_item_with_a_cut_changes_the_screen_with_no_fade(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path, kind: str
+) -> None:
+    """``<playback transition="cut">`` (PlayItem.cut): the screen goes from one item to the
+    next with no frame of the two mixed, and none blank, though the display cross-fades."""
+    renderer, reports = make_renderer(crossfade_ms=300)  # type: ignore[operator]
+
+    def colour_item(name: str) -> PlayItem:
+        if kind == "page":
+            return replace(item(http_server.colour(name)), cut=True)
+        picture = write_png(tmp_path / f"{name}.png", COLOURS[name], size=SIZE)
+        return replace(item(picture.as_uri(), "image/png"), cut=True)
+
+    show_and_wait(renderer, reports, colour_item("red"))
+    seen: list[tuple[int, int, int]] = []
+
+    def sample() -> None:
+        seen.append(rgb(renderer.grab_image(), SIZE[0] // 2, SIZE[1] // 2))
+
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer()
+    timer.timeout.connect(sample)
+    timer.start(5)
+    for name in ("green", "red", "green"):
+        show_and_wait(renderer, reports, colour_item(name))
+        process_for(0.4)  # longer than the display's cross-fade
+    timer.stop()
+    assert len(seen) > 50
+    pure = [p for p in seen if near(p, COLOURS["red"], 30) or near(p, COLOURS["green"], 30)]
+    assert seen == pure, f"mixed or blank frames: {[p for p in seen if p not in pure][:5]}"
     assert uniform_colour(renderer.grab_image()) == COLOURS["green"]
 
 
