@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from player.memory import (
     parse_budget,
     release_free_heap,
 )
+from tests.support.waiting import wait_until
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -140,6 +142,10 @@ def test_unreadable_meminfo_is_a_2_gib_board(tmp_path: Path) -> None:
     assert parse_budget(" 1G ") == 1024
 
 
+def has_type(cmdline: Path) -> bool:
+    return b"--type=" in cmdline.read_bytes()
+
+
 def test_measure_tree_finds_children_with_roles() -> None:
     # Children named like Chromium's helpers (the --type of their command line).
     script = "import time; time.sleep(30)"
@@ -148,6 +154,11 @@ def test_measure_tree_finds_children_with_roles() -> None:
         for kind in ("gpu-process", "utility", "renderer")
     ]
     try:
+        # Popen returns once the child's exec has begun; its command line is readable a moment
+        # later (the kernel sets up the new arguments after it lets the parent go on).
+        for child in children:
+            cmdline = Path(f"/proc/{child.pid}/cmdline")
+            wait_until(partial(has_type, cmdline), 10, f"child {child.pid}'s command line")
         tree = measure_tree()
     finally:
         for child in children:
