@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import socket
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import requests
 from PIL import Image
 
+from server.platform.net import local_address
 from server.scheduler.service import SchedulerService
 from tests.support.display import DisplayProcess
 from tests.support.fleet import put_schedule
@@ -44,13 +44,8 @@ BLUE = (20, 40, 230)  # #1428e6
 
 def lan_address() -> str:
     """This machine's address on its network (not loopback); the test is skipped without one."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.254", 9))  # no packet is sent: it only picks a route
-            address = str(probe.getsockname()[0])
-        except OSError:
-            address = "127.0.0.1"
-    if address.startswith("127."):
+    address = local_address(or_hostname=False)
+    if address is None or address.startswith("127."):
         pytest.skip("this machine has no address beyond loopback")
     return address
 
