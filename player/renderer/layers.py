@@ -50,15 +50,13 @@ class Still:
         return self.item
 
     def hold(self, source: QQuickItem, since: float) -> None:
-        """Copy ``source``'s current frame (at the next frame of the scene) and show it in
-        front of everything, fully opaque, until :meth:`release`."""
+        """Copy ``source``'s current frame (at the next frame of the scene) and show it, fully
+        opaque, until :meth:`release` (the region's stack raises it in front)."""
         self.holds += 1
         item = self.item
-        self._stage.layers.stop_fade(item, 1.0)
         item.setProperty("sourceItem", source)
         item.captureView()  # type: ignore[attr-defined]  # QML
         item.setVisible(True)
-        self._stage.layers.raise_item(item)
         self._copying = True
         self._stage.request_frame()
         self.since = since
@@ -77,7 +75,6 @@ class Still:
     def release(self) -> None:
         """Let go of the still (the next item is in front of it or the fade is over)."""
         self._copying = False
-        self._stage.layers.stop_fade(self.item, 1.0)
         self.item.setVisible(False)
         self.item.setProperty("sourceItem", None)
 

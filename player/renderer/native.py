@@ -1,192 +1,150 @@
-"""The kiosk's native layers: pictures (``imagelayer.py``) and videos (``videolayer.py``),
-the items that need no web view. A mix-in of ``KioskRenderer``, whose state it reads and
-whose swap it uses (declared here).
+"""A region's native media: pictures (``imagelayer.py``) and videos (``videolayer.py``), the
+items that need no web view.
 
 Both layers work alike: an item is prepared on the layer's back item (decoded, or paused on
-its first frame), shown by raising that item once it is ready (``presenting``: the kiosk
-swaps it in, fading it over the outgoing layer) and reported shown once frames of the scene
-have been swapped with it in front (``painted``).
+its first frame), shown by raising that item once it is ready (``presenting``: the region's
+stack swaps it in, fading it over the outgoing layer) and reported shown once frames of the
+scene have been swapped with it in front (``painted``). What is shown, failed or ended goes to
+the region through :class:`MediaReports`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from PySide6.QtQuick import QQuickItem
+from PySide6.QtCore import QObject
 
-from player.playitem import PlayItem, RendererListener
+from player.playitem import PlayItem
 from player.renderer.content import Kind, local_path
 from player.renderer.duegate import due_timestamp
 from player.renderer.imagelayer import ImageLayer
-from player.renderer.layers import Layer
+from player.renderer.layerstack import LayerStack, Pending
 from player.renderer.videolayer import VideoLayer
-from player.renderer.webslot import WebSlot
 
 log = logging.getLogger("pdn.renderer")
 
-
-@dataclass
-class Pending:
-    """The item the renderer is bringing on screen."""
-
-    item: PlayItem
-    kind: Kind
-    slot: WebSlot | None = None  # where web content loads
-    serial: int = 0  # of a native layer's show()
-    report: bool = True  # False when re-showing after a crash (already reported shown)
+NATIVE = (Kind.NATIVE_IMAGE, Kind.VIDEO)
 
 
-class NativeMedia:
-    """Pictures and videos for the kiosk renderer."""
-
-    image_layer: ImageLayer
-    video_layer: VideoLayer
-    _pending: Pending | None
-    _front: Layer | None
-    _current: PlayItem | None
-    _listener: RendererListener | None
-    _prepared_native: dict[str, PlayItem]
-    _serial: int
-    _later: Callable[[int, Callable[[], None]], None]
-    _when_covered: Callable[[QQuickItem, int, Callable[[], None]], None]
-
-    def _swap_to(self, layer: Layer, due: float | None = None, cut: bool = False) -> None:
-        raise NotImplementedError
-
-    def _now_showing(self, pending: Pending, natural: float | None) -> None:
-        raise NotImplementedError
-
-    def _report_failed(self, item: PlayItem, reason: str) -> None:
-        raise NotImplementedError
-
-    def _remember_failure(self, item: PlayItem, reason: str) -> None:
-        raise NotImplementedError
-
-    def _show_cover(self) -> None:
-        raise NotImplementedError
+class MediaReports(Protocol):
+    """What the native media tell their region."""
 
     @property
-    def _holding_still(self) -> bool:
-        raise NotImplementedError
+    def current(self) -> PlayItem | None:
+        """The item on screen, reported shown."""
 
-    def _hold_still_over(self, source: QQuickItem) -> None:
-        raise NotImplementedError
+    def now_showing(self, pending: Pending, natural: float | None) -> None:
+        """``pending`` is on screen (``natural``: a video's own length, when it has none)."""
 
-    def _connect_native(self) -> None:
-        self.image_layer.presenting.connect(self._native_presenting)
-        self.image_layer.painted.connect(self._native_painted)
-        self.image_layer.failed.connect(self._native_failed)
-        self.video_layer.presenting.connect(self._native_presenting)
-        self.video_layer.painted.connect(self._native_painted)
-        self.video_layer.failed.connect(self._native_failed)
-        self.video_layer.ended.connect(self._video_ended)
+    def failed(self, item: PlayItem, reason: str, on_screen: bool = False) -> None:
+        """``item`` cannot be shown (``on_screen``: it broke while in front)."""
+
+    def prepared_failed(self, item: PlayItem, reason: str) -> None:
+        """``item``, prepared and not yet shown, cannot be: remembered for its show."""
+
+    def ended(self, item: PlayItem) -> None:
+        """The video on screen reached its end."""
+
+
+class NativeMedia(QObject):
+    """Pictures and videos of one region, shown through its :class:`LayerStack`."""
+
+    def __init__(
+        self,
+        stack: LayerStack,
+        pictures: ImageLayer,
+        videos: VideoLayer,
+        reports: MediaReports,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._stack = stack
+        self.pictures = pictures
+        self.videos = videos
+        self._reports = reports
+        self._prepared: dict[str, PlayItem] = {}  # by URL
+        self._serial = 0  # of the layers' shows
+        for layer in (pictures, videos):
+            layer.presenting.connect(self._presenting)
+            layer.painted.connect(self._painted)
+            layer.failed.connect(self._failed)
+        videos.ended.connect(self._ended)
 
     def _layer_of(self, kind: Kind) -> ImageLayer | VideoLayer:
-        return self.video_layer if kind is Kind.VIDEO else self.image_layer
+        return self.videos if kind is Kind.VIDEO else self.pictures
 
-    def _prepare_native(self, item: PlayItem, kind: Kind) -> None:
-        self._prepared_native[item.url] = item
+    def prepare(self, item: PlayItem, kind: Kind) -> None:
+        self._prepared[item.url] = item
         if kind is Kind.VIDEO:
-            self.video_layer.prepare(item.url)
+            self.videos.prepare(item.url)
         else:
-            self.image_layer.decode(item.url, Path(local_path(item.url)))
+            self.pictures.decode(item.url, Path(local_path(item.url)))
 
-    def _show_native(self, item: PlayItem, kind: Kind) -> None:
-        self._prepared_native.pop(item.url, None)
+    def show(self, item: PlayItem, kind: Kind) -> None:
+        """Bring ``item`` on its way to the front: the stack's pending item from now."""
+        self._prepared.pop(item.url, None)
         self._serial += 1
-        self._pending = Pending(item, kind, serial=self._serial)
+        self._stack.pending = Pending(item, kind, serial=self._serial)
         if kind is Kind.VIDEO:
             held = False
-            if self.video_layer.must_free_decoder(item.url) and self._front is self.video_layer:
+            if self.videos.must_free_decoder(item.url) and self._stack.layer is self.videos:
                 # One decoder ([screen] video-decoders = 1): the video on screen stands still
                 # on a copy of its last frame while its decoder moves to the next one.
-                self._hold_still_over(self.video_layer.front_item())
+                self._stack.hold_still_over(self.videos.front_item())
                 held = True
-            self.video_layer.show(
-                item.url, self._serial, held_on_still=held, due=due_timestamp(item)
-            )
+            self.videos.show(item.url, self._serial, held_on_still=held, due=due_timestamp(item))
         else:
-            self.image_layer.show(item.url, Path(local_path(item.url)), self._serial)
+            self.pictures.show(item.url, Path(local_path(item.url)), self._serial)
 
-    def _native_pending(self, serial: int) -> Pending | None:
-        pending = self._pending
-        if pending is None or pending.kind not in (Kind.NATIVE_IMAGE, Kind.VIDEO):
+    def _pending(self, serial: int) -> Pending | None:
+        pending = self._stack.pending
+        if pending is None or pending.kind not in NATIVE:
             return None
         return pending if pending.serial == serial else None
 
-    def _native_presenting(self, serial: int) -> None:
-        pending = self._native_pending(serial)
+    def _presenting(self, serial: int) -> None:
+        pending = self._pending(serial)
         if pending is not None:
-            self._swap_to(
-                self._layer_of(pending.kind), due_timestamp(pending.item), pending.item.cut
-            )
+            layer = self._layer_of(pending.kind)
+            self._stack.swap_to(layer, due_timestamp(pending.item), pending.item.cut)
 
-    def _native_painted(self, serial: int) -> None:
-        pending = self._native_pending(serial)
+    def _painted(self, serial: int) -> None:
+        pending = self._pending(serial)
         if pending is None:
             return
-        self._pending = None
+        self._stack.pending = None
         natural = None
         if pending.kind is Kind.VIDEO and pending.item.duration is None:
-            natural = self.video_layer.front_player().duration()  # it plays to its own end
-        self._now_showing(pending, natural)
+            natural = self.videos.front_player().duration()  # it plays to its own end
+        self._reports.now_showing(pending, natural)
 
-    def _native_failed(self, url: str, reason: str) -> None:
-        pending = self._pending
+    def _failed(self, url: str, reason: str) -> None:
+        pending = self._stack.pending
         log.warning("cannot show %s: %s", url, reason)
-        native = pending is not None and pending.kind in (Kind.NATIVE_IMAGE, Kind.VIDEO)
-        if pending is not None and native and pending.item.url == url:
-            self._pending = None
-            self._report_failed(pending.item, reason)
-            if self._front is None or self._holding_still:
-                self._show_cover()
+        if pending is not None and pending.kind in NATIVE and pending.item.url == url:
+            self._stack.pending = None
+            self._reports.failed(pending.item, reason)
             return
-        current = self._current
-        if self._front is self.video_layer and current is not None and current.url == url:
+        current = self._reports.current
+        if self._stack.layer is self.videos and current is not None and current.url == url:
             # It broke on screen: never a frozen or black frame for long, the cover instead.
-            self._show_cover()
-            self._current = None
-            self._report_failed(current, reason)
+            self._reports.failed(current, reason, on_screen=True)
             return
-        prepared = self._prepared_native.pop(url, None)
+        prepared = self._prepared.pop(url, None)
         if prepared is not None:
-            self._remember_failure(prepared, reason)
-            self._report_failed(prepared, reason)
+            self._reports.prepared_failed(prepared, reason)
 
-    def _video_ended(self, serial: int) -> None:
-        current, listener = self._current, self._listener
-        if self._front is self.video_layer and current is not None and listener is not None:
-            listener.item_ended(current.token)
+    def _ended(self, serial: int) -> None:
+        current = self._reports.current
+        if self._stack.layer is self.videos and current is not None:
+            self._reports.ended(current)
 
-    def _after_native(
-        self, old: Layer | None, new: Layer, delay_ms: int, covering: QQuickItem | None = None
-    ) -> None:
-        """Release what a native layer that was in front holds once ``new`` covers it (once
-        ``covering``, fading in over it, is opaque)."""
-        if not isinstance(old, ImageLayer | VideoLayer):
-            return
-        if new is not old:
-            clear = self._clear_pictures if old is self.image_layer else self._clear_videos
-        else:
-            # Not if another item of the layer comes in front by then: the back item is then
-            # the outgoing one of that newer fade, still on screen.
-            presents = old.presents
+    def frame_swapped(self) -> None:
+        self.pictures.frame_swapped()
+        self.videos.frame_swapped()
 
-            def clear() -> None:
-                old.clear_back(presents)
-
-        if covering is None:
-            self._later(delay_ms, clear)
-        else:
-            self._when_covered(covering, delay_ms, clear)
-
-    def _clear_pictures(self) -> None:
-        if self._front is not self.image_layer:
-            self.image_layer.clear()
-
-    def _clear_videos(self) -> None:
-        if self._front is not self.video_layer:
-            self.video_layer.clear()
+    def close(self) -> None:
+        self.pictures.close()
+        self.videos.close()

@@ -40,7 +40,6 @@ from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
 from PySide6.QtQuick import QQuickItem, QQuickView
 
 from player.power import x_screen_power
-from player.renderer.layerstack import LayerStack
 from player.wall import Wall
 
 log = logging.getLogger("pdn.renderer")
@@ -106,7 +105,6 @@ class Stage(QObject):
         if not isinstance(region, QQuickItem):
             raise StageError("Stage.qml has no region")
         self.region = region
-        self.layers = LayerStack(self)  # the one region's order and fades
         # Emitted by the render thread; queued to this (GUI-thread) object.
         view.frameSwapped.connect(self._swapped)
         self._screen = self._choose_screen(screen_index)
@@ -144,19 +142,6 @@ class Stage(QObject):
     def adopt(self, item: QObject | None) -> None:
         """Region.qml hands over the view it has just made for :meth:`create_view`."""
         self._adopted = item
-
-    # The region's fades, for the few callers outside the kiosk (tests, benchmarks).
-    def fade(self, item: QQuickItem, begin: float, end: float, ms: int) -> QObject | None:
-        """:meth:`LayerStack.fade` of the one region."""
-        return self.layers.fade(item, begin, end, ms)
-
-    def fading(self, item: QQuickItem) -> bool:
-        """:meth:`LayerStack.fading` of the one region."""
-        return self.layers.fading(item)
-
-    def stop_fade(self, item: QQuickItem, opacity: float) -> None:
-        """:meth:`LayerStack.stop_fade` of the one region."""
-        self.layers.stop_fade(item, opacity)
 
     def drop(self, item: QQuickItem) -> None:
         """Take an item off the screen now; QML destroys it on the next turn of the event loop

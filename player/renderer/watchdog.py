@@ -8,7 +8,7 @@ should be moving (a fade, an item waiting for its frames), to tell a black or un
 from content. Every ``[screen] compositor-check`` seconds it also asks the compositor or X
 server what reaches the screen (:mod:`player.renderer.compositor`): black there while the
 display paints content is a wrong screen too. What to do about a wrong screen (reload, give up)
-is the kiosk's.
+is the kiosk's: the watchdog says so by its signals.
 """
 
 from __future__ import annotations
@@ -16,19 +16,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from player.renderer.compositor import BLACK_RECHECK, CompositorView
 from player.renderer.content import IDLE_TOKEN
-from player.renderer.webslot import SlotState, WebSlot, classify_frame
-
-if TYPE_CHECKING:
-    from player.playitem import PlayItem
-    from player.renderer.imagelayer import ImageLayer
-    from player.renderer.layers import Cover, Layer, Still
-    from player.renderer.options import RendererOptions
-    from player.renderer.stage import Stage
-    from player.renderer.videolayer import VideoLayer
+from player.renderer.engineprocs import ZygoteWatch
+from player.renderer.options import RendererOptions
+from player.renderer.region import RegionPlayer
+from player.renderer.stage import Stage
+from player.renderer.webslot import SlotState, classify_frame
 
 log = logging.getLogger("pdn.renderer")
 
@@ -42,102 +40,132 @@ RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with b
 BLACK_SWAPS = 2  # frames swapped after the display saw its content, before a black look counts
 
 
-class VisualWatchdog:
-    """The kiosk renderer's checks of its own screen (a mix-in of ``KioskRenderer``, whose
-    state it reads: declared here)."""
+class VisualWatchdog(QObject):
+    """Checks every second that a region's screen shows what its stack says is in front.
 
-    options: RendererOptions
-    stage: Stage
-    slots: list[WebSlot]
-    image_layer: ImageLayer
-    video_layer: VideoLayer
-    cover: Cover
-    still: Still
-    _front: Layer | None
-    _current: PlayItem | None
-    _last_frame: float | None
-    _started: float
-    _closed: bool
-    _fatal: str | None
-    _wrong_since: float | None
-    _problem: str | None
-    _recoveries: int
-    _frame_class: str
-    _frame_class_at: float | None
-    _black_suspect: tuple[int, float] | None
-    _watch_count: int
-    _grab_owed: bool  # the minute's look is due, and waits for no switch to be imminent
-    _fading_until: float
-    _crash_times: deque[float]
-    compositor: CompositorView
+    It is handed what it looks at (the stage, the region, the compositor's view, the zygotes of
+    the web engine) and says what it finds by its signals: :attr:`wrong` (reload, with
+    back-off) and :attr:`lost` (the screen cannot be brought back in this process)."""
 
-    def _pending_slot(self) -> WebSlot | None:
-        raise NotImplementedError
+    #: The screen has been wrong this long: bring it back (problem).
+    wrong = Signal(str)
+    #: The screen cannot be brought back in this process (reason).
+    lost = Signal(str)
 
-    def _front_slot(self) -> WebSlot | None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        options: RendererOptions,
+        stage: Stage,
+        region: RegionPlayer,
+        compositor: CompositorView,
+        switch_imminent: Callable[[], bool],
+        parent: QObject | None = None,
+    ) -> None:
+        """``switch_imminent``: an item waits for its instant (a synchronised set's): a
+        read-back now would hold the GUI thread as it comes, so the looks wait."""
+        super().__init__(parent)
+        self._options = options
+        self._stage = stage
+        self._region = region
+        self._compositor = compositor
+        self._switch_imminent = switch_imminent
+        self._zygotes = ZygoteWatch()
+        self._zygotes.lost()  # the zygotes are up once the profile and its views are
+        self._started = time.monotonic()
+        self._crash_times: deque[float] = deque(maxlen=64)
+        self._wrong_since: float | None = None
+        self._problem: str | None = None
+        self._recoveries = 0
+        self._stopped = False
+        self.frame_class = "content"  # of the last look at the screen
+        self._frame_class_at: float | None = None
+        # (frames swapped, time) when the compositor was first seen black against content
+        self._black_suspect: tuple[int, float] | None = None
+        self._watch_count = 0
+        self._grab_owed = False  # the minute's look is due, and waits for no switch to be imminent
+        self._timer = QTimer(self)  # the watchdog's own: it dies with it
+        self._timer.setInterval(WATCH_MS)
+        self._timer.timeout.connect(self._check_screen)
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def stop(self) -> None:
+        """No check from now on (the screen is given up, or the renderer closes)."""
+        self._stopped = True
+        self._timer.stop()
+
+    def crashed(self) -> None:
+        """A render process died now (counted for a crash storm)."""
+        self._crash_times.append(time.monotonic())
 
     @property
-    def _holding_still(self) -> bool:
-        raise NotImplementedError
+    def right(self) -> bool:
+        """Nothing was wrong at the last check."""
+        return self._wrong_since is None
 
-    def _lost_zygote(self) -> str | None:
-        raise NotImplementedError
+    def state(self) -> dict[str, object]:
+        """The verdict, for health: right or not, what is shown, and why."""
+        state: dict[str, object] = {
+            "right": self.right,
+            "showing": self.showing(),
+            "frame": self.frame_class,
+            "compositor": self._compositor.describe(time.monotonic()),
+        }
+        return state
 
-    def _switch_imminent(self) -> bool:
-        """An item waits for its instant (a synchronised set's): a read-back now would hold
-        the GUI thread as it comes, so the looks wait for the next round."""
-        raise NotImplementedError
+    def trouble(self) -> dict[str, object]:
+        """What was wrong at the last check and for how long (empty: nothing)."""
+        if self._problem is None or self._wrong_since is None:
+            return {}
+        wrong_for = round(time.monotonic() - self._wrong_since, 1)
+        return {"problem": self._problem, "wrong-for": wrong_for}
 
-    def _recover(self, problem: str) -> None:
-        raise NotImplementedError
-
-    def _give_up(self, reason: str) -> None:
-        raise NotImplementedError
-
-    def _showing(self) -> str:
-        front = self._front
+    def showing(self) -> str:
+        """What the region has in front, in words."""
+        region = self._region
+        front, current = region.stack.layer, region.current
         if front is None:
             return "nothing"
-        if front is self.cover:
+        if front is region.cover:
             return "the cover"
-        if self._holding_still:
-            current = self._current.url if self._current is not None else "the last item"
-            return f"a still of {current} while the next item loads"
-        if front is self.image_layer:
-            return f"image {self._current.url}" if self._current is not None else "an image"
-        if front is self.video_layer:
-            return f"video {self._current.url}" if self._current is not None else "a video"
-        slot = self._front_slot()
+        if region.stack.holding_still:
+            what = current.url if current is not None else "the last item"
+            return f"a still of {what} while the next item loads"
+        if front is region.image_layer:
+            return f"image {current.url}" if current is not None else "an image"
+        if front is region.video_layer:
+            return f"video {current.url}" if current is not None else "a video"
+        slot = region.stack.front_slot()
         if slot is None or slot.item is None:
             return "a blank view"
         return "the idle page" if slot.item.token == IDLE_TOKEN else f"page {slot.item.url}"
 
     def _check_screen(self) -> None:
-        if self._closed or self._fatal is not None:
+        if self._stopped:
             return
         now = time.monotonic()
-        lost = self._lost_zygote()
+        lost = self._zygotes.lost()
         if lost is not None:
-            self._give_up(f"{lost}: no render process can be started again in this process")
+            self.lost.emit(f"{lost}: no render process can be started again in this process")
             return
         self._watch_count += 1
         if self._watch_count % GRAB_EVERY == 0:
             self._grab_owed = True
-        looks = self.stage.is_visible() and not self._switch_imminent()
+        looks = self._stage.is_visible() and not self._switch_imminent()
         if looks and (self._grab_owed or self._scene_stalled(now)):
             self._grab_owed = False
             self._look_at_the_screen(now)
-        if looks and self.compositor.due(now):
+        if looks and self._compositor.due(now):
             # grim answers later; the verdict uses the last answer
-            self.compositor.look(now, self.stage.frames)
+            self._compositor.look(now, self._stage.frames)
         problem = self._screen_problem(now)
         if problem is None:
             if self._wrong_since is not None:
                 log.info(
                     "the screen is right again after %.1f s (%s)",
                     now - self._wrong_since,
-                    self._showing(),
+                    self.showing(),
                 )
             self._wrong_since = None
             self._problem = None
@@ -150,21 +178,22 @@ class VisualWatchdog:
             log.warning("the screen is still wrong: %s", problem)
         self._problem = problem
         wrong_for = now - self._wrong_since
-        if wrong_for >= self.options.recover_within:
-            self._give_up(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
+        if wrong_for >= self._options.recover_within:
+            self.lost.emit(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
             return
         if self._recoveries < len(RECOVERY_STEPS) and wrong_for >= RECOVERY_STEPS[self._recoveries]:
             self._recoveries += 1
-            self._recover(problem)
+            self.wrong.emit(problem)
 
     def _scene_stalled(self, now: float) -> bool:
         """The scene should be moving (a fade, an item waiting for its frames) and has swapped
         no frame for a while."""
-        pending = self._pending_slot()
-        waiting = now < self._fading_until + STALLED_SCENE or (
+        stack = self._region.stack
+        pending = stack.pending.slot if stack.pending is not None else None
+        waiting = now < stack.fading_until + STALLED_SCENE or (
             pending is not None and pending.confirming
         )
-        last = self.stage.last_swap
+        last = self._stage.last_swap
         return (
             waiting
             and last is not None
@@ -174,47 +203,48 @@ class VisualWatchdog:
 
     def _look_at_the_screen(self, now: float) -> None:
         """Read the screen back (the one full grab the watchdog allows itself) and classify it."""
-        self._frame_class = classify_frame(self.stage.grab())
+        self.frame_class = classify_frame(self._stage.grab())
         self._frame_class_at = now
-        slot = self._front_slot()
+        slot = self._region.stack.front_slot()
         if slot is not None and now - slot.last_answer < BEAT_STALE:
-            slot.painted_as = self._frame_class  # what this page looks like while it answers
+            slot.painted_as = self.frame_class  # what this page looks like while it answers
 
     def _screen_problem(self, now: float) -> str | None:
         """What is wrong with the screen now, or None (see the class docstring)."""
         crashes = sum(1 for t in self._crash_times if now - t < CRASH_WINDOW)
         if crashes >= CRASH_STORM:
             return f"{crashes} render process crashes in {CRASH_WINDOW:g} s"
-        front = self._front
+        region, options = self._region, self._options
+        front = region.stack.layer
         if front is None:
-            if now - self._started > self.options.page_load_timeout + 5:
+            if now - self._started > options.page_load_timeout + 5:
                 return "nothing has been painted since the start"
             return None
         black = self._compositor_black(now)
         if black is not None:
             return black
-        if front is self.cover:
-            current = self._current
-            if current is not None and now - self._last_frame_or(now) > (
-                self.options.page_load_timeout + 5
-            ):
+        if front is region.cover:
+            current = region.current
+            last_frame = region.stack.last_frame
+            shown_at = last_frame if last_frame is not None else now
+            if current is not None and now - shown_at > options.page_load_timeout + 5:
                 return f"the cover has hidden {current.url} for too long"
             return None
-        if self._holding_still and now - self.still.since > self.options.page_load_timeout + 5:
+        if region.stack.holding_still and now - region.still.since > options.page_load_timeout + 5:
             return "a still has stood in for the screen for too long"
-        slot = self._front_slot()
+        slot = region.stack.front_slot()
         if slot is None or slot.state is not SlotState.SHOWN or slot.item is None:
             return None
         what = "the idle page" if slot.item.token == IDLE_TOKEN else slot.item.url
         silent = now - slot.last_answer
-        if silent > self.options.hang_timeout:
+        if silent > options.hang_timeout:
             return f"{what} has not produced a frame for {silent:.0f} s"
         fresh = self._frame_class_at is not None and self._frame_class_at > slot.last_answer - 60
-        if fresh and self._frame_class == "unpainted":
+        if fresh and self.frame_class == "unpainted":
             return f"the screen shows no frame of {what}"
         if (
             fresh
-            and self._frame_class == "black"
+            and self.frame_class == "black"
             and slot.painted_as != "black"
             and silent > BEAT_STALE
         ):
@@ -234,28 +264,25 @@ class VisualWatchdog:
         frames; it is wrong once a look that began after ``BLACK_SWAPS`` more frames were
         swapped still shows black, or once ``compositor_settle`` seconds have passed without
         them (a covered window may be sent no frame callbacks)."""
-        view = self.compositor
+        view = self._compositor
         if view.frame != "black" or view.at is None or now - view.at > 3 * BLACK_RECHECK:
             self._black_suspect = None
             return None
         if self._frame_class_at is None or self._frame_class_at < view.at:
             self._look_at_the_screen(now)  # the display's own view at the same moment
-        if self._frame_class != "content":
+        if self.frame_class != "content":
             self._black_suspect = None
             return None  # black content, or nothing painted: not the compositor's doing
         if self._black_suspect is None:
-            self._black_suspect = (self.stage.frames, now)
+            self._black_suspect = (self._stage.frames, now)
         frames, since = self._black_suspect
         if (
             view.frames_at_look - frames < BLACK_SWAPS
-            and now - since < self.options.compositor_settle
+            and now - since < self._options.compositor_settle
         ):
-            self.stage.request_frame()  # a frame of this content, for the next look to see
+            self._stage.request_frame()  # a frame of this content, for the next look to see
             return None
         return (
             f"the compositor shows a black screen ({view.note}) while the display paints "
-            f"{self._showing()}"
+            f"{self.showing()}"
         )
-
-    def _last_frame_or(self, default: float) -> float:
-        return self._last_frame if self._last_frame is not None else default

@@ -129,7 +129,7 @@ def test_a_page_is_laid_out_at_the_walls_full_resolution(
     width, height = made[0][0].size(*PANEL)
     check_tiles(made, width, height)
     sizes: list[str] = []
-    slot = made[3][1]._front_slot()
+    slot = made[3][1].region.stack.front_slot()
     assert slot is not None
     slot.evaluate("window.innerWidth + 'x' + window.innerHeight", sizes.append)
     assert wait_until(lambda: bool(sizes), 5)
@@ -142,9 +142,9 @@ def test_the_idle_page_and_cover_are_each_panels_own(
     made = tiles(make_renderer)
     _, renderer, reports = made[3]  # the bottom right panel
     assert wait_until(lambda: bool(reports.idle), 20)
-    slot = renderer._front_slot()
+    slot = renderer.region.stack.front_slot()
     assert slot is not None and slot.view is not None
     assert (slot.view.width(), slot.view.height()) == PANEL
-    assert renderer.cover.item.width() == PANEL[0]
+    assert renderer.region.cover.item.width() == PANEL[0]
     # Its facts are on its own screen: the idle page is not dark where a quarter of it would be.
     assert wait_until(lambda: max(rgb(x_grab(renderer), 8, 8)) > 16, 5)

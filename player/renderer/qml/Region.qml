@@ -2,9 +2,11 @@
 // of a web view, two pictures, two videos, and the web views made for each navigation. Today
 // one region fills the screen.
 //
-// Every layer starts behind (z -1) at opacity 0: live but not drawn. Python (stage.py,
-// kiosk.py) decides which layer is in front (its z) and fades it in (Fade.qml, on the render
-// thread). Layers of the same z are drawn in the order they are declared.
+// The region's layer stack (layerstack.py) decides the order of the layers and this file draws
+// it: each layer's z is its place in the stack's `order`, from the back; a layer never raised
+// is behind them all (z -1), at opacity 0: live but not drawn. The stack fades a layer in
+// (Fade.qml, on the render thread). Layers of the same z are drawn in the order they are
+// declared.
 //
 // `tile` is this panel's own part of the region: the whole region, or on a video wall this
 // panel's tile of it. The idle cover and the idle page are laid over the tile alone.
@@ -17,6 +19,10 @@ Item {
     // The stage's Python side (stage.py): asks for web views (its signal viewWanted) and is
     // handed them (its slot adopt). A Python object: `var`, as QML cannot see its type.
     required property var host
+    // The region's layer stack (layerstack.py), set by Python as the region's player is made:
+    // its `order` lists the layers raised so far, the one in front last. A Python object.
+    property var stack: null
+    readonly property var order: stack ? stack.order : []
     property rect tile: Qt.rect(0, 0, width, height)
 
     readonly property Item cover: cover
@@ -26,13 +32,13 @@ Item {
     readonly property Item videoA: videoA
     readonly property Item videoB: videoB
 
-    Picture { id: pictureA; z: -1; opacity: 0 }
-    Picture { id: pictureB; z: -1; opacity: 0 }
-    Video { id: videoA; z: -1; opacity: 0; audio: false }
-    Video { id: videoB; z: -1; opacity: 0; audio: false }
+    Picture { id: pictureA; z: region.order.indexOf(pictureA); opacity: 0 }
+    Picture { id: pictureB; z: region.order.indexOf(pictureB); opacity: 0 }
+    Video { id: videoA; z: region.order.indexOf(videoA); opacity: 0; audio: false }
+    Video { id: videoB; z: region.order.indexOf(videoB); opacity: 0; audio: false }
     Cover {
         id: cover
-        z: -1
+        z: region.order.indexOf(cover)
         opacity: 0
         visible: false
         anchors.fill: undefined
@@ -41,19 +47,20 @@ Item {
         width: region.tile.width
         height: region.tile.height
     }
-    Still { id: still; z: -1; opacity: 0 }
+    Still { id: still; z: region.order.indexOf(still); opacity: 0 }
 
     // The web view of one navigation: made when the stage asks, behind, not drawn until raised;
     // it ends with destroy() (deferred by QML: it may be handling one of its signals) or with
     // the scene.
     Component {
         id: webView
-        WebView { z: -1; opacity: 0 }
+        WebView { id: view; z: region.order.indexOf(view); opacity: 0 }
     }
     Component {
         id: ownWebView
         WebView {
-            z: -1
+            id: ownView
+            z: region.order.indexOf(ownView)
             opacity: 0
             anchors.fill: undefined
             x: region.tile.x

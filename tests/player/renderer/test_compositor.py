@@ -130,16 +130,14 @@ class Judge(VisualWatchdog):
     def __init__(self, view: CompositorView) -> None:
         self.compositor = view
         self.fake = FakeStage()
-        self.stage = self.fake  # type: ignore[assignment]
-        self.options = RendererOptions(compositor_settle=5.0)
-        self._frame_class = "content"
-        self._frame_class_at = None
-        self._black_suspect = None
+        options = RendererOptions(compositor_settle=5.0)
+        # No region: the verdict on a compositor answer reads none.
+        super().__init__(options, self.fake, None, view, lambda: False)  # type: ignore[arg-type]
 
     def _look_at_the_screen(self, now: float) -> None:
-        self._frame_class, self._frame_class_at = "content", now
+        self.frame_class, self._frame_class_at = "content", now
 
-    def _showing(self) -> str:
+    def showing(self) -> str:
         return "the idle page"
 
     def answer(self, frame: str, now: float) -> str | None:

@@ -81,7 +81,7 @@ def test_a_cached_page_has_an_origin_of_its_own_and_its_relative_links(
 def test_the_idle_page_is_the_displays_own(make_renderer: MakeRenderer) -> None:
     renderer, reports = make_renderer()
     assert wait_until(lambda: bool(reports.idle), 15)
-    slot = next(s for s in renderer.slots if s.item is not None)
+    slot = next(s for s in renderer.region.slots if s.item is not None)
     assert slot.address == "pdn-display://idle/"
 
     def styled() -> bool:  # idle.css's dark blue, from the display's own scheme

@@ -35,7 +35,7 @@ def renderer(qapp: object) -> Iterator[KioskRenderer]:
 def pairing_shown(renderer: KioskRenderer) -> str | None:
     """The idle page's pairing line, as its document has it (None: no idle page up)."""
     found: list[str] = []
-    for slot in renderer.slots:
+    for slot in renderer.region.slots:
         if slot.item is not None and slot.item.token == IDLE_TOKEN:
             slot.evaluate(
                 "(document.getElementById('pairing') || {}).textContent || ''", found.append

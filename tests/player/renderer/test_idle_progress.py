@@ -39,7 +39,7 @@ def renderer(qapp: object) -> Iterator[KioskRenderer]:
 def idle_progress_shown(renderer: KioskRenderer) -> str | None:
     """The idle page's progress line, as its document has it (None: no idle page up)."""
     found: list[str] = []
-    for slot in renderer.slots:
+    for slot in renderer.region.slots:
         if slot.item is not None and slot.item.token == IDLE_TOKEN:
             slot.evaluate(
                 "(document.getElementById('progress') || {}).textContent || ''",

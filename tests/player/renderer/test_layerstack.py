@@ -30,7 +30,7 @@ def test_front_follows_each_show_and_a_cut_has_no_fade(
     make_renderer: object, http_server: LoopbackServer, tmp_path: Path
 ) -> None:
     renderer, reports = make_renderer(crossfade_ms=400)  # type: ignore[operator]
-    stack = renderer.stage.layers
+    stack = renderer.region.stack
     changes: list[object] = []
     stack.frontChanged.connect(lambda: changes.append(stack.front))
     assert wait_until(lambda: renderer.last_frame_time() is not None, 10)
@@ -38,7 +38,7 @@ def test_front_follows_each_show_and_a_cut_has_no_fade(
     red = play(http_server.colour("red"), 1)
     renderer.show(red)
     assert wait_until(lambda: 1 in reports.shown_tokens(), 15), reports.failed
-    slot = renderer._front_slot()
+    slot = renderer.region.stack.front_slot()
     assert slot is not None
     assert stack.front is slot.front_item()
 
@@ -47,14 +47,14 @@ def test_front_follows_each_show_and_a_cut_has_no_fade(
     renderer.show(blue)
     assert wait_until(lambda: 2 in reports.shown_tokens(), 15), reports.failed
     front = stack.front
-    assert renderer._front is renderer.image_layer
-    assert front is renderer.image_layer.front_item()
+    assert renderer.region.stack.layer is renderer.region.image_layer
+    assert front is renderer.region.image_layer.front_item()
     assert front in changes
     assert wait_until(lambda: not stack.fading(front), 5)
     assert front.opacity() == 1.0
 
     # A cut: in front at once, fully opaque, no animation running.
-    still = renderer.still.front_item()
+    still = renderer.region.still.front_item()
     still.setProperty("sourceItem", front)
     assert stack.bring_in(still, 400, cut=True) is False
     assert stack.front is still

@@ -142,7 +142,9 @@ def test_video_page_video_never_shows_black(
 
     def sample() -> None:
         nonlocal most_open
-        loaded = [p for p in renderer.video_layer.players() if p.state is not PlayerState.EMPTY]
+        loaded = [
+            p for p in renderer.region.video_layer.players() if p.state is not PlayerState.EMPTY
+        ]
         most_open = max(most_open, len(loaded))
         point = centre(renderer)
         if any(near(point, colour, TOLERANCE) for colour in colours):
@@ -232,10 +234,10 @@ def test_a_video_that_stops_moving_is_given_up(
     play = video_item(videos["h264"])
     show_and_wait(renderer, reports, play)
     process_for(0.3)
-    renderer.video_layer.front_player().player.pause()
+    renderer.region.video_layer.front_player().player.pause()
     assert wait_until(lambda: play.token in reports.failed_tokens(), 10)
     assert "stalled" in dict(reports.failed)[play.token]
-    assert renderer._front is renderer.cover
+    assert renderer.region.stack.layer is renderer.region.cover
 
 
 def test_an_mp4_from_a_server_without_ranges_is_fetched_whole(
@@ -273,14 +275,14 @@ def test_the_page_stays_under_a_fade_that_runs_late(
     show_and_wait(renderer, reports, page_item(http_server))
     red = VIDEOS["h264"][0]
     show_and_wait(renderer, reports, video_item(videos["h264"]))
-    item = renderer.video_layer.front_item()
+    item = renderer.region.video_layer.front_item()
     assert item is not None
     # Long enough to be running still after the wait below (on Xvfb, with no vsync to pace
     # them, animations run faster than the clock; under load, slower).
-    renderer.stage.fade(item, 0.3, 1.0, 60_000)
+    renderer.region.stack.fade(item, 0.3, 1.0, 60_000)
     process_for(1.5)  # the page's clearing was due 250 + 300 ms after the swap
-    assert renderer.stage.fading(item)
+    assert renderer.region.stack.fading(item)
     point = centre(renderer)
     assert blend_of([point], PAGE_GREEN, red) and not near(point, red, TOLERANCE), point
-    renderer.stage.stop_fade(item, 1.0)
+    renderer.region.stack.stop_fade(item, 1.0)
     assert wait_until(lambda: near(centre(renderer), red, TOLERANCE), 10), centre(renderer)

@@ -67,7 +67,7 @@ def test_tree_measurement_finds_chromium_processes(
 ) -> None:
     renderer, reports, _ = watched
     show_and_wait(renderer, reports, page(http_server.colour("red")))
-    front = renderer._front_slot()
+    front = renderer.region.stack.front_slot()
     assert front is not None and front.render_pid() > 0
     tree = measure_tree()
     roles = {process.pid: process.role for process in tree.processes}
@@ -95,7 +95,7 @@ def test_over_budget_gives_memory_back_at_the_boundary_without_a_blank_frame(
     on_screen_views = []
     for index in range(1, 9):
         name = names[index % len(names)]
-        front_before = renderer._front
+        front_before = renderer.region.stack.layer
         show_and_wait(renderer, reports, page(http_server.colour(name)))
         on_screen_views.append(front_before)
         assert uniform_colour(renderer.grab_image()) == COLOURS[name]
@@ -107,7 +107,7 @@ def test_over_budget_gives_memory_back_at_the_boundary_without_a_blank_frame(
     # At item boundaries: at most once per measurement, never a view on screen.
     assert status["recycles"] >= 3
     assert renderer.recycler.memory_recycles == status["recycles"]
-    assert status["recycles"] <= sum(slot.loads for slot in renderer.slots)
+    assert status["recycles"] <= sum(slot.loads for slot in renderer.region.slots)
     assert all(view is not None for view in on_screen_views)
     # The views renewed and the tree still over its (impossible) budget: degraded, honestly.
     assert status["over_budget"] is True

@@ -80,7 +80,9 @@ def test_pages_and_cached_images_reach_the_screen(
         assert uniform_colour(renderer.grab_image()) == COLOURS[name]
     picture = write_png(tmp_path / "yellow.png", COLOURS["yellow"], size=SIZE)
     show_and_wait(renderer, reports, item(picture.as_uri(), "image/png"))
-    assert renderer._front is renderer.image_layer  # the native path, no browser round-trip
+    assert (
+        renderer.region.stack.layer is renderer.region.image_layer
+    )  # the native path, no browser round-trip
     assert uniform_colour(renderer.grab_image()) == COLOURS["yellow"]
     # A wider picture is fitted with black bars above and below it.
     wide = write_png(tmp_path / "wide.png", COLOURS["cyan"], size=(SIZE[0], SIZE[1] // 2))
@@ -118,7 +120,7 @@ def test_low_memory_profile_keeps_one_decoded_picture(
         show_and_wait(renderer, reports, item(picture.as_uri(), "image/png"))
         assert uniform_colour(renderer.grab_image()) == COLOURS[name]
         # only the one on screen
-        assert renderer.image_layer.decoded_urls() == [picture.as_uri()]
+        assert renderer.region.image_layer.decoded_urls() == [picture.as_uri()]
     assert reports.failed == []
 
 
@@ -354,12 +356,12 @@ def test_killed_render_process_recovers(
     renderer, reports = make_renderer(views=views)  # type: ignore[operator]
     play = item(http_server.colour("green"))
     show_and_wait(renderer, reports, play)
-    slot = renderer._front_slot()
+    slot = renderer.region.stack.front_slot()
     assert slot is not None
     pid = slot.render_pid()
     os.kill(pid, signal.SIGKILL)
     # The crashed view is covered at once, then the item comes back.
-    assert wait_until(lambda: renderer._front is renderer.cover, 5)
+    assert wait_until(lambda: renderer.region.stack.layer is renderer.region.cover, 5)
     cover = rgb(renderer.grab_image(), 5, 120)
     assert cover != (0, 0, 0)
     assert wait_for_colour(renderer, COLOURS["green"], 10) is not None
@@ -380,7 +382,7 @@ def test_hung_page_is_killed_and_reloaded(
     http_server.served.files["/hang.html"] = (hang.encode(), "text/html")
     renderer, reports = make_renderer(hang_timeout=2.0)  # type: ignore[operator]
     show_and_wait(renderer, reports, item(http_server.base + "/hang.html"))
-    slot = renderer._front_slot()
+    slot = renderer.region.stack.front_slot()
     assert slot is not None
     pid = slot.render_pid()
     # The "not alive" moment can be shorter than a poll: judge by the kill and the new process.
@@ -430,16 +432,16 @@ def test_every_item_gets_a_fresh_view_and_a_blank_slot_holds_none(
     views = []
     for index in range(10):
         show_and_wait(renderer, reports, item(http_server.colour(["red", "blue"][index % 2])))
-        front = renderer._front_slot()
+        front = renderer.region.stack.front_slot()
         assert front is not None and front.view is not None
         views.append(front.view)
         process_for(0.3)  # the old view is dropped shortly after the swap
-        blank = [slot for slot in renderer.slots if slot is not renderer._front]
+        blank = [slot for slot in renderer.region.slots if slot is not renderer.region.stack.layer]
         assert [slot.state for slot in blank] == [SlotState.BLANK]
         assert blank[0].view is None  # no view, no document, no history, no render process
     # One view per navigation: nothing of an earlier item can accumulate in a view.
     assert len({id(view) for view in views}) == 10
-    assert sum(slot.loads for slot in renderer.slots) >= 10
+    assert sum(slot.loads for slot in renderer.region.slots) >= 10
 
 
 def test_blank_view_holds_no_render_process(
@@ -452,12 +454,13 @@ def test_blank_view_holds_no_render_process(
         show_and_wait(renderer, reports, item(http_server.colour(colour)))
     assert wait_until(
         lambda: any(
-            slot.state is SlotState.BLANK and slot is not renderer._front for slot in renderer.slots
+            slot.state is SlotState.BLANK and slot is not renderer.region.stack.layer
+            for slot in renderer.region.slots
         ),
         5,
     )
-    blank = next(slot for slot in renderer.slots if slot is not renderer._front)
-    front = renderer._front_slot()
+    blank = next(slot for slot in renderer.region.slots if slot is not renderer.region.stack.layer)
+    front = renderer.region.stack.front_slot()
     assert front is not None and front.render_pid() > 0
     process_for(0.5)
     assert blank.render_pid() == 0
@@ -485,16 +488,16 @@ def test_one_view_keeps_one_render_process(
     """The low-memory profile's single view: each page replaces the last in the same view (and
     its render process ends), a picture in between leaves the view with nothing loaded."""
     renderer, reports = make_renderer(views=1)  # type: ignore[operator]
-    assert len(renderer.slots) == 1
-    slot = renderer.slots[0]
+    assert len(renderer.region.slots) == 1
+    slot = renderer.region.slots[0]
     pids: list[int] = []
     picture = write_png(tmp_path / "yellow.png", COLOURS["yellow"], size=SIZE).as_uri()
     for name in ("red", "green", "blue"):
         show_and_wait(renderer, reports, item(http_server.colour(name)))
-        assert renderer._front is slot
+        assert renderer.region.stack.layer is slot
         assert uniform_colour(renderer.grab_image()) == COLOURS[name]
         process_for(0.3)
-        assert not renderer.still.isVisible()  # the still is gone once the page painted
+        assert not renderer.region.still.isVisible()  # the still is gone once the page painted
         pids.append(slot.render_pid())
     assert len(set(pids)) == 3
     for pid in pids[:-1]:
@@ -535,7 +538,10 @@ def test_one_view_covers_a_failed_page_with_the_idle_facts(
     assert "404" in dict(reports.failed)[missing.token]
     process_for(0.2)
     process_for(0.3)
-    assert renderer._front is renderer.cover and not renderer.still.isVisible()
+    assert (
+        renderer.region.stack.layer is renderer.region.cover
+        and not renderer.region.still.isVisible()
+    )
     assert renderer.screen_state()["showing"] == "the cover"
     # A page that never answers: the still stands in until the load timeout, then the cover.
     show_and_wait(renderer, reports, item(http_server.colour("blue")))
@@ -546,7 +552,7 @@ def test_one_view_covers_a_failed_page_with_the_idle_facts(
     assert renderer.screen_state()["showing"].startswith("a still of ")
     assert uniform_colour(renderer.grab_image()) == COLOURS["blue"]
     assert wait_until(lambda: stalled.token in reports.failed_tokens(), 5)
-    assert wait_until(lambda: renderer._front is renderer.cover, 2)
+    assert wait_until(lambda: renderer.region.stack.layer is renderer.region.cover, 2)
     # And the next good item comes straight back.
     show_and_wait(renderer, reports, item(http_server.colour("red")))
     assert uniform_colour(renderer.grab_image()) == COLOURS["red"]

@@ -68,7 +68,7 @@ def shown_at(reports: Reports, play: PlayItem) -> datetime:
 
 
 def front_player(renderer: KioskRenderer) -> VideoPlayer:
-    return renderer.video_layer.front_player()
+    return renderer.region.video_layer.front_player()
 
 
 def position_lag(player: VideoPlayer, due: datetime) -> float:
