@@ -272,7 +272,7 @@ class WebSlot(QObject):
                 if self.generation == generation:
                     self._fail(reason)
 
-            QTimer.singleShot(0, refuse)
+            QTimer.singleShot(0, self, refuse)  # the slot's: it dies with it
             return
         url = QUrl(address)
         self.address = url.toString()
