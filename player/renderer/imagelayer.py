@@ -20,7 +20,7 @@ from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QImage, QImageReader
 from PySide6.QtQuick import QQuickImageProvider, QQuickItem
 
-from player.renderer.stage import Stage
+from player.renderer.stage import Stage, region_layer
 
 log = logging.getLogger("pdn.renderer")
 
@@ -86,7 +86,7 @@ class ImageLayer(QObject):
     #: A decode finished on the worker thread: (url, image or None, reason).
     _decoded = Signal(str, object, str)
 
-    def __init__(self, stage: Stage, keep: int) -> None:
+    def __init__(self, stage: Stage, region: QQuickItem, keep: int) -> None:
         super().__init__()  # no Qt parent: Python owns it (see Stage.create)
         self._stage = stage
         self._keep = max(1, keep)
@@ -95,7 +95,7 @@ class ImageLayer(QObject):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pdn-decode")
         self._provider = _Pictures()
         stage.view.engine().addImageProvider(PROVIDER, self._provider)
-        self._items = [stage.layer("pictureA"), stage.layer("pictureB")]
+        self._items = [region_layer(region, "pictureA"), region_layer(region, "pictureB")]
         self._front = 0  # index of the item in front (when a picture is)
         self._wanted: tuple[str, int] | None = None  # (url, serial) to show once decoded
         self._confirming: tuple[int, int] | None = None  # (serial, frames still to swap)

@@ -98,8 +98,15 @@ class KioskRenderer(QObject):
         self.recycler = Recycler(memory)
         channel = f"pdn-{secrets.token_hex(8)}:"
         web = (self.profile, channel)
-        self.region = RegionPlayer(
-            self.stage, options, web, self.recycler, self.switch_trace, self, self
+        self.region = RegionPlayer(  # the one region, filling the screen
+            self.stage,
+            self.stage.region,
+            options,
+            web,
+            self.recycler,
+            self.switch_trace,
+            self,
+            self,
         )
         self.region.set_context(context_script(self._readings), "")
         # The switch trace hears of each frame before the region (whose switch it may time).

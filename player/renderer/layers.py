@@ -1,4 +1,5 @@
-"""The stage's native layers besides pictures: the idle cover and the still of a web view."""
+"""A region's native layers besides pictures and videos: the idle cover and the still of a web
+view."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from PySide6.QtQuick import QQuickItem
 
 from player.renderer.idle import addresses
 from player.renderer.imagelayer import ImageLayer
-from player.renderer.stage import Stage
+from player.renderer.stage import Stage, region_layer
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import WebSlot
 
@@ -15,8 +16,9 @@ class Cover:
     """The idle facts drawn by Qt Quick (``qml/Cover.qml``): shown when no web view can be
     (a render process crash, a failed item with nothing behind it)."""
 
-    def __init__(self, stage: Stage, name: str, api_url: str) -> None:
-        self.item = stage.layer("cover")  # over this panel's own tile, also on a video wall
+    def __init__(self, region: QQuickItem, name: str, api_url: str) -> None:
+        # Over this panel's own tile, also on a video wall.
+        self.item = region_layer(region, "cover")
         self.item.setProperty("name", name or "pdn display")
         self.item.setProperty("apiUrl", api_url or "not configured")
 
@@ -39,9 +41,9 @@ class Still:
     """The last frame of a web view held on the GPU (``qml/Still.qml``, a texture copy) while
     the next item loads in its place: the low-memory profile's one view."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, region: QQuickItem) -> None:
         self._stage = stage
-        self.item = stage.layer("still")
+        self.item = region_layer(region, "still")
         self.since = 0.0  # time.monotonic() the still began to hold
         self.holds = 0  # holds so far: a release meant for an earlier one is not for this one
         self._copying = False  # the view is copied; its copy is to be kept at the next frame

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import shiboken6
-from PySide6.QtCore import Property, QObject, QTimer, Signal
+from PySide6.QtCore import Property, QObject, QTimer, Signal, Slot
 from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem
@@ -27,7 +27,7 @@ from player.renderer.content import IDLE_TOKEN, Kind
 from player.renderer.duegate import SwitchTrace
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Cover, Layer, Still
-from player.renderer.stage import Stage
+from player.renderer.stage import Stage, StageError
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import WebSlot
 
@@ -52,6 +52,11 @@ class LayerStack(QObject):
 
     frontChanged = Signal()  # noqa: N815  (a Qt notify signal, as QML names it)
     orderChanged = Signal()  # noqa: N815
+    #: Region.qml makes a web view with these properties (over this panel's tile alone if
+    #: the flag is set) and hands it to :meth:`adopt`.
+    viewWanted = Signal(dict, bool)  # noqa: N815  (a QML signal handler's name)
+    #: Region.qml destroys this web view (deferred: it may be handling one of its signals).
+    viewDropped = Signal(QQuickItem)  # noqa: N815
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class LayerStack(QObject):
         self._switch_trace = switch_trace
         self._order: list[QQuickItem] = []  # raised so far, the last raised last (in front)
         self._front_item: QQuickItem | None = None
+        self._adopted: QObject | None = None
         self._closed = False
         #: The layer in front (None before the first).
         self.layer: Layer | None = None
@@ -93,6 +99,36 @@ class LayerStack(QObject):
     #: The layers raised so far, from the back to the front: each layer's ``z`` is its place
     #: here (-1, behind every one of them, for a layer never raised).
     order = Property("QVariantList", _get_order, notify=orderChanged)  # type: ignore[arg-type]
+
+    # -- the web views, made at run time -------------------------------------------------
+
+    def create_view(self, properties: dict[str, object], own: bool = False) -> QQuickItem:
+        """A new web view in the region, behind, not drawn until raised; with ``own``, over
+        this panel's tile rather than across a video wall (the idle page).
+
+        Qt owns it (``Region.qml`` makes it when asked and hands it to :meth:`adopt`): Python
+        holds references, never the object, so no wrapper can outlive what it wraps;
+        :meth:`drop` destroys it."""
+        self._adopted = None
+        self.viewWanted.emit(properties, own)
+        made, self._adopted = self._adopted, None
+        if not isinstance(made, QQuickItem):
+            raise StageError("cannot create a web view (see the log for QML's reason)")
+        return made
+
+    @Slot(QObject)
+    def adopt(self, item: QObject | None) -> None:
+        """Region.qml hands over the view it has just made for :meth:`create_view`."""
+        self._adopted = item
+
+    def drop(self, item: QQuickItem) -> None:
+        """Take a web view off the screen now; QML destroys it on the next turn of the event
+        loop (it may be the very item whose signal is being handled)."""
+        item.setVisible(False)
+        if item in self._order:
+            self._order.remove(item)
+            self.orderChanged.emit()
+        self.viewDropped.emit(item)
 
     # -- depth and fades ------------------------------------------------------------------
 

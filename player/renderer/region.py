@@ -23,6 +23,7 @@ import time
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, QUrl
+from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem
 from player.renderer.content import IDLE_TOKEN, Kind, classify
@@ -66,6 +67,7 @@ class RegionPlayer(QObject):
     def __init__(
         self,
         stage: Stage,
+        item: QQuickItem,
         options: RendererOptions,
         web: tuple[QObject, str],
         recycler: Recycler,
@@ -73,8 +75,8 @@ class RegionPlayer(QObject):
         reports: RegionReports,
         parent: QObject | None = None,
     ) -> None:
-        """``web``: the web engine profile of the views and the secret prefix of their
-        channel."""
+        """``item``: the region in the scene (``Region.qml``); ``web``: the web engine
+        profile of the views and the secret prefix of their channel."""
         super().__init__(parent)
         self._options = options
         self._recycler = recycler
@@ -84,19 +86,12 @@ class RegionPlayer(QObject):
         self.current: PlayItem | None = None
         self._crashes: dict[int, int] = {}  # render process crashes, by item token
         self._failures: dict[str, tuple[str, float]] = {}  # prepared items', by URL
-        profile, channel = web
-        self.slots = [
-            WebSlot(name, profile, stage, channel, options.page_load_timeout)
-            for name in ("a", "b")[: options.views]
-        ]
-        for slot in self.slots:
-            slot.ready.connect(self._slot_ready)
-            slot.failed.connect(self._slot_failed)
-            slot.crashed.connect(self._slot_crashed)
-        self.image_layer = ImageLayer(stage, options.decoded_images)
+        self.item = item
+        self.image_layer = ImageLayer(stage, item, options.decoded_images)
         spool = options.data_dir / "video-spool" if options.data_dir is not None else None
         self.video_layer = VideoLayer(
             stage,
+            item,
             options.audio,
             options.page_load_timeout,
             spool,
@@ -104,11 +99,20 @@ class RegionPlayer(QObject):
             local_first_frame_s=options.video_first_frame,
             stalled_after=options.video_stalled_after,
         )
-        self.cover = Cover(stage, options.display_name, options.api_url)
-        self.still = Still(stage)
+        self.cover = Cover(item, options.display_name, options.api_url)
+        self.still = Still(stage, item)
         layers = (self.cover, self.still, self.image_layer, self.video_layer)
         self.stack = LayerStack(stage, layers, options.crossfade_ms, switch_trace, self)
-        stage.region.setProperty("stack", self.stack)  # Region.qml's layers bind to it
+        item.setProperty("stack", self.stack)  # Region.qml binds its layers and views to it
+        profile, channel = web
+        self.slots = [
+            WebSlot(name, profile, stage, self.stack, channel, options.page_load_timeout)
+            for name in ("a", "b")[: options.views]
+        ]
+        for slot in self.slots:
+            slot.ready.connect(self._slot_ready)
+            slot.failed.connect(self._slot_failed)
+            slot.crashed.connect(self._slot_crashed)
         self.native = NativeMedia(self.stack, self.image_layer, self.video_layer, self, self)
         self._beat = QTimer(self)  # the region's own: it dies with it
         self._beat.setInterval(BEAT_MS)

@@ -2,9 +2,9 @@
 
 Qt Quick draws it on its render thread; the GUI thread only decides. Every layer the renderer
 shows (web views, pictures, videos, the idle cover, a still) is a layer of the region
-``qml/Region.qml`` declares; only web views are made at run time, by the region, when
-:meth:`Stage.create_view` asks. Rotation is the panel's transform (``qml/Stage.qml``), so it works
-the same under X, ``cage`` and ``eglfs`` and costs the GPU nothing extra. Fades are opacity
+``qml/Region.qml`` declares; only web views are made at run time, by the region, when its
+layer stack asks (``layerstack.py``). Rotation is the panel's transform (``qml/Stage.qml``), so
+it works the same under X, ``cage`` and ``eglfs`` and costs the GPU nothing extra. Fades are opacity
 animations on the render thread (``qml/Fade.qml``): nothing is read back to the CPU but
 :meth:`Stage.grab` (screenshots, thumbnails, the watchdog's occasional look).
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import (
     QBuffer,
@@ -34,7 +33,6 @@ from PySide6.QtCore import (
     Qt,
     QUrl,
     Signal,
-    Slot,
 )
 from PySide6.QtGui import QColor, QCursor, QGuiApplication, QImage, QScreen
 from PySide6.QtQuick import QQuickItem, QQuickView
@@ -56,11 +54,6 @@ class Stage(QObject):
 
     #: A frame of the scene reached the screen (emitted on the GUI thread).
     frame_swapped = Signal()
-    #: Region.qml makes a web view with these properties (over this panel's tile alone if
-    #: the flag is set) and hands it to :meth:`adopt`.
-    viewWanted = Signal(dict, bool)  # noqa: N815  (a QML signal handler's name)
-    #: Region.qml destroys this web view (deferred: it may be handling one of its signals).
-    viewDropped = Signal(QQuickItem)  # noqa: N815
 
     def __init__(
         self,
@@ -83,8 +76,6 @@ class Stage(QObject):
         view.setColor(QColor(0, 0, 0))
         view.setCursor(QCursor(Qt.CursorShape.BlankCursor))
         view.setResizeMode(QQuickView.ResizeMode.SizeRootObjectToView)
-        self._adopted: QObject | None = None
-        view.setInitialProperties({"python": self})
         view.setSource(QUrl.fromLocalFile(str(QML_DIR / "Stage.qml")))
         root = view.rootObject()
         if root is None:
@@ -104,7 +95,7 @@ class Stage(QObject):
         region = root.property("region")
         if not isinstance(region, QQuickItem):
             raise StageError("Stage.qml has no region")
-        self.region = region
+        self.region = region  # the one region today, filling the screen
         # Emitted by the render thread; queued to this (GUI-thread) object.
         view.frameSwapped.connect(self._swapped)
         self._screen = self._choose_screen(screen_index)
@@ -114,40 +105,6 @@ class Stage(QObject):
             view.resize(QSize(*window_size))
 
     # -- layers ---------------------------------------------------------------------------
-
-    def layer(self, name: str) -> QQuickItem:
-        """One of the region's fixed layers, as ``Region.qml`` declares it (``cover``,
-        ``still``, ``pictureA``, ``pictureB``, ``videoA``, ``videoB``): behind, not drawn
-        until raised. Qt owns it; it ends with the scene."""
-        item = self.region.property(name)
-        if not isinstance(item, QQuickItem):
-            raise StageError(f"Region.qml declares no layer {name!r}")
-        return item
-
-    def create_view(self, properties: dict[str, Any], own: bool = False) -> QQuickItem:
-        """A new web view in the region, behind, not drawn until raised; with ``own``, over
-        this panel's tile rather than across a video wall (the idle page).
-
-        Qt owns it (``Region.qml`` makes it when asked and hands it to :meth:`adopt`): Python
-        holds references, never the object, so no wrapper can outlive what it wraps;
-        :meth:`drop` destroys it."""
-        self._adopted = None
-        self.viewWanted.emit(properties, own)
-        made, self._adopted = self._adopted, None
-        if not isinstance(made, QQuickItem):
-            raise StageError("cannot create a web view (see the log for QML's reason)")
-        return made
-
-    @Slot(QObject)
-    def adopt(self, item: QObject | None) -> None:
-        """Region.qml hands over the view it has just made for :meth:`create_view`."""
-        self._adopted = item
-
-    def drop(self, item: QQuickItem) -> None:
-        """Take an item off the screen now; QML destroys it on the next turn of the event loop
-        (it may be the very item whose signal is being handled)."""
-        item.setVisible(False)
-        self.viewDropped.emit(item)
 
     def request_frame(self) -> None:
         """Ask for a frame even if nothing changed (a check waits for one)."""
@@ -261,6 +218,16 @@ class Stage(QObject):
         self.view.hide()
         self.view.setSource(QUrl())  # the scene and its layers end here
         self.view.deleteLater()
+
+
+def region_layer(region: QQuickItem, name: str) -> QQuickItem:
+    """One of a region's fixed layers, as ``Region.qml`` declares it (``cover``, ``still``,
+    ``pictureA``, ``pictureB``, ``videoA``, ``videoB``): behind, not drawn until raised. Qt owns
+    it; it ends with the scene."""
+    item = region.property(name)
+    if not isinstance(item, QQuickItem):
+        raise StageError(f"Region.qml declares no layer {name!r}")
+    return item
 
 
 def keep_screen_awake() -> None:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtQuick import QQuickItem
 
-from player.renderer.stage import Stage
+from player.renderer.stage import Stage, region_layer
 from player.renderer.videoplayer import (
     CUE_LEAD,
     LOCAL_FIRST_FRAME_MS,
@@ -57,6 +57,7 @@ class VideoLayer(QObject):
     def __init__(
         self,
         stage: Stage,
+        region: QQuickItem,
         audio: bool,
         remote_first_frame_s: float,
         spool_dir: Path | None,
@@ -74,7 +75,14 @@ class VideoLayer(QObject):
         self._stalled_after = stalled_after
         self._spool = VideoSpool(spool_dir)
         self._players = [
-            VideoPlayer(stage, name, audio, self._spool, self, self._local_first_frame_ms)
+            VideoPlayer(
+                region_layer(region, "video" + name.upper()),
+                name,
+                audio,
+                self._spool,
+                self,
+                self._local_first_frame_ms,
+            )
             for name in ("a", "b")
         ]
         quiet_ffmpeg()

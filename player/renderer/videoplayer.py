@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl, Signal
 from PySide6.QtMultimedia import QMediaDevices, QMediaMetaData, QMediaPlayer, QVideoFrame
+from PySide6.QtQuick import QQuickItem
 
-from player.renderer.stage import Stage
 from player.renderer.videospool import VideoSpool
 
 log = logging.getLogger("pdn.renderer")
@@ -102,7 +102,7 @@ class VideoPlayer(QObject):
 
     def __init__(
         self,
-        stage: Stage,
+        item: QQuickItem,
         name: str,
         audio: bool,
         spool: VideoSpool,
@@ -118,7 +118,7 @@ class VideoPlayer(QObject):
         self._local_first_frame_ms = local_first_frame_ms
         self._first_frame_ms = local_first_frame_ms
         self._audio = audio
-        self.item = stage.layer("video" + name.upper())
+        self.item = item  # Video.qml, one of its region's layers
         player = self.item.property("player")
         if not isinstance(player, QMediaPlayer):
             raise RuntimeError("Video.qml has no 'player'")

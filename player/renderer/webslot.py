@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl
@@ -116,6 +117,13 @@ class Callbacks:
             receiver(*args)
 
 
+class Views(Protocol):
+    """Where a slot's views are made and dropped: its region's layer stack."""
+
+    def create_view(self, properties: dict[str, object], own: bool = False) -> QQuickItem: ...
+    def drop(self, item: QQuickItem) -> None: ...
+
+
 class WebSlot(QObject):
     """A place for web content on the stage: the view of its current navigation, and the item
     that view holds."""
@@ -125,6 +133,7 @@ class WebSlot(QObject):
         name: str,
         profile: QObject,
         stage: Stage,
+        views: Views,
         channel: str,
         load_timeout: float,
     ) -> None:
@@ -138,6 +147,7 @@ class WebSlot(QObject):
         self.name = name
         self._profile = profile
         self._stage = stage
+        self._views = views
         self._channel = channel
         # The window.pdn API of the views to come (kiosk.set_context keeps it current).
         self.context_script = ""
@@ -172,7 +182,7 @@ class WebSlot(QObject):
         frames have been swapped (a still of it is being taken). ``own``: this panel's own
         page (the idle page), not laid out across a video wall."""
         self._drop_view(keep_old_for_a_frame)
-        view = self._stage.create_view(
+        view = self._views.create_view(
             {
                 "channel": self._channel,
                 "contextScript": self.context_script,
@@ -211,7 +221,7 @@ class WebSlot(QObject):
             self._retiring.append((view, self._stage.frames + RETIRE_FRAMES))
             self._stage.request_frame()
         else:
-            self._stage.drop(view)
+            self._views.drop(view)
 
     def front_item(self) -> QQuickItem | None:
         return self.view
@@ -321,7 +331,7 @@ class WebSlot(QObject):
         self._timeout.timeout.disconnect(self._timed_out)
         self.clear()
         for view, _ in self._retiring:
-            self._stage.drop(view)
+            self._views.drop(view)
         self._retiring.clear()
 
     def frame_swapped(self) -> None:
@@ -331,7 +341,7 @@ class WebSlot(QObject):
             for view, due in list(self._retiring):
                 if frames >= due:
                     self._retiring.remove((view, due))
-                    self._stage.drop(view)
+                    self._views.drop(view)
                 else:
                     self._stage.request_frame()
         if self._confirming < 0 or self.state is not SlotState.LOADING:

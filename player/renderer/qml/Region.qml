@@ -16,11 +16,10 @@ import QtQuick
 Item {
     id: region
 
-    // The stage's Python side (stage.py): asks for web views (its signal viewWanted) and is
-    // handed them (its slot adopt). A Python object: `var`, as QML cannot see its type.
-    required property var host
     // The region's layer stack (layerstack.py), set by Python as the region's player is made:
-    // its `order` lists the layers raised so far, the one in front last. A Python object.
+    // its `order` lists the layers raised so far, the one in front last; it asks for web views
+    // (its signal viewWanted) and is handed them (its slot adopt). A Python object: `var`, as
+    // QML cannot see its type.
     property var stack: null
     readonly property var order: stack ? stack.order : []
     property rect tile: Qt.rect(0, 0, width, height)
@@ -70,9 +69,9 @@ Item {
         }
     }
     Connections {
-        target: region.host
+        target: region.stack
         function onViewWanted(properties: var, own: bool) {
-            region.host.adopt((own ? ownWebView : webView).createObject(region, properties))
+            region.stack.adopt((own ? ownWebView : webView).createObject(region, properties))
         }
         function onViewDropped(view: Item) { view.destroy() }
     }

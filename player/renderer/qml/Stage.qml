@@ -1,6 +1,6 @@
 // The screen: one Qt Quick scene (the window clears it to black), turned as configured. Its
-// layers are those of one region (Region.qml) that fills it; Python (kiosk.py) decides which
-// layer is in front (z) and fades it in.
+// layers are those of one region (Region.qml) that fills it; the region's layer stack
+// (layerstack.py) decides which layer is in front and fades it in.
 //
 // On a video wall ([screen] wall, player/wall.py) `content` is the whole wall, laid out at the
 // wall's size and moved so that this panel shows its tile; the panel (`panel`) clips it. The
@@ -12,9 +12,7 @@ import QtQuick
 Item {
     id: stage
 
-    // The stage's Python side (stage.py), set as the scene is made.
-    required property var python
-    // The region's layers, for Python to drive.
+    // The region, for Python to take its layers and hand it its layer stack.
     readonly property Item region: content
 
     // Clockwise rotation of the content on the panel: 0, 90, 180 or 270.
@@ -41,7 +39,6 @@ Item {
         Region {
             id: content
             readonly property real gap: stage.wallBezel * panel.width
-            host: stage.python
             tile: Qt.rect(-x, -y, panel.width, panel.height)
             x: -stage.wallColumn * (panel.width + gap)
             y: -stage.wallRow * (panel.height + gap)
