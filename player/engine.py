@@ -107,6 +107,10 @@ class Playback:
     set_name: str | None
     started: datetime
     duration: float | None
+    #: The zone this is the playback of ("main" on a screen without a layout).
+    zone: str = "main"
+    #: The name of the layout set the screen is split by, or None (full screen).
+    layout: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return {
