@@ -147,9 +147,7 @@ class _Builder(ConstraintsReader):
                 f"the document's root element is <{shown_name(root)}>; a CDS starts with "
                 '<content-set name="..."> (optionally inside <subscription-update>)',
             )
-        content_set = (
-            self.content_set(set_element, root=True) if set_element is not None else None
-        )
+        content_set = self.content_set(set_element, root=True) if set_element is not None else None
         if not self.errors:
             self.validate(root)
         if self.errors or content_set is None:

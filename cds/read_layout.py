@@ -122,7 +122,8 @@ def _zone(walk: Walk, element: etree._Element, template: str | None) -> Zone | N
     if z_text is not None:
         if not _Z.match(z_text.strip()):
             walk.error(
-                element, f"<zone> '{name}' z must be a whole number from 0 to 99, got '{short(z_text)}'"
+                element,
+                f"<zone> '{name}' z must be a whole number from 0 to 99, got '{short(z_text)}'",
             )
             return None
         z = int(z_text)
