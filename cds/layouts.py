@@ -103,7 +103,7 @@ TEMPLATES: dict[str, dict[str, Box]] = {
 
 
 def valid_zone_name(name: str) -> bool:
-    return _ZONE_NAME.match(name) is not None
+    return _ZONE_NAME.fullmatch(name) is not None
 
 
 def zone_boxes(layout: Layout) -> tuple[ZoneBox, ...]:
