@@ -120,9 +120,11 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
         problems.append(f"'{key}.video-decoders' must be 1 or 2")
     video_zones = table.get("video_zones", "auto")
     if video_zones != "auto" and (
-        isinstance(video_zones, bool) or not isinstance(video_zones, int) or not 1 <= video_zones <= 8
+        isinstance(video_zones, bool)
+        or not isinstance(video_zones, int)
+        or not 1 <= video_zones <= 8
     ):
-        problems.append(f'\'{key}.video-zones\' must be a number from 1 to 8, or "auto"')
+        problems.append(f"'{key}.video-zones' must be a number from 1 to 8, or \"auto\"")
     budget: int | None = None
     low_memory = "auto"
     try:

@@ -75,7 +75,8 @@ def test_a_layout_with_more_video_zones_than_the_display_plays_is_400(
 ) -> None:
     pi = make_display(screen=ScreenConfig(video_zones=1))
     for side in (VIDEO.format("side"), STREAM.format("camera")):
-        body = assert_error(pi.post("/schedule", data=layout(side), headers=XML), 400, "invalid-cds")
+        response = pi.post("/schedule", data=layout(side), headers=XML)
+        body = assert_error(response, 400, "invalid-cds")
         assert body["line"] == 3  # the <layout>
         assert "set 'lobby'" in body["message"] and "2 videos at once" in body["message"]
         assert "zones main, side" in body["message"] and "video-zones" in body["message"]
