@@ -379,5 +379,5 @@ def test_video_zones_auto_is_one_on_a_pi_two_elsewhere(
 
 @pytest.mark.parametrize("value", ["0", "9", "true", '"two"', "1.5"])
 def test_a_bad_video_zones_names_the_key(tmp_path: Path, value: str) -> None:
-    with pytest.raises(ConfigError, match="screen.video-zones"):
+    with pytest.raises(ConfigError, match=r"screen\.video-zones"):
         load_config(write(tmp_path, f"[screen]\nvideo-zones = {value}\n"), environ={})
