@@ -10,8 +10,8 @@ four. Without a template every zone gives its box.
 
 Could a zone play a video: its set holds, at any depth, an item that is a video (a ``video/...``
 content-type, or a video file name with no more telling type) or a live stream (an HLS
-playlist by its type or a ``.m3u8`` address, an ``rtsp:``, ``rtsps:`` or ``srt:`` address), or
-a remote set (its items are not known until it is fetched). The main zone always counts: the
+playlist by its type or a ``.m3u8`` address, an ``rtsp:``, ``rtsps:`` or ``srt:`` address); a
+zone's set holds no remote set (the parser refuses one). The main zone always counts: the
 full-screen documents and the JSON requests it plays may be videos. A layout whose count is
 above the display's ``[screen] video-zones`` is refused.
 
@@ -176,10 +176,7 @@ def is_live_stream(item: ContentItem) -> bool:
 
 def could_play_video(content_set: ContentSet) -> bool:
     """Whether a set could put a video on screen: a video or a live stream among its items at
-    any depth, or a remote set (its items are not known here)."""
-    for inner in content_set.walk_sets():
-        if inner.type == "remote":
-            return True
+    any depth."""
     return any(looks_like_video(item) or is_live_stream(item) for item in content_set.walk_items())
 
 

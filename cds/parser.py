@@ -281,6 +281,17 @@ class _Builder(ConstraintsReader):
                 "set",
             )
         check_layout_sets(self, element, layout, children)
+        played = {zone.set_name for zone in layout.zones}
+        for node, _ in children:
+            if not isinstance(node, ContentSet) or node.name not in played:
+                continue
+            for inner in node.walk_sets():
+                if inner.type == "remote":
+                    self.error(
+                        self.sets.get(id(inner), element),
+                        "a zone's set cannot hold a remote <content-set>: a zone plays what "
+                        "the document holds (put the remote set in a full-screen schedule)",
+                    )
         return layout
 
     def check_sync(self, element: etree._Element, content_set: ContentSet) -> None:

@@ -223,6 +223,6 @@ def check_video_zones(
         walk.error(
             element,
             f"{layout} could play {len(zones)} videos at once (zones {', '.join(zones)}: the "
-            "main zone always counts, and every zone with a video, a live stream or a remote "
-            f"set); this display plays at most {limit} ([screen] video-zones)",
+            "main zone always counts, and every zone with a video or a live stream); this "
+            f"display plays at most {limit} ([screen] video-zones)",
         )

@@ -48,9 +48,9 @@ changes reach ``on_playback`` as :class:`player.engine.Playback` with ``zone`` a
 set; at a change of layout the main zone's playback is given again with the new ``layout``
 (its item may be the same), and the zones of the old layout are off screen from then on.
 
-Driving is an engine's: call :meth:`ZoneEngine.tick` when woken or due. Remote sets inside a
-layout's zones are not resolved (their sets play nothing): the display's own playlist resolves
-those of full-screen documents.
+Driving is an engine's: call :meth:`ZoneEngine.tick` when woken or due. A zone's set holds no
+remote set (the parser refuses one), so the display's own playlist, which the main zone plays
+from, resolves every remote set there is.
 """
 
 from __future__ import annotations

@@ -199,11 +199,13 @@ def test_video_zones_main_always_counts_and_every_zone_with_a_video_or_a_stream(
         (
             2,
             "the layout of set 'lobby' could play 2 videos at once (zones main, side: the main "
-            "zone always counts, and every zone with a video, a live stream or a remote set); "
-            "this display plays at most 1 ([screen] video-zones)",
+            "zone always counts, and every zone with a video or a live stream); this display "
+            "plays at most 1 ([screen] video-zones)",
         )
     ]
     assert parse(with_video, video_zones=2).root.layout is not None
+    streams = document(layout, SETS[0], ("side", page("s.html")), ("news", page("tv.m3u8", "")))
+    assert video_zones(parse(streams).root) == ["main", "ticker"]
     remote = document(
         layout,
         SETS[0],
@@ -212,9 +214,12 @@ def test_video_zones_main_always_counts_and_every_zone_with_a_video_or_a_stream(
             '<content-set type="remote"><requires-file><sources><uri>https://example.org/s.xml'
             "</uri></sources></requires-file></content-set>",
         ),
-        ("news", page("live/tv.m3u8", "")),
+        SETS[1],
+    ).replace(b'<content-set type="remote">', b'\n<content-set type="remote">')
+    assert any(
+        line == 4 and "a zone's set cannot hold a remote <content-set>" in text
+        for line, text in refused(remote)
     )
-    assert video_zones(parse(remote).root) == ["main", "side", "ticker"]
     assert parse(with_video).warnings == []
 
 
