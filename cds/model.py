@@ -21,6 +21,7 @@ __all__ = [
     "DAY_NAMES",
     "DEFAULT_PRIORITY",
     "HASH_TYPES",
+    "MAIN_ZONE",
     "PRIORITY_NAMES",
     "Constraints",
     "ContentItem",
@@ -30,6 +31,7 @@ __all__ = [
     "Document",
     "Extras",
     "Hash",
+    "Layout",
     "Node",
     "PlaybackOrder",
     "PlaybackSync",
@@ -38,6 +40,7 @@ __all__ = [
     "SetType",
     "Source",
     "TimeWindow",
+    "Zone",
 ]
 
 PlaybackOrder: TypeAlias = Literal["inorder", "reverseorder", "random"]
@@ -65,6 +68,8 @@ DAY_NAMES: tuple[str, ...] = (
 #: Hash types a ``requires-file`` may list, with the length of their hex digest. Ordered
 #: strongest first: the content cache names a file by the first of them it lists.
 HASH_TYPES: dict[str, int] = {"sha256": 64, "sha1": 40, "md5": 32}
+#: The zone of every layout that takes JSON requests and full-screen documents.
+MAIN_ZONE = "main"
 
 
 @dataclass
@@ -245,6 +250,8 @@ class ContentSet:
     auth: str | None = None
     feedback: str | None = None
     extras: Extras = field(default_factory=Extras)
+    #: the screen split into zones (a document's root set only), or None: full screen
+    layout: Layout | None = None
 
     def walk_items(self) -> list[ContentItem]:
         """Every item in this set and the sets below it, in document order."""
@@ -266,6 +273,32 @@ class ContentSet:
 
 
 Node: TypeAlias = ContentSet | ContentItem
+
+
+@dataclass
+class Zone:
+    """``<zone>`` of a ``<layout>`` (an extension of ours: docs/cds.md, "Zones"): a region
+    of the screen that plays the child set named ``set_name``. The box (fractions of the
+    screen) and ``z`` are None where the zone leaves them to its layout's template."""
+
+    name: str
+    set_name: str
+    x: float | None = None
+    y: float | None = None
+    width: float | None = None
+    height: float | None = None
+    z: int | None = None
+    extras: Extras = field(default_factory=Extras)
+
+
+@dataclass
+class Layout:
+    """``<layout>`` of a document's root set: the screen split into zones, each playing one
+    of the set's child sets (:mod:`cds.layouts` has the templates and the boxes)."""
+
+    zones: list[Zone]
+    template: str | None = None
+    extras: Extras = field(default_factory=Extras)
 
 
 @dataclass

@@ -32,12 +32,14 @@ from cds.model import (
     Document,
     Extras,
     Hash,
+    Layout,
     Node,
     RequiredFile,
     SetType,
     Source,
 )
 from cds.read_constraints import ConstraintsReader
+from cds.read_layout import check_layout_sets, check_video_zones, read_layout
 from cds.relaxng import schema_problems
 from cds.walk import KNOWN_ELEMENTS, LEGACY, MAX_PROBLEMS, WRAPPERS
 
@@ -61,15 +63,18 @@ def parse(
     *,
     filename: str | None = None,
     check_item: UriCheck | None = None,
+    video_zones: int | None = None,
 ) -> Document:
     """Parse a CDS from bytes, text, or a file path; raise CdsError saying what is wrong.
 
     ``filename`` names the document in the log. Messages never repeat it: callers put it
     in front (``FILE:LINE: message``). ``check_item`` is asked about every content item's
-    address; what it says is refused, at the line of that ``<uri>``.
+    address; what it says is refused, at the line of that ``<uri>``. ``video_zones``: a
+    ``<layout>`` whose zones could play more videos at once is refused, at its line
+    (:func:`cds.layouts.video_zones`; None: not checked).
     """
     try:
-        return _Builder(check_item).document(load(data))
+        return _Builder(check_item, video_zones).document(load(data))
     except CdsError:
         raise
     except RecursionError:
@@ -88,9 +93,10 @@ def _in_line_order(problems: list[Problem]) -> list[Problem]:
 class _Builder(ConstraintsReader):
     """The walk over a whole document: the root, its sets and items, and their files."""
 
-    def __init__(self, check_item: UriCheck | None = None) -> None:
+    def __init__(self, check_item: UriCheck | None = None, video_zones: int | None = None) -> None:
         super().__init__()
         self.check_item = check_item
+        self.video_zones = video_zones
         # Each set built so far and its element, for problems found once its children are.
         self.sets: dict[int, etree._Element] = {}
 
@@ -141,7 +147,7 @@ class _Builder(ConstraintsReader):
                 f"the document's root element is <{shown_name(root)}>; a CDS starts with "
                 '<content-set name="..."> (optionally inside <subscription-update>)',
             )
-        content_set = self.content_set(set_element) if set_element is not None else None
+        content_set = self.content_set(set_element, root=True) if set_element is not None else None
         if not self.errors:
             self.validate(root)
         if self.errors or content_set is None:
@@ -173,20 +179,27 @@ class _Builder(ConstraintsReader):
 
     # -- sets and items
 
-    def content_set(self, element: etree._Element) -> ContentSet:
+    def content_set(self, element: etree._Element, *, root: bool = False) -> ContentSet:
+        """A ``<content-set>``; ``root``: the document's own, the one a ``<layout>`` may split."""
         extras = Extras()
         self.unknown_attributes(element, ("name", "type"), extras, "")
         self.check_text(element)
         constraints: Constraints | None = None
         requires: RequiredFile | None = None
         children: list[Node] = []
+        child_elements: list[tuple[Node, etree._Element]] = []
         kept: dict[str, str] = {}
+        layouts: list[etree._Element] = []
         for child in self.children(element):
             name = local_name(child)
             if name == "content-set":
                 children.append(self.content_set(child))
+                child_elements.append((children[-1], child))
             elif name == "content-item":
                 children.append(self.content_item(child))
+                child_elements.append((children[-1], child))
+            elif name == "layout":
+                layouts.append(child)
             elif name == "constraints":
                 if constraints is not None:
                     self.error(child, "a <content-set> has at most one <constraints>")
@@ -231,11 +244,55 @@ class _Builder(ConstraintsReader):
             auth=kept.get("auth"),
             feedback=kept.get("feedback"),
             extras=extras,
+            layout=self.layout(element, layouts, child_elements, root=root),
         )
         self.sets[id(content_set)] = element
         if content_set.constraints.sync is not None:
             self.check_sync(element, content_set)
+        if content_set.layout is not None and self.video_zones is not None and not self.errors:
+            check_video_zones(self, layouts[0], content_set, self.video_zones)
         return content_set
+
+    def layout(
+        self,
+        element: etree._Element,
+        layouts: list[etree._Element],
+        children: list[tuple[Node, etree._Element]],
+        *,
+        root: bool,
+    ) -> Layout | None:
+        """The set's ``<layout>`` (docs/cds.md, "Zones"): one at most, on the root set only."""
+        if not layouts:
+            return None
+        for extra in layouts[1:]:
+            self.error(extra, "a <content-set> has at most one <layout>")
+        if not root:
+            self.error(
+                layouts[0],
+                "a <layout> splits the screen for a whole schedule: it belongs on the "
+                "document's root <content-set>, not on a set inside it",
+            )
+            return None
+        layout = read_layout(self, layouts[0])
+        if element.get("type", "").strip().lower() == "remote":
+            self.error(
+                layouts[0],
+                'a <layout> needs the sets its zones play in the document: not on a type="remote" '
+                "set",
+            )
+        check_layout_sets(self, element, layout, children)
+        played = {zone.set_name for zone in layout.zones}
+        for node, _ in children:
+            if not isinstance(node, ContentSet) or node.name not in played:
+                continue
+            for inner in node.walk_sets():
+                if inner.type == "remote":
+                    self.error(
+                        self.sets.get(id(inner), element),
+                        "a zone's set cannot hold a remote <content-set>: a zone plays what "
+                        "the document holds (put the remote set in a full-screen schedule)",
+                    )
+        return layout
 
     def check_sync(self, element: etree._Element, content_set: ContentSet) -> None:
         """A synchronised set's grid must be the same on every display, from the document

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from decimal import Decimal
 
 from lxml import etree
 
@@ -20,6 +21,7 @@ from cds.model import (
     ContentSet,
     Document,
     Extras,
+    Layout,
     RequiredFile,
 )
 
@@ -93,12 +95,36 @@ def _content_set(content_set: ContentSet) -> etree._Element:
         element.append(constraints)
     if content_set.requires_file is not None:
         element.append(_required_file(content_set.requires_file))
+    if content_set.layout is not None:
+        element.append(_layout(content_set.layout))
     for child in content_set.children:
         if isinstance(child, ContentSet):
             element.append(_content_set(child))
         else:
             element.append(_content_item(child))
     _Places(element, {"": element}).attach(content_set.extras)
+    return element
+
+
+def _layout(layout: Layout) -> etree._Element:
+    element = etree.Element("layout")
+    if layout.template is not None:
+        element.set("template", layout.template)
+    for zone in layout.zones:
+        node = etree.SubElement(element, "zone", name=zone.name, set=zone.set_name)
+        for attribute, value in (
+            ("x", zone.x),
+            ("y", zone.y),
+            ("width", zone.width),
+            ("height", zone.height),
+        ):
+            if value is not None:
+                # Decimal of the repr: the same float read back, never in exponent form.
+                node.set(attribute, format(Decimal(repr(float(value))), "f"))
+        if zone.z is not None:
+            node.set("z", str(zone.z))
+        _Places(node, {"": node}).attach(zone.extras)
+    _Places(element, {"": element}).attach(layout.extras)
     return element
 
 

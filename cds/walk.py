@@ -56,6 +56,8 @@ KNOWN_ELEMENTS = frozenset(
         "constraints",
         "scheduling-constraints",
         "requires-file",
+        "layout",
+        "zone",
         *_CONSTRAINT_ELEMENTS,
         *_FILE_ELEMENTS,
         *WRAPPERS,
@@ -113,6 +115,8 @@ class Walk:
                 hint = "; files are described inside <requires-file> (<hashes>, <sources><uri>)"
             elif name in ("content-set", "content-item"):
                 hint = "; sets and items go inside a <content-set>"
+            elif name in ("layout", "zone"):
+                hint = "; a <layout> of <zone> elements goes on the document's root <content-set>"
             else:
                 hint = ""
             self.error(child, f"<{name}> does not belong inside <{where}>{hint}")

@@ -184,6 +184,8 @@ def print_config(config: DisplayConfig) -> None:
         f"cross-fade {screen.crossfade:g} s, audio {'on' if screen.audio else 'off'}"
     )
     print(f"  video:           {videodecode.plan(screen.video_backend).describe()}")
+    how = "[screen] video-zones" if screen.video_zones is not None else "auto"
+    print(f"  video zones:     {screen.video_zone_limit()} at once in a layout ({how})")
     if screen.wall is not None:
         print(f"  video wall:      {screen.wall.describe()}")
     power = config.power

@@ -25,6 +25,7 @@ from player.config import DisplayConfig
 from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.store import DisplayStore, SensorReading
+from player.zones import ZoneEngine
 from server.display.port import Rejected, SensorMessage
 from server.platform.db import last_disk_full
 from server.platform.release import package_version, release_status
@@ -84,7 +85,7 @@ class Display:
         *,
         config: DisplayConfig,
         store: DisplayStore,
-        engine: Engine,
+        engine: Engine | ZoneEngine,
         playlist: Playlist,
         playback: PlaybackRecord,
         screen: ScreenAccess | None = None,
@@ -166,8 +167,13 @@ class Display:
 
     def parse_cds(self, data: bytes) -> Document:
         """A CDS as this display takes it: every content item's address must be of an origin
-        it allows (``allowed_origins``); raises ``cds.errors.CdsError`` with the line at fault."""
-        return parse(data, check_item=self.config.item_refusal)
+        it allows (``allowed_origins``), and a layout's zones may play at most ``[screen]
+        video-zones`` videos at once; raises ``cds.errors.CdsError`` with the line at fault."""
+        return parse(
+            data,
+            check_item=self.config.item_refusal,
+            video_zones=self.config.screen.video_zone_limit(),
+        )
 
     def set_remote_document(self, key: str, data: bytes) -> None:
         """A remote set's fetched CDS: checked as any other (``parse_cds``), then plugged in."""
@@ -199,12 +205,15 @@ class Display:
 
     # Ad-hoc requests
 
-    def request_item(self, url: str, duration: float | None) -> Rejected | None:
-        """Queue a single item (JSON ``POST /schedule``); a Rejected says why not."""
+    def request_item(
+        self, url: str, duration: float | None, zone: str | None = None
+    ) -> Rejected | None:
+        """Queue a single item (JSON ``POST /schedule``) in the main zone, or in ``zone`` of
+        the layout on screen (``player.zones``); a Rejected says why not."""
         if not self.config.origin_allowed(url):
             log.info("rejected %s: origin not allowed", url)
             return Rejected("the content item's origin is not allowed on this display")
-        reason = self.engine.request(url, duration)
+        reason = self.engine.request(url, duration, zone)
         if reason is not None:
             log.info("rejected %s: %s", url, reason)
             return Rejected(reason)

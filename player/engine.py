@@ -44,7 +44,7 @@ import itertools
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -107,6 +107,10 @@ class Playback:
     set_name: str | None
     started: datetime
     duration: float | None
+    #: The zone this is the playback of ("main" on a screen without a layout).
+    zone: str = "main"
+    #: The name of the layout set the screen is split by, or None (full screen).
+    layout: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -187,8 +191,13 @@ class Engine:
         on_playback: Callable[[Playback], None] | None = None,
         wake: Callable[[], None] | None = None,
         load_timeout: float = LOAD_TIMEOUT,
+        zone: str = "main",
+        tokens: Iterator[int] | None = None,
     ) -> None:
         self._clock = clock
+        # The zone of the screen this engine plays (player.zones): its PlayItems name it, and
+        # take their tokens from ``tokens`` when given (the engines of one screen share one).
+        self._zone = zone
         self._load_timeout = load_timeout
         self._schedule = schedule
         self._store = store
@@ -198,7 +207,7 @@ class Engine:
         self._on_playback = on_playback
         self._wake = wake or (lambda: None)
         self._lock = threading.RLock()
-        self._tokens = itertools.count(1)
+        self._tokens = tokens if tokens is not None else itertools.count(1)
         self._queue: deque[_Request] = deque()
         self._current: _Play | None = None
         self._pending: _Play | None = None
@@ -230,8 +239,11 @@ class Engine:
 
     # Inputs (any thread)
 
-    def request(self, url: str, duration: float | None) -> str | None:
-        """Queue an ad-hoc request; None when accepted, else the reason it was rejected."""
+    def request(self, url: str, duration: float | None, zone: str | None = None) -> str | None:
+        """Queue an ad-hoc request; None when accepted, else the reason it was rejected.
+        ``zone``: the zone it names, if any; this engine plays one zone (``self.zone``)."""
+        if zone is not None and zone != self._zone:
+            return f"this screen has no zone '{zone}' (it plays one zone, '{self._zone}')"
         seconds = REQUEST_DURATION if duration is None else float(duration)
         with self._lock:
             if len(self._queue) >= QUEUE_LIMIT:
@@ -252,6 +264,24 @@ class Engine:
     def queue_length(self) -> int:
         with self._lock:
             return len(self._queue)
+
+    @property
+    def zone(self) -> str:
+        return self._zone
+
+    def suspend(self) -> None:
+        """The zone leaves the screen (its layout waits, or its window closed): what was on
+        it is forgotten, so the next ``tick`` shows the zone's item again; a request on
+        screen keeps the time it had left, as when a ``highest`` item interrupts it."""
+        with self._lock:
+            current = self._current
+            if current is not None and current.request_id is not None:
+                self._interrupt_request(current, self._clock())
+            self._current = None
+            self._pending = None
+            self._upcoming = None
+            self._idle_shown = False
+            self._idle_painted = False
 
     def set_documents(self, documents: list[ContentSet]) -> None:
         """Replace the CDS content sets the schedule plays from."""
@@ -570,6 +600,7 @@ class Engine:
             origin="request",
             set_name=None,
             priority=REQUEST_PRIORITY,
+            zone=self._zone,
         )
         return _Play(item=item, issued=now, key=f"request:{request.id}", request_id=request.id)
 
@@ -592,6 +623,7 @@ class Engine:
             priority=int(selection.priority),
             due=slot.start if slot is not None else None,
             cut=selection.transition == "cut",
+            zone=self._zone,
         )
         return _Play(
             item=item,

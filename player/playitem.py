@@ -33,6 +33,8 @@ class PlayItem:
     it at once, and a video starts at the offset of now into it, and keeps that offset.
     ``cut``: the screen changes to it at once, without the cross-fade (the CDS's
     ``<playback transition="cut">``).
+    ``zone``: the zone of the screen it plays in (``player.zones``): ``"main"`` on a screen
+    without a layout, and for the main zone of one.
     """
 
     token: int
@@ -45,6 +47,7 @@ class PlayItem:
     priority: int = 2
     due: datetime | None = None
     cut: bool = False
+    zone: str = "main"
 
 
 class RendererListener(Protocol):

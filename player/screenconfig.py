@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from player.memory import parse_budget, parse_low_memory
-from player.videodecode import BACKENDS
+from player.videodecode import BACKENDS, raspberry_pi_model
 from player.wall import Wall, parse_wall
 
 __all__ = ["SCREEN_KEYS", "SCREEN_PLATFORMS", "ScreenConfig", "parse_screen"]
@@ -35,6 +35,7 @@ SCREEN_KEYS = {
     "audio",
     "video_backend",
     "video_decoders",
+    "video_zones",
     "memory_budget",
     "low_memory",
     "wall",
@@ -57,6 +58,15 @@ class ScreenConfig:
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
     wall: Wall | None = None  # this display's tile of a video wall (player.wall)
+    # Zones of a layout that may play videos at once (cds.layouts.video_zones); None: auto.
+    video_zones: int | None = None
+
+    def video_zone_limit(self) -> int:
+        """``video-zones`` as set, or auto: 1 on a Raspberry Pi (its one hardware decoder),
+        2 elsewhere."""
+        if self.video_zones is not None:
+            return self.video_zones
+        return 1 if raspberry_pi_model() else 2
 
 
 def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, list[str]]:
@@ -108,6 +118,13 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
     video_decoders = table.get("video_decoders", 2)
     if video_decoders not in (1, 2) or isinstance(video_decoders, bool):
         problems.append(f"'{key}.video-decoders' must be 1 or 2")
+    video_zones = table.get("video_zones", "auto")
+    if video_zones != "auto" and (
+        isinstance(video_zones, bool)
+        or not isinstance(video_zones, int)
+        or not 1 <= video_zones <= 8
+    ):
+        problems.append(f"'{key}.video-zones' must be a number from 1 to 8, or \"auto\"")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -143,5 +160,6 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
         memory_budget_mb=budget,
         low_memory=low_memory,
         wall=wall,
+        video_zones=None if video_zones == "auto" else int(video_zones),
     )
     return screen, []

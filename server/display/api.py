@@ -37,6 +37,7 @@ from server.platform.validation import (
     SigningSecret,
     String,
     Uri,
+    ZoneName,
 )
 
 log = logging.getLogger("pdn.display.api")
@@ -58,6 +59,7 @@ api = Blueprint("display", __name__)
 SCHEDULE_ITEM = Schema(
     Field("content-item", Uri(schemes=HTTP), required=True),
     Field("preferred-duration", Duration()),
+    Field("zone", ZoneName()),
 )
 SENSING = Schema(
     Field("sensor-id", String(max_length=200), required=True),
@@ -113,7 +115,9 @@ def schedule() -> Response:
             " 'Content-Type: application/json' or 'Content-Type: text/xml'.",
         )
     fields = SCHEDULE_ITEM.validate(read_json_object())
-    rejected = display().request_item(fields["content-item"], fields.get("preferred-duration"))
+    rejected = display().request_item(
+        fields["content-item"], fields.get("preferred-duration"), fields.get("zone")
+    )
     if rejected is not None:
         return json_response({"request-status": "rejected", "reason": rejected.reason}, 202)
     return json_response({"request-status": "scheduling"}, 202)

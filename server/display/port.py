@@ -53,8 +53,12 @@ class DisplayPort(Protocol):
     def info(self) -> dict[str, Any]:
         """``GET /``: location, sensors link, and the name when one is set."""
 
-    def request_item(self, url: str, duration: float | None) -> Rejected | None:
-        """Queue one content item; a :class:`Rejected` says why not."""
+    def request_item(
+        self, url: str, duration: float | None, zone: str | None = None
+    ) -> Rejected | None:
+        """Queue one content item, in the main zone or in ``zone`` (already checked against
+        the zone-name grammar); a :class:`Rejected` says why not (a zone the screen does not
+        have now, among others)."""
 
     def apply_cds(self, data: bytes) -> str:
         """Add, replace or remove a CDS; raises ``cds.errors.CdsError``, changing nothing."""

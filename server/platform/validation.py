@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from cds.durations import MAX_SECONDS, parse_duration
+from cds.layouts import ZONE_NAME_PATTERN
 from server.platform.signing import SIGNING_SECRET_PATTERN, parse_secret
 
 HTTP = ("http", "https")
@@ -233,6 +234,7 @@ PATTERNS = {
     "CalendarDay": CALENDAR_DAY_PATTERN,
     "DayOfWeek": DAY_OF_WEEK_PATTERN,
     "UserInfo": USERINFO_PATTERN,
+    "ZoneName": ZONE_NAME_PATTERN,
 }
 
 _NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
@@ -240,6 +242,7 @@ _HTTP_URI = re.compile(HTTP_URI_PATTERN)
 _URI = re.compile(URI_PATTERN)
 _DURATION = re.compile(DURATION_PATTERN)
 _FINGERPRINT = re.compile(FINGERPRINT_PATTERN)
+_ZONE_NAME = re.compile(ZONE_NAME_PATTERN)
 
 
 def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
@@ -252,6 +255,22 @@ def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
             raise invalid_field(name, f"'{name}' must not be empty.")
         if len(value) > max_length:
             raise invalid_field(name, f"'{name}' is longer than {max_length} characters.")
+        return value
+
+    return check
+
+
+def ZoneName() -> Validator:  # noqa: N802
+    """The name of a zone of a layout (cds.layouts.ZONE_NAME_PATTERN): 1 to 40 lower-case
+    letters, digits, '-' or '_', starting with a letter or a digit."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str) or not _ZONE_NAME.fullmatch(value):
+            raise invalid_field(
+                name,
+                f"'{name}' must be a zone's name: 1 to 40 lower-case letters, digits, '-' or "
+                "'_', starting with a letter or a digit (like 'main' or 'ticker').",
+            )
         return value
 
     return check

@@ -351,3 +351,33 @@ def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None
     # Pi failed a valid H.264 file with "no frame decoded within 3 s".
     assert (default.video_first_frame, default.video_stalled_after) == (3.0, 5.0)
     assert (options.video_first_frame, options.video_stalled_after) == (60.0, 100.0)
+
+
+def test_video_zones_auto_is_one_on_a_pi_two_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from player import videodecode
+
+    config = load_config(write(tmp_path, "[screen]\nrotation = 0\n"), environ={})
+    assert config.screen.video_zones is None  # auto
+    model = tmp_path / "model"
+    monkeypatch.setattr(videodecode, "DEVICE_MODEL", model)
+    assert config.screen.video_zone_limit() == 2  # no device tree: not a Pi
+    model.write_bytes(b"Raspberry Pi 4 Model B Rev 1.5\0")
+    assert config.screen.video_zone_limit() == 1
+    model.write_bytes(b"Generic ARM board\0")
+    assert config.screen.video_zone_limit() == 2
+    set_to_three = load_config(write(tmp_path, "[screen]\nvideo-zones = 3\n"), environ={})
+    assert set_to_three.screen.video_zone_limit() == 3
+    assert (
+        load_config(
+            write(tmp_path, '[screen]\nvideo-zones = "auto"\n'), environ={}
+        ).screen.video_zones
+        is None
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "9", "true", '"two"', "1.5"])
+def test_a_bad_video_zones_names_the_key(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match=r"screen\.video-zones"):
+        load_config(write(tmp_path, f"[screen]\nvideo-zones = {value}\n"), environ={})
