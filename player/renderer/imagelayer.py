@@ -27,7 +27,7 @@ log = logging.getLogger("pdn.renderer")
 # Formats the native path shows. Animated GIF and SVG go through the browser, which animates
 # and scales them properly.
 NATIVE_FORMATS = frozenset({"png", "jpg", "jpeg", "bmp", "webp", "tif", "tiff"})
-PROVIDER = "pdn"
+PROVIDER = "pdn"  # the main zone's image provider's id; another zone's adds "-" and its name
 # Frames swapped with a picture in front before it counts as painted (see webslot.py).
 CONFIRM_FRAMES = 2
 
@@ -66,6 +66,10 @@ class _Pictures(QQuickImageProvider):
         with self._lock:
             self._by_key.pop(key, None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._by_key.clear()
+
     def requestImage(self, key: str, size: QSize, requested: QSize) -> QImage:  # noqa: N802
         with self._lock:
             image = self._by_key.get(key)
@@ -86,15 +90,23 @@ class ImageLayer(QObject):
     #: A decode finished on the worker thread: (url, image or None, reason).
     _decoded = Signal(str, object, str)
 
-    def __init__(self, stage: Stage, region: QQuickItem, keep: int) -> None:
+    def __init__(self, stage: Stage, region: QQuickItem, keep: int, zone: str = "main") -> None:
         super().__init__()  # no Qt parent: Python owns it (see Stage.create)
         self._stage = stage
         self._keep = max(1, keep)
         self._images: OrderedDict[str, QImage] = OrderedDict()
         self._decoding: dict[str, Future[None]] = {}
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pdn-decode")
-        self._provider = _Pictures()
-        stage.view.engine().addImageProvider(PROVIDER, self._provider)
+        # One provider per zone, made once and kept by the stage (the engine owns it): one
+        # of an id already given would replace, and delete, the one there.
+        self._provider_id = PROVIDER if zone == "main" else f"{PROVIDER}-{zone}"
+        provider = stage.image_providers.get(zone)
+        if not isinstance(provider, _Pictures):
+            provider = _Pictures()
+            stage.view.engine().addImageProvider(self._provider_id, provider)
+            stage.image_providers[zone] = provider
+        self._provider = provider
+        self._region = region
         self._items = [region_layer(region, "pictureA"), region_layer(region, "pictureB")]
         self._front = 0  # index of the item in front (when a picture is)
         self._wanted: tuple[str, int] | None = None  # (url, serial) to show once decoded
@@ -113,8 +125,16 @@ class ImageLayer(QObject):
         """Start decoding ``url`` (a local file at ``path``) unless it is kept or under way."""
         if url in self._images or url in self._decoding:
             return
-        fit = self._stage.layout_size()  # a video wall's size on a wall
+        fit = self._fit()
         self._decoding[url] = self._worker.submit(self._decode, url, path, fit)
+
+    def _fit(self) -> QSize:
+        """The size pictures are decoded at: the region's (a video wall's part on a wall), or
+        the stage's before the region is laid out."""
+        width, height = round(self._region.width()), round(self._region.height())
+        if width > 0 and height > 0:
+            return QSize(width, height)
+        return self._stage.layout_size()
 
     def _decode(self, url: str, path: Path, fit: QSize) -> None:
         try:
@@ -175,7 +195,7 @@ class ImageLayer(QObject):
         self._provider.put(key, self._images[url])
         item.setProperty("pdnUrl", url)
         item.setProperty("pdnKey", key)
-        item.setProperty("source", f"image://{PROVIDER}/{key}")
+        item.setProperty("source", f"image://{self._provider_id}/{key}")
         if isinstance(old_key, str):
             self._provider.forget(old_key)
         item.setOpacity(0.0)  # shown by the kiosk's swap (raised, faded in or not)
@@ -228,4 +248,5 @@ class ImageLayer(QObject):
         self._wanted = None
         self._confirming = None
         self._worker.shutdown(wait=True, cancel_futures=True)
+        self._provider.clear()  # the zone's next region starts with none
         self._decoded.disconnect(self._on_decoded)

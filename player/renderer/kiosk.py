@@ -1,10 +1,13 @@
 """The kiosk renderer: what the engine's PlayItems become on the screen.
 
-The screen is one Qt Quick scene (``stage.py``, ``qml/Stage.qml``) with one region
-(``region.py``, ``qml/Region.qml``) that fills it: the region plays the items, its layer stack
-(``layerstack.py``) says which layer is in front, fades it in and clears what it covers. The
-kiosk coordinates: it makes the parts, hands each the others it talks to, and passes the
-engine's requests on and the region's reports back.
+The screen is one Qt Quick scene (``stage.py``, ``qml/Stage.qml``) with a region per zone
+(``region.py``, ``qml/Region.qml``): the main zone's, which fills the screen without a layout,
+and one for each other zone of the layout on screen (:meth:`KioskRenderer.set_layout`,
+``screenzones.py``). A region plays the items, its layer stack (``layerstack.py``) says which
+layer is in front, fades it in and clears what it covers. The kiosk coordinates: it makes the
+parts, hands each the others it talks to, and passes each zone's requests on to its region and
+the region's reports back to that zone's listener (the kiosk itself is the main zone's
+renderer; :meth:`KioskRenderer.renderer` gives the others').
 
 A show goes in a straight line: :meth:`KioskRenderer.show` → the due gate, for an item of a
 synchronised set (``PlayItem.due``, held until its instant, ``duegate.py``) →
@@ -20,15 +23,18 @@ import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import shiboken6
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QRect, QTimer, Signal
 from PySide6.QtGui import QImage
+from PySide6.QtQuick import QQuickItem
 
-from player.playitem import PlayItem, RendererListener
+from cds.model import MAIN_ZONE
+from player.playitem import PlayItem, Renderer, RendererListener
 from player.renderer.compositor import CompositorView
-from player.renderer.content import IDLE_TOKEN, context_script, update_script
+from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
 from player.renderer.duegate import DueGate, SwitchTrace
 from player.renderer.idle import (
     addresses,
@@ -41,6 +47,17 @@ from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.profile import make_profile
 from player.renderer.recycler import MemoryPressure, Recycler
 from player.renderer.region import RegionPlayer
+from player.renderer.screenzones import (
+    FULL_SCREEN,
+    Box,
+    Layout,
+    ZoneBox,
+    ZoneRegions,
+    ZoneRenderer,
+    ZoneReports,
+    checked_boxes,
+    item_rect,
+)
 from player.renderer.stage import Stage, keep_screen_awake
 from player.renderer.watchdog import CRASH_WINDOW, VisualWatchdog
 
@@ -74,7 +91,7 @@ class KioskRenderer(QObject):
         super().__init__()
         self.options = options = options or RendererOptions()
         add_chromium_flags()  # in case prepare_process was not called: before any profile
-        self._listener: RendererListener | None = None
+        self._listeners: dict[str, RendererListener] = {}  # by zone
         self._readings: dict[str, object] = {}
         self._idle_ips: list[str] = []
         self._idle_progress = ""
@@ -84,7 +101,8 @@ class KioskRenderer(QObject):
         self._launch_failures: deque[float] = deque(maxlen=8)
         # Items of a synchronised set wait here for their instant; how late switches came.
         self.switch_trace = SwitchTrace()
-        self._due = DueGate(self, self._show_due, self.switch_trace.gate_opened)
+        self._due = self._gate(MAIN_ZONE)
+        self._dues = {MAIN_ZONE: self._due}  # by zone
 
         self.stage = Stage(
             rotation=options.rotation,
@@ -96,19 +114,15 @@ class KioskRenderer(QObject):
         made = make_profile(options, self.stage.view.engine(), self)
         self.profile, self._profile_owner, self._guards = made  # guards: kept alive here
         self.recycler = Recycler(memory)
-        channel = f"pdn-{secrets.token_hex(8)}:"
-        web = (self.profile, channel)
-        self.region = RegionPlayer(  # the one region, filling the screen
-            self.stage,
-            self.stage.region,
-            options,
-            web,
-            self.recycler,
-            self.switch_trace,
-            self,
-            self,
-        )
-        self.region.set_context(context_script(self._readings), "")
+        self._web = (self.profile, f"pdn-{secrets.token_hex(8)}:")
+        # The main zone's region (the whole screen without a layout), and every zone's.
+        self.region = self._region(MAIN_ZONE, self.stage.region)
+        self.regions: dict[str, RegionPlayer] = {MAIN_ZONE: self.region}
+        self._zone_regions = ZoneRegions(self.stage)
+        self._laid_out: tuple[ZoneBox, ...] = (FULL_SCREEN,)
+        self._renderers: dict[str, ZoneRenderer] = {}
+        #: The layout set splitting the screen (None: the main zone fills it).
+        self.layout_name: str | None = None
         # The switch trace hears of each frame before the region (whose switch it may time).
         self.stage.frame_swapped.connect(self._frame_swapped)
         self.stage.show_kiosk(options.fullscreen)
@@ -119,9 +133,17 @@ class KioskRenderer(QObject):
             fullscreen=options.fullscreen,
         )
         self.watchdog = VisualWatchdog(
-            options, self.stage, self.region, self.compositor, self._switch_imminent, self
+            options,
+            self.stage,
+            self.region,
+            self.compositor,
+            self._switch_imminent,
+            self,
+            zones=self._watched_zones,
+            main_rect=self._main_rect,
         )
         self.watchdog.wrong.connect(self.region.recover)
+        self.watchdog.zone_wrong.connect(self._recover_zone)
         self.watchdog.lost.connect(self._give_up)
         # The once-a-second timers start together, to wake the GUI thread together.
         self.region.start()
@@ -137,24 +159,123 @@ class KioskRenderer(QObject):
     # -- the Renderer protocol ------------------------------------------------------------
 
     def set_listener(self, listener: RendererListener) -> None:
-        self._listener = listener
+        """The main zone's listener (the one of a screen without a layout)."""
+        self._listeners[MAIN_ZONE] = listener
 
     def prepare(self, item: PlayItem) -> None:
-        if not self._closed:
-            self.region.prepare(item)
+        self.prepare_in(item.zone, item)
 
     def show(self, item: PlayItem) -> None:
+        self.show_in(item.zone, item)
+
+    def _show_due(self, zone: str, item: PlayItem) -> None:
+        region = self.regions.get(zone)
+        if not self._closed and region is not None:
+            region.show(item)
+
+    # -- zones ----------------------------------------------------------------------------
+
+    def set_layout(self, name: str | None, zones: Sequence[Box] | None) -> None:
+        """Split the screen into ``zones`` (boxes as ``cds.layouts.zone_boxes`` gives them,
+        ``main`` one of them), or give it all to the main zone (None). The main zone's region
+        moves to its box and plays on; the other zones' regions of the layout before go and
+        the new ones come in the same frame, each empty until its zone's first item is shown.
+        Raises ValueError for boxes outside the screen or a layout without ``main``."""
+        main, others = checked_boxes(zones)
         if self._closed:
             return
-        self._due.cancel()
-        if self._due.hold(item):  # released on its instant to _show_due
-            self.region.prepare(item)  # prepared already, as a rule: then this does nothing
+        boxes = (main, *others)
+        self.layout_name = name if boxes != (FULL_SCREEN,) else None
+        if boxes == self._laid_out:
             return
-        self.region.show(item)
+        for zone in [z for z in self.regions if z != MAIN_ZONE]:
+            self._drop_zone(zone)
+        made = self._zone_regions.lay_out(main, others)
+        for box in others:
+            region = self._region(box.name, made[box.name])
+            self.regions[box.name] = region
+            self._dues[box.name] = self._gate(box.name)
+            region.start()
+        self._laid_out = boxes
+        log.info(
+            "screen: %s",
+            f"layout {name!r}: {', '.join(b.name for b in boxes)}" if others else "full screen",
+        )
+        self.stage.request_frame()
 
-    def _show_due(self, item: PlayItem) -> None:
-        if not self._closed:
-            self.region.show(item)
+    def split(self, layout: Layout | None) -> None:
+        """The zone engine's ``ZoneScreen.split``: :meth:`set_layout` from a screen layout."""
+        if layout is None:
+            self.set_layout(None, None)
+        else:
+            self.set_layout(layout.name, layout.zones)
+
+    def renderer(self, zone: str) -> Renderer:
+        """The renderer of one zone (``main``: this one; the zone engine's
+        ``ZoneScreen.renderer``)."""
+        if zone == MAIN_ZONE:
+            return self
+        return self._renderers.setdefault(zone, ZoneRenderer(self, zone))
+
+    def set_zone_listener(self, zone: str, listener: RendererListener) -> None:
+        self._listeners[zone] = listener
+
+    def prepare_in(self, zone: str, item: PlayItem) -> None:
+        region = self.regions.get(zone)
+        if not self._closed and region is not None and self._video_refused(region, item) is None:
+            region.prepare(item)
+
+    def show_in(self, zone: str, item: PlayItem) -> None:
+        """Show ``item`` in ``zone``'s region (reported failed if the screen has no such zone
+        now, or if its video would open more video zones than ``[screen] video-zones``)."""
+        if self._closed:
+            return
+        region = self.regions.get(zone)
+        reason = (
+            f"the screen has no zone {zone!r} now"
+            if region is None
+            else self._video_refused(region, item)
+        )
+        if region is None or reason is not None:
+            log.warning("cannot show %s in zone %s: %s", item.url, zone, reason)
+            self.zone_item_failed(zone, item, reason or "")
+            return
+        gate = self._dues[zone]
+        gate.cancel()
+        if gate.hold(item):  # released on its instant to _show_due
+            region.prepare(item)  # prepared already, as a rule: then this does nothing
+            return
+        region.show(item)
+
+    def show_nothing(self, zone: str) -> None:
+        """Nothing to show in ``zone`` (the idle page, for the main zone)."""
+        region = self.regions.get(zone)
+        if zone == MAIN_ZONE:
+            self.show_idle()
+        elif region is not None and not self._closed:
+            self._dues[zone].cancel()
+            region.show_nothing()
+            self.zone_idle_shown(zone)
+
+    def zone_item_shown(self, zone: str, item: PlayItem, natural: float | None) -> None:
+        listener = self._listeners.get(zone)
+        if listener is not None:
+            listener.item_shown(item.token, datetime.now(UTC), natural)
+
+    def zone_idle_shown(self, zone: str) -> None:
+        listener = self._listeners.get(zone)
+        if listener is not None:
+            listener.idle_shown(datetime.now(UTC))
+
+    def zone_item_failed(self, zone: str, item: PlayItem, reason: str) -> None:
+        listener = self._listeners.get(zone)
+        if item.token != IDLE_TOKEN and listener is not None:
+            listener.item_failed(item.token, reason)
+
+    def zone_item_ended(self, zone: str, item: PlayItem) -> None:
+        listener = self._listeners.get(zone)
+        if listener is not None:
+            listener.item_ended(item.token)
 
     def show_idle(self) -> None:
         if self._closed:
@@ -183,20 +304,16 @@ class KioskRenderer(QObject):
     # -- what the region reports (region.RegionReports) -----------------------------------
 
     def item_shown(self, item: PlayItem, natural: float | None) -> None:
-        if self._listener is not None:
-            self._listener.item_shown(item.token, datetime.now(UTC), natural)
+        self.zone_item_shown(MAIN_ZONE, item, natural)
 
     def idle_shown(self) -> None:
-        if self._listener is not None:
-            self._listener.idle_shown(datetime.now(UTC))
+        self.zone_idle_shown(MAIN_ZONE)
 
     def item_failed(self, item: PlayItem, reason: str) -> None:
-        if item.token != IDLE_TOKEN and self._listener is not None:
-            self._listener.item_failed(item.token, reason)
+        self.zone_item_failed(MAIN_ZONE, item, reason)
 
     def item_ended(self, item: PlayItem) -> None:
-        if self._listener is not None:
-            self._listener.item_ended(item.token)
+        self.zone_item_ended(MAIN_ZONE, item)
 
     def render_crashed(self, description: str) -> bool:
         self.watchdog.crashed()
@@ -237,7 +354,8 @@ class KioskRenderer(QObject):
     def set_context(self, readings: dict[str, object]) -> None:
         """Push the latest sensor readings to web content (see the package docstring)."""
         self._readings = dict(readings)
-        self.region.set_context(context_script(self._readings), update_script(self._readings))
+        for region in self.regions.values():
+            region.set_context(context_script(self._readings), update_script(self._readings))
 
     def last_frame_time(self) -> float | None:
         """``time.monotonic()`` of the last frame known painted (a swap of the scene, or a
@@ -249,7 +367,8 @@ class KioskRenderer(QObject):
         """The window is up and what is on screen answers (no hung render process)."""
         if self._closed or not self.stage.is_visible():
             return False
-        return self.region.answering(self.options.hang_timeout)
+        timeout = self.options.hang_timeout
+        return all(region.answering(timeout) for region in self.regions.values())
 
     @property
     def screen_right(self) -> bool:
@@ -260,6 +379,9 @@ class KioskRenderer(QObject):
         """The visual watchdog's verdict, for health: right or not, and why."""
         state = self.watchdog.state()
         state["right"] = self.screen_right
+        if self.layout_name is not None or len(self.regions) > 1:
+            state["layout"] = self.layout_name
+            state["zones"] = self.watchdog.zones()
         if self.region.stack.layer is self.region.video_layer:
             state["video"] = self.region.video_layer.describe()
         switches = self.switch_trace.describe()
@@ -282,23 +404,83 @@ class KioskRenderer(QObject):
         if self._closed:
             return
         self._closed = True
-        self._due.cancel()
+        for gate in self._dues.values():
+            gate.cancel()
         self._idle_refresh.stop()
         self.watchdog.stop()
         self.compositor.close()
         self.stage.frame_swapped.disconnect(self._frame_swapped)
-        self.region.close()
+        for region in self.regions.values():
+            region.close()
+        self._zone_regions.close()
         self.stage.close()
         shiboken6.delete(self._profile_owner)
 
     # -- internals ------------------------------------------------------------------------
 
+    def _region(self, zone: str, item: QQuickItem) -> RegionPlayer:
+        reports = self if zone == MAIN_ZONE else ZoneReports(self, zone)
+        region = RegionPlayer(
+            self.stage,
+            item,
+            self.options,
+            self._web,
+            self.recycler,
+            self.switch_trace,
+            reports,
+            self,
+            zone=zone,
+        )
+        region.set_context(context_script(self._readings), "")
+        return region
+
+    def _gate(self, zone: str) -> DueGate:
+        return DueGate(self, lambda item: self._show_due(zone, item), self.switch_trace.gate_opened)
+
+    def _drop_zone(self, zone: str) -> None:
+        """The region of a zone of the layout before goes (with every timer of it)."""
+        gate = self._dues.pop(zone)
+        gate.cancel()
+        gate.deleteLater()
+        region = self.regions.pop(zone)
+        region.close()
+        region.deleteLater()
+
+    def _video_refused(self, region: RegionPlayer, item: PlayItem) -> str | None:
+        """Why ``item`` may not play in ``region``: a video while ``[screen] video-zones``
+        other zones play one (each zone's region has decoders of its own)."""
+        if classify(item) is not Kind.VIDEO:
+            return None
+        playing = [z for z, r in self.regions.items() if r is not region and r.plays_video()]
+        if len(playing) < self.options.video_zones:
+            return None
+        return (
+            f"[screen] video-zones is {self.options.video_zones} and zones "
+            f"{', '.join(playing)} play videos"
+        )
+
+    def _watched_zones(self) -> list[tuple[str, RegionPlayer, QRect]]:
+        return [
+            (zone, region, item_rect(region.item))
+            for zone, region in self.regions.items()
+            if zone != MAIN_ZONE
+        ]
+
+    def _main_rect(self) -> QRect | None:
+        return item_rect(self.region.item) if self.layout_name is not None else None
+
+    def _recover_zone(self, zone: str, problem: str) -> None:
+        region = self.regions.get(zone)
+        if region is not None:
+            region.recover(problem)
+
     def _frame_swapped(self) -> None:
         self.switch_trace.frame_swapped(self.stage.last_swap)
-        self.region.frame_swapped(self.stage.last_swap)
+        for region in self.regions.values():
+            region.frame_swapped(self.stage.last_swap)
 
     def _switch_imminent(self) -> bool:
-        return self._due.held is not None
+        return any(gate.held is not None for gate in self._dues.values())
 
     def _give_up(self, reason: str) -> None:
         if self._fatal is not None:

@@ -240,6 +240,27 @@ class LayerStack(QObject):
         else:
             self._after_native(old, self.cover, CLEAR_DELAY_MS)
 
+    def empty(self) -> None:
+        """Nothing in front: the layer in front fades out (at once without a cross-fade) and
+        is cleared once it has."""
+        old = self.layer
+        if old is None:
+            return
+        self.layer = None
+        item = old.front_item()
+        if item is not None:
+            self.fade(item, item.opacity(), 0.0, self._crossfade_ms)
+            self._stage.request_frame()
+        delay = CLEAR_DELAY_MS + self._crossfade_ms
+        if isinstance(old, WebSlot):
+            self.schedule_clear(old)
+        elif old is self.cover:
+            self._later(delay, self._clear_cover)
+        elif old is self.still:
+            self._release_still_after(delay)
+        else:
+            self._after_native(old, None, delay)
+
     def hold_still_over(self, source: QQuickItem) -> None:
         """Put a still of ``source`` (a view, or a video whose decoder must go) in front."""
         # An item still fading in would be copied half transparent: the engine has moved on,
@@ -302,7 +323,11 @@ class LayerStack(QObject):
             self.still_source = None
 
     def _after_native(
-        self, old: Layer | None, new: Layer, delay_ms: int, covering: QQuickItem | None = None
+        self,
+        old: Layer | None,
+        new: Layer | None,
+        delay_ms: int,
+        covering: QQuickItem | None = None,
     ) -> None:
         """Release what a native layer that was in front holds once ``new`` covers it (once
         ``covering``, fading in over it, is opaque)."""

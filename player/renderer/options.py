@@ -110,6 +110,9 @@ class RendererOptions:
     # first frame while one plays; 1 (a hardware decoder that takes one stream at a time),
     # the last frame is held on a still while the decoder moves to the next video.
     video_decoders: int = 2
+    # Zones of a layout that may play videos at once ([screen] video-zones): each zone's
+    # region has its own decoders, so a video in one zone more is refused.
+    video_zones: int = 2
     page_load_timeout: float = 15.0
     display_name: str = ""
     api_url: str = ""
@@ -190,6 +193,7 @@ class RendererOptions:
             video_stalled_after=cls.video_stalled_after * factor,
             audio=bool(getattr(screen, "audio", True)),
             video_decoders=int(getattr(screen, "video_decoders", 2)),
+            video_zones=_video_zones(screen),
             display_name=str(getattr(config, "name", None) or ""),
             api_url=api_url,
             api_host=listen[0] if listen else str(getattr(config, "host", "")),
@@ -199,6 +203,11 @@ class RendererOptions:
             views=1 if low_memory else 2,
             wall=getattr(screen, "wall", None),
         )
+
+
+def _video_zones(screen: Any) -> int:
+    limit = getattr(screen, "video_zone_limit", None)
+    return int(limit()) if callable(limit) else 2
 
 
 def prepare_process() -> None:

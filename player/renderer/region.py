@@ -1,7 +1,10 @@
 """One region of the screen and what it plays: its web slots, pictures, videos, still and
 cover, and the :class:`~player.renderer.layerstack.LayerStack` that says which of them is in
-front. A display's screen is one region today (``qml/Region.qml`` filling ``qml/Stage.qml``);
-each region plays one item at a time with its own front, pending item and cross-fades.
+front. A display's screen has one region per zone (``qml/Region.qml`` in ``qml/Stage.qml``):
+the main zone's, filling the screen without a layout, and one for each other zone of the layout
+on screen (``screenzones.py``); each region plays one item at a time with its own front, pending
+item and cross-fades. Only the main zone's region plays sound and spools videos to the data
+directory; the others' videos are silent and spool to a temporary one.
 
 The incoming item loads in a slot that is not in front, underneath the one that is; when it has
 painted, the stack raises it (faded in on the render thread when a cross-fade is set, the
@@ -25,6 +28,7 @@ from typing import Protocol
 from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtQuick import QQuickItem
 
+from cds.model import MAIN_ZONE
 from player.playitem import PlayItem
 from player.renderer.content import IDLE_TOKEN, Kind, classify
 from player.renderer.duegate import SwitchTrace, due_timestamp
@@ -74,10 +78,14 @@ class RegionPlayer(QObject):
         switch_trace: SwitchTrace,
         reports: RegionReports,
         parent: QObject | None = None,
+        zone: str = MAIN_ZONE,
     ) -> None:
         """``item``: the region in the scene (``Region.qml``); ``web``: the web engine
-        profile of the views and the secret prefix of their channel."""
+        profile of the views and the secret prefix of their channel; ``zone``: the zone of
+        the screen it plays."""
         super().__init__(parent)
+        self.zone = zone
+        main = zone == MAIN_ZONE
         self._options = options
         self._recycler = recycler
         self._reports = reports
@@ -87,12 +95,12 @@ class RegionPlayer(QObject):
         self._crashes: dict[int, int] = {}  # render process crashes, by item token
         self._failures: dict[str, tuple[str, float]] = {}  # prepared items', by URL
         self.item = item
-        self.image_layer = ImageLayer(stage, item, options.decoded_images)
-        spool = options.data_dir / "video-spool" if options.data_dir is not None else None
+        self.image_layer = ImageLayer(stage, item, options.decoded_images, zone)
+        spool = options.data_dir / "video-spool" if options.data_dir and main else None
         self.video_layer = VideoLayer(
             stage,
             item,
-            options.audio,
+            options.audio and main,
             options.page_load_timeout,
             spool,
             options.video_decoders,
@@ -173,6 +181,20 @@ class RegionPlayer(QObject):
         slot, behind_still = self._slot_to_show_in()
         slot.load_html(html, base, item, keep_old_for_a_frame=behind_still)
         self.stack.pending = Pending(item, Kind.PAGE, slot=slot, report=False)
+
+    def show_nothing(self) -> None:
+        """Nothing in this region (a zone with nothing to play): what is in front fades out
+        and is cleared."""
+        self.stack.abandon_pending()
+        self.current = None
+        self.stack.empty()
+
+    def plays_video(self) -> bool:
+        """A video is in front here, or on its way."""
+        pending = self.stack.pending
+        return self.stack.layer is self.video_layer or (
+            pending is not None and pending.kind is Kind.VIDEO
+        )
 
     def idle_slots(self) -> list[WebSlot]:
         return [s for s in self.slots if s.item is not None and s.item.token == IDLE_TOKEN]

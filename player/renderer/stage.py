@@ -68,6 +68,8 @@ class Stage(QObject):
         self.rotation = rotation
         self.wall = wall
         self.frames = 0  # frames swapped since the window opened
+        # Each zone's image provider (imagelayer.py), kept for the zone's regions to come.
+        self.image_providers: dict[str, object] = {}
         self.last_swap: float | None = None  # time.monotonic() of the last one
         view = QQuickView()
         self.view = view

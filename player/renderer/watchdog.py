@@ -9,6 +9,12 @@ from content. Every ``[screen] compositor-check`` seconds it also asks the compo
 server what reaches the screen (:mod:`player.renderer.compositor`): black there while the
 display paints content is a wrong screen too. What to do about a wrong screen (reload, give up)
 is the kiosk's: the watchdog says so by its signals.
+
+On a screen split into zones (``screenzones.py``) it checks each zone's region the same way,
+against its own rectangle of the screen when it reads the screen back, and names the zone in
+what it finds (``zone side: ...``). A zone is also wrong when it has stayed black while an item
+was on its way to it (nothing in front of it for ``ZONE_BLACK_AFTER`` seconds): the item fails
+by its own timeout, its zone's engine shows the next one, and the zone is right again.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QRect, QTimer, Signal
+from PySide6.QtGui import QImage
 
 from player.renderer.compositor import BLACK_RECHECK, CompositorView
 from player.renderer.content import IDLE_TOKEN
@@ -38,6 +45,10 @@ CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
 CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
 RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with back-off
 BLACK_SWAPS = 2  # frames swapped after the display saw its content, before a black look counts
+ZONE_BLACK_AFTER = 2.0  # seconds a zone may stay black while its item is on its way
+
+#: The zones of the screen besides the main one: each name, region, and rectangle of the grab.
+Zones = Callable[[], Sequence[tuple[str, RegionPlayer, QRect]]]
 
 
 class VisualWatchdog(QObject):
@@ -49,6 +60,8 @@ class VisualWatchdog(QObject):
 
     #: The screen has been wrong this long: bring it back (problem).
     wrong = Signal(str)
+    #: A zone other than the main one has been wrong this long: bring it back (zone, problem).
+    zone_wrong = Signal(str, str)
     #: The screen cannot be brought back in this process (reason).
     lost = Signal(str)
 
@@ -60,10 +73,22 @@ class VisualWatchdog(QObject):
         compositor: CompositorView,
         switch_imminent: Callable[[], bool],
         parent: QObject | None = None,
+        *,
+        zones: Zones | None = None,
+        main_rect: Callable[[], QRect | None] | None = None,
     ) -> None:
         """``switch_imminent``: an item waits for its instant (a synchronised set's): a
-        read-back now would hold the GUI thread as it comes, so the looks wait."""
+        read-back now would hold the GUI thread as it comes, so the looks wait. ``zones``:
+        the other zones of the layout on screen; ``main_rect``: the main zone's rectangle of
+        the screen while a layout splits it (None: the whole screen)."""
         super().__init__(parent)
+        self._zones: Zones = zones or (lambda: ())
+        self._main_rect = main_rect or (lambda: None)
+        # Each other zone's class at the last look, and since when it has been black while an
+        # item was on its way to it.
+        self._zone_frames: dict[str, str] = {}
+        self._zone_blank: dict[str, float] = {}
+        self._wrong_zone: str | None = None
         self._options = options
         self._stage = stage
         self._region = region
@@ -122,24 +147,12 @@ class VisualWatchdog(QObject):
         return {"problem": self._problem, "wrong-for": wrong_for}
 
     def showing(self) -> str:
-        """What the region has in front, in words."""
-        region = self._region
-        front, current = region.stack.layer, region.current
-        if front is None:
-            return "nothing"
-        if front is region.cover:
-            return "the cover"
-        if region.stack.holding_still:
-            what = current.url if current is not None else "the last item"
-            return f"a still of {what} while the next item loads"
-        if front is region.image_layer:
-            return f"image {current.url}" if current is not None else "an image"
-        if front is region.video_layer:
-            return f"video {current.url}" if current is not None else "a video"
-        slot = region.stack.front_slot()
-        if slot is None or slot.item is None:
-            return "a blank view"
-        return "the idle page" if slot.item.token == IDLE_TOKEN else f"page {slot.item.url}"
+        """What the main zone's region has in front, in words."""
+        return describe(self._region)
+
+    def zones(self) -> dict[str, str]:
+        """What each other zone's region has in front, in words (empty: no layout)."""
+        return {name: describe(region) for name, region, _ in self._zones()}
 
     def _check_screen(self) -> None:
         if self._stopped:
@@ -159,7 +172,7 @@ class VisualWatchdog(QObject):
         if looks and self._compositor.due(now):
             # grim answers later; the verdict uses the last answer
             self._compositor.look(now, self._stage.frames)
-        problem = self._screen_problem(now)
+        zone, problem = self._problem_and_zone(now)
         if problem is None:
             if self._wrong_since is not None:
                 log.info(
@@ -169,30 +182,61 @@ class VisualWatchdog(QObject):
                 )
             self._wrong_since = None
             self._problem = None
+            self._wrong_zone = None
             self._recoveries = 0
             return
-        if self._wrong_since is None:
-            self._wrong_since = now
+        if self._wrong_since is None or zone != self._wrong_zone:
+            if self._wrong_since is None:
+                self._wrong_since = now
+            self._recoveries = 0
             log.warning("the screen is wrong: %s", problem)
         elif problem != self._problem:
             log.warning("the screen is still wrong: %s", problem)
         self._problem = problem
+        self._wrong_zone = zone
         wrong_for = now - self._wrong_since
         if wrong_for >= self._options.recover_within:
             self.lost.emit(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
             return
         if self._recoveries < len(RECOVERY_STEPS) and wrong_for >= RECOVERY_STEPS[self._recoveries]:
             self._recoveries += 1
-            self.wrong.emit(problem)
+            if zone is None:
+                self.wrong.emit(problem)
+            else:
+                self.zone_wrong.emit(zone, problem)
+
+    def _problem_and_zone(self, now: float) -> tuple[str | None, str | None]:
+        """What is wrong now and in which zone (None: the main zone, or the whole screen)."""
+        problem = self._screen_problem(now)
+        if problem is not None:
+            return None, problem
+        names = set()
+        for name, region, _ in self._zones():
+            names.add(name)
+            found = self._zone_problem(name, region, now)
+            if found is not None:
+                return name, f"zone {name}: {found}"
+        for gone in set(self._zone_blank) - names:
+            del self._zone_blank[gone]
+        return None, None
+
+    def _zone_problem(self, name: str, region: RegionPlayer, now: float) -> str | None:
+        stack = region.stack
+        if stack.layer is None and stack.pending is not None:
+            since = self._zone_blank.setdefault(name, now)
+            if now - since > ZONE_BLACK_AFTER:
+                return f"black ({stack.pending.item.url} not shown after {now - since:.0f} s)"
+            return None
+        self._zone_blank.pop(name, None)
+        if stack.layer is None:
+            return None  # nothing to show there
+        return self._region_problem(region, self._zone_frames.get(name), now)
 
     def _scene_stalled(self, now: float) -> bool:
-        """The scene should be moving (a fade, an item waiting for its frames) and has swapped
-        no frame for a while."""
-        stack = self._region.stack
-        pending = stack.pending.slot if stack.pending is not None else None
-        waiting = now < stack.fading_until + STALLED_SCENE or (
-            pending is not None and pending.confirming
-        )
+        """The scene should be moving (a fade, an item waiting for its frames, in any zone)
+        and has swapped no frame for a while."""
+        regions = [self._region, *(region for _, region, _ in self._zones())]
+        waiting = any(_moving(region, now) for region in regions)
         last = self._stage.last_swap
         return (
             waiting
@@ -202,27 +246,39 @@ class VisualWatchdog(QObject):
         )
 
     def _look_at_the_screen(self, now: float) -> None:
-        """Read the screen back (the one full grab the watchdog allows itself) and classify it."""
-        self.frame_class = classify_frame(self._stage.grab())
+        """Read the screen back (the one full grab the watchdog allows itself) and classify it:
+        the main zone's rectangle (the whole screen without a layout) and each other zone's."""
+        image = self._stage.grab()
+        main = self._main_rect()
+        self.frame_class = classify_frame(image if main is None else _part(image, main))
         self._frame_class_at = now
-        slot = self._region.stack.front_slot()
-        if slot is not None and now - slot.last_answer < BEAT_STALE:
-            slot.painted_as = self.frame_class  # what this page looks like while it answers
+        _note_painted(self._region, self.frame_class, now)
+        self._zone_frames = {}
+        for name, region, rect in self._zones():
+            frame = classify_frame(_part(image, rect))
+            self._zone_frames[name] = frame
+            _note_painted(region, frame, now)
 
     def _screen_problem(self, now: float) -> str | None:
         """What is wrong with the screen now, or None (see the class docstring)."""
         crashes = sum(1 for t in self._crash_times if now - t < CRASH_WINDOW)
         if crashes >= CRASH_STORM:
             return f"{crashes} render process crashes in {CRASH_WINDOW:g} s"
-        region, options = self._region, self._options
-        front = region.stack.layer
+        front = self._region.stack.layer
         if front is None:
-            if now - self._started > options.page_load_timeout + 5:
+            if now - self._started > self._options.page_load_timeout + 5:
                 return "nothing has been painted since the start"
             return None
         black = self._compositor_black(now)
         if black is not None:
             return black
+        return self._region_problem(self._region, self.frame_class, now)
+
+    def _region_problem(self, region: RegionPlayer, frame: str | None, now: float) -> str | None:
+        """What is wrong with what ``region`` has in front (``frame``: its rectangle's class at
+        the last look), or None."""
+        options = self._options
+        front = region.stack.layer
         if front is region.cover:
             current = region.current
             last_frame = region.stack.last_frame
@@ -240,14 +296,9 @@ class VisualWatchdog(QObject):
         if silent > options.hang_timeout:
             return f"{what} has not produced a frame for {silent:.0f} s"
         fresh = self._frame_class_at is not None and self._frame_class_at > slot.last_answer - 60
-        if fresh and self.frame_class == "unpainted":
+        if fresh and frame == "unpainted":
             return f"the screen shows no frame of {what}"
-        if (
-            fresh
-            and self.frame_class == "black"
-            and slot.painted_as != "black"
-            and silent > BEAT_STALE
-        ):
+        if fresh and frame == "black" and slot.painted_as != "black" and silent > BEAT_STALE:
             # Black content is legitimate; black where the page painted colour and whose render
             # process stopped answering is not.
             return f"the screen is black where {what} painted and stopped answering"
@@ -286,3 +337,42 @@ class VisualWatchdog(QObject):
             f"the compositor shows a black screen ({view.note}) while the display paints "
             f"{self.showing()}"
         )
+
+
+def describe(region: RegionPlayer) -> str:
+    """What ``region`` has in front, in words."""
+    front, current = region.stack.layer, region.current
+    if front is None:
+        return "nothing"
+    if front is region.cover:
+        return "the cover"
+    if region.stack.holding_still:
+        what = current.url if current is not None else "the last item"
+        return f"a still of {what} while the next item loads"
+    if front is region.image_layer:
+        return f"image {current.url}" if current is not None else "an image"
+    if front is region.video_layer:
+        return f"video {current.url}" if current is not None else "a video"
+    slot = region.stack.front_slot()
+    if slot is None or slot.item is None:
+        return "a blank view"
+    return "the idle page" if slot.item.token == IDLE_TOKEN else f"page {slot.item.url}"
+
+
+def _moving(region: RegionPlayer, now: float) -> bool:
+    """``region`` is fading or has an item waiting for its frames."""
+    stack = region.stack
+    pending = stack.pending.slot if stack.pending is not None else None
+    return now < stack.fading_until + STALLED_SCENE or (pending is not None and pending.confirming)
+
+
+def _part(image: QImage, rect: QRect) -> QImage:
+    """``rect`` of ``image`` (the zone's rectangle of a grab of the screen)."""
+    return image.copy(rect.intersected(image.rect()))
+
+
+def _note_painted(region: RegionPlayer, frame: str, now: float) -> None:
+    """What the page in front of ``region`` looks like while it answers."""
+    slot = region.stack.front_slot()
+    if slot is not None and now - slot.last_answer < BEAT_STALE:
+        slot.painted_as = frame

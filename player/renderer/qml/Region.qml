@@ -1,6 +1,7 @@
 // One region of the screen and its layers, fixed and declared here: the idle cover, the still
-// of a web view, two pictures, two videos, and the web views made for each navigation. Today
-// one region fills the screen.
+// of a web view, two pictures, two videos, and the web views made for each navigation. One
+// region per zone of the screen (Stage.qml): the main zone's, and one more for each other zone
+// of the layout on screen.
 //
 // The region's layer stack (layerstack.py) decides the order of the layers and this file draws
 // it: each layer's z is its place in the stack's `order`, from the back; a layer never raised
@@ -8,8 +9,8 @@
 // (Fade.qml, on the render thread). Layers of the same z are drawn in the order they are
 // declared.
 //
-// `tile` is this panel's own part of the region: the whole region, or on a video wall this
-// panel's tile of it. The idle cover and the idle page are laid over the tile alone.
+// `tile` is this panel's own part of the region: the whole region, or on a video wall the
+// part of it on this panel's tile. The idle cover and the idle page are laid over the tile alone.
 pragma ComponentBehavior: Bound
 import QtQuick
 
