@@ -17,10 +17,9 @@ each report goes to the listener of the zone whose region showed (or could not s
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QRect, QRectF, Slot
 from PySide6.QtQuick import QQuickItem
@@ -28,11 +27,6 @@ from PySide6.QtQuick import QQuickItem
 from cds.model import MAIN_ZONE
 from player.playitem import PlayItem, RendererListener
 from player.renderer.stage import Stage, StageError
-
-if TYPE_CHECKING:
-    from player.renderer.kiosk import KioskRenderer
-
-log = logging.getLogger("pdn.renderer")
 
 
 class Box(Protocol):
@@ -148,12 +142,26 @@ def item_rect(item: QQuickItem) -> QRect:
     return scene.toAlignedRect()
 
 
+class ZoneHost(Protocol):
+    """What the zones' renderers and reports talk to (the kiosk)."""
+
+    def set_zone_listener(self, zone: str, listener: RendererListener) -> None: ...
+    def prepare_in(self, zone: str, item: PlayItem) -> None: ...
+    def show_in(self, zone: str, item: PlayItem) -> None: ...
+    def show_nothing(self, zone: str) -> None: ...
+    def zone_item_shown(self, zone: str, item: PlayItem, natural: float | None) -> None: ...
+    def zone_idle_shown(self, zone: str) -> None: ...
+    def zone_item_failed(self, zone: str, item: PlayItem, reason: str) -> None: ...
+    def zone_item_ended(self, zone: str, item: PlayItem) -> None: ...
+    def render_crashed(self, description: str) -> bool: ...
+
+
 class ZoneRenderer:
     """The :class:`player.playitem.Renderer` of one zone other than main: what its engine asks
     goes to the kiosk with the zone named, and what its region reports comes back to its
     engine (:meth:`set_listener`)."""
 
-    def __init__(self, kiosk: KioskRenderer, zone: str) -> None:
+    def __init__(self, kiosk: ZoneHost, zone: str) -> None:
         self._kiosk = kiosk
         self.zone = zone
 
@@ -175,7 +183,7 @@ class ZoneReports:
     """What the region of a zone other than main reports (``region.RegionReports``), passed to
     that zone's listener."""
 
-    def __init__(self, kiosk: KioskRenderer, zone: str) -> None:
+    def __init__(self, kiosk: ZoneHost, zone: str) -> None:
         self._kiosk = kiosk
         self.zone = zone
 

@@ -13,6 +13,7 @@
 // idle page are this display's own: laid over the main zone's part of this panel's tile only
 // (each region's `tile`, still inside the region, so that every layer is a sibling of the
 // others and z alone says which is in front).
+pragma ComponentBehavior: Bound
 import QtQuick
 
 Item {
@@ -92,12 +93,11 @@ Item {
                 delegate: Region {
                     id: zone
                     required property var modelData
-                    readonly property string zoneName: modelData.name
-                    x: stage.edge(modelData.x, content.width)
-                    y: stage.edge(modelData.y, content.height)
-                    width: stage.edge(modelData.x + modelData.width, content.width) - x
-                    height: stage.edge(modelData.y + modelData.height, content.height) - y
-                    z: modelData.z
+                    x: stage.edge(zone.modelData.x, content.width)
+                    y: stage.edge(zone.modelData.y, content.height)
+                    width: stage.edge(zone.modelData.x + zone.modelData.width, content.width) - x
+                    height: stage.edge(zone.modelData.y + zone.modelData.height, content.height) - y
+                    z: zone.modelData.z
                     tile: stage.tileOf(Qt.rect(x, y, width, height))
                 }
                 onItemAdded: (index, item) => {

@@ -268,3 +268,34 @@ def test_two_video_zones_each_have_their_own_decoders_and_a_third_is_refused(
     image = renderer.grab_image()
     for x, y in ((120, 108), (280, 108)):  # main, side: each its own video, green
         assert near(rgb(image, x, y), (0, 200, 0), 20), (x, y, rgb(image, x, y))
+
+
+def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
+    make_renderer: object, http_server: LoopbackServer
+) -> None:
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    assert renderer.renderer("main") is renderer
+    with pytest.raises(ValueError, match="not within the screen"):
+        renderer.set_layout("bad", [replace(main_and_ticker()[0], width=1.5)])
+    with pytest.raises(ValueError, match="no zone 'main'"):
+        renderer.set_layout("bad", main_and_ticker()[1:])
+    assert renderer.layout_name is None and list(renderer.regions) == ["main"]
+    renderer.set_layout("lobby", main_and_ticker())
+    ticker = renderer.renderer(TICKER)
+    ticker_reports = Reports()
+    ticker.set_listener(ticker_reports)
+    show(renderer, reports, play(http_server.colour("blue")))
+    show(ticker, ticker_reports, play(http_server.colour("green"), zone=TICKER))
+    # Nothing to play in the ticker zone: it shows nothing, and its engine hears so.
+    ticker.show_idle()
+    assert len(ticker_reports.idle) == 1
+    assert wait_until(lambda: near(rgb(renderer.grab_image(), 160, 228), BLACK), 3)
+    assert renderer.screen_state()["zones"] == {TICKER: "nothing"}
+    process_for(1.5)
+    assert renderer.screen_state()["right"] is True
+    # An item for a zone the screen does not have now: failed, with the reason, to that zone.
+    renderer.set_layout(None, None)
+    late = play(http_server.colour("red"), zone=TICKER)
+    ticker.show(late)
+    assert dict(ticker_reports.failed)[late.token] == f"the screen has no zone '{TICKER}' now"
+    assert near(rgb(renderer.grab_image(), 160, 228), COLOURS["blue"])
