@@ -1,5 +1,6 @@
 // A layer's fade: opacity animated on the render thread (no frame read back, no CPU painting).
-// Each layer names it as its `fade`; Python (stage.py) calls play(); finished() says it is over.
+// Each layer names it as its `fade`; the region's layer stack (layerstack.py) calls play();
+// finished() says it is over.
 //
 // Linear, as a cross-fade of two pictures is: every frame the render thread draws in the fade
 // is a step of it. An eased curve spends its first and last tenth within a few levels of the

@@ -5,7 +5,7 @@ import QtQuick
 Item {
     id: picture
 
-    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
     readonly property QtObject fade: fader
 
     property alias source: image.source

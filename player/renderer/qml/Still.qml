@@ -1,5 +1,5 @@
 // The last frame of a web view, kept on the GPU while the next item loads in its place (the
-// low-memory profile's one view, kiosk.py): nothing is read back to the CPU.
+// low-memory profile's one view, region.py): nothing is read back to the CPU.
 //
 // Two texture copies: `capture` copies the view; `keeper` (what is shown) copies `capture`, one
 // frame later. The view can then go: `capture` goes blank with it, but `keeper` is not live and
@@ -9,7 +9,7 @@ import QtQuick
 Item {
     id: still
 
-    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
     readonly property QtObject fade: fader
 
     property alias sourceItem: capture.sourceItem

@@ -9,7 +9,7 @@ import QtMultimedia
 Item {
     id: video
 
-    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
     readonly property QtObject fade: fader
     // Loaded, played and counted by Python (videoplayer.py).
     readonly property QtObject player: mediaPlayer

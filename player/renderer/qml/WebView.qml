@@ -7,7 +7,7 @@ import QtWebEngine
 WebEngineView {
     id: view
 
-    // Its fade (Fade.qml), started and ended by Python (stage.py).
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
     readonly property QtObject fade: fader
 
     // The per-renderer secret that prefixes the console messages meant for the renderer.
