@@ -4,6 +4,7 @@ line, the round trip, the schema, and which zones could play a video."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -21,6 +22,8 @@ from cds.model import ContentItem, ContentSet, RequiredFile, Source
 from cds.parser import parse
 from cds.relaxng import schema
 from cds.serialise import to_xml
+
+from .test_cli import cds_cli
 
 
 def page(name: str, content_type: str = "text/html") -> str:
@@ -289,3 +292,22 @@ def test_the_schema_knows_the_layout_grammar() -> None:
         b'<content-set name="a"><content-item><requires-file><sources><uri>https://e.org/</uri>'
         b'</sources></requires-file><layout template="full"/></content-item></content-set>'
     )
+
+
+def test_pdn_cds_check_names_the_layout_and_counts_video_zones(tmp_path: Path) -> None:
+    layout = (
+        '<layout template="main+sidebar"><zone name="main" set="promos"/>'
+        '<zone name="side" set="side"/></layout>'
+    )
+    path = tmp_path / "lobby.xml"
+    path.write_bytes(document(layout, SETS[0], ("side", page("clip.mp4", "video/mp4"))))
+    checked = cds_cli("check", path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "layout main+sidebar (zones main, side)" in checked.stdout
+    assert cds_cli("check", "--video-zones", "2", path).returncode == 0
+    refused_here = cds_cli("check", "--video-zones", "1", path)
+    assert refused_here.returncode == 1
+    assert refused_here.stdout.startswith(
+        f"{path}:2: the layout of set 'lobby' could play 2 videos"
+    )
+    assert cds_cli("check", "--video-zones", "0", path).returncode == 2

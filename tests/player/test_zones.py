@@ -381,3 +381,36 @@ def test_a_new_version_of_the_layout_keeps_its_zones_going(zones: Zones) -> None
     assert zones.screen.splits[-1] is None
     assert zones.screen.renderer("main").idle >= 1
     assert zones.clock() - zones.records[-1].started < timedelta(days=1)
+
+
+def test_the_layout_of_the_highest_priority_splits_the_screen_the_first_among_equals(
+    zones: Zones,
+) -> None:
+    first = layout_doc(name="first", main=(item("http://1/m"),), ticker=(item("http://1/t"),))
+    second = layout_doc(name="second", main=(item("http://2/m"),), ticker=(item("http://2/t"),))
+    urgent = layout_doc(
+        name="urgent",
+        main=(item("http://u/m"),),
+        ticker=(item("http://u/t"),),
+        constraints='<priority level="high"/><time><between start="09:01" end="09:02"/></time>',
+    )
+    zones.schedule(first, second, urgent)
+    zones.step()
+    assert [layout.name if layout else None for layout in zones.screen.splits] == ["first"]
+    assert zones.shows("ticker") == ["http://1/t"]
+    zones.step(60)
+    assert zones.screen.splits[-1] is not None and zones.screen.splits[-1].name == "urgent"
+    assert zones.shows("ticker")[-1] == "http://u/t"  # the same region, now urgent's zone
+    assert zones.shows("main")[-1] == "http://u/m"
+    zones.paint_new()
+    assert (zones.on_screen("ticker").layout, zones.on_screen("ticker").set_name) == (
+        "urgent",
+        "urgent",
+    )
+    assert zones.engine.zones_status()["layout"] == "urgent"
+    zones.step(60)
+    assert zones.screen.splits[-1] is not None and zones.screen.splits[-1].name == "first"
+    assert zones.shows("ticker")[-1] == "http://1/t"
+    # Every item handed to any zone has a token of its own on the whole screen.
+    tokens = [i.token for r in zones.screen.renderers.values() for i in r.shows]
+    assert len(tokens) == len(set(tokens))
