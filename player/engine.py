@@ -247,7 +247,9 @@ class Engine:
         """Queue an ad-hoc request; None when accepted, else the reason it was rejected.
         ``zone``: the zone it names, if any; this engine plays one zone (``self.zone``)."""
         if zone is not None and zone != self._zone:
-            return f"the screen has no zone '{zone}' now: it plays full screen (zone '{self._zone}')"
+            return (
+                f"the screen has no zone '{zone}' now: it plays full screen (zone '{self._zone}')"
+            )
         seconds = REQUEST_DURATION if duration is None else float(duration)
         with self._lock:
             if len(self._queue) >= QUEUE_LIMIT:
