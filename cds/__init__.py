@@ -8,6 +8,8 @@
 - :mod:`cds.model`: the typed model (ContentSet, ContentItem, Constraints, RequiredFile, ...).
 - :mod:`cds.serialise`: ``to_xml(document_or_set) -> bytes``, round-trips with ``parse``.
 - :mod:`cds.playlist`: :class:`~cds.playlist.Playlist`, what plays when, and why.
+- :mod:`cds.layouts`: zones (``<layout>``, read by :mod:`cds.read_layout`): the templates, each
+  zone's box, which zones could play a video, what each zone plays.
 - :mod:`cds.windows`: time, day-of-week and date windows: open now, and when they next change.
 - :mod:`cds.timezone`: the system's time zone name, one answer for the whole player.
 - :mod:`cds.durations`: durations as people write them.

@@ -57,6 +57,13 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
         ),
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="CDS file(s) to check")
+    check.add_argument(
+        "--video-zones",
+        type=_video_zones,
+        metavar="N",
+        help="refuse a layout whose zones could play more than N videos at once, as a display "
+        "with [screen] video-zones = N does (1 on a Raspberry Pi, 2 elsewhere)",
+    )
     check.set_defaults(func=run_check)
 
     explain = actions.add_parser(
@@ -108,23 +115,29 @@ def _problem_line(name: str, problem: Problem, warning: bool = False) -> str:
     return f"{where}: {'warning: ' if warning else ''}{problem.message}"
 
 
-def _load(name: str) -> Document:
-    return parse(Path(name), filename=_shown_path(name))
+def _load(name: str, video_zones: int | None = None) -> Document:
+    return parse(Path(name), filename=_shown_path(name), video_zones=video_zones)
+
+
+def _video_zones(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 8:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to 8, not {text!r}")
+    return int(text)
 
 
 # ----------------------------------------------------------------------------- check
 
 
 def run_check(args: argparse.Namespace) -> int:
-    return _guard(lambda: _check(args.files))
+    return _guard(lambda: _check(args.files, args.video_zones))
 
 
-def _check(files: Sequence[str]) -> int:
+def _check(files: Sequence[str], video_zones: int | None = None) -> int:
     code = EXIT_OK
     for name in files:
         shown = _shown_path(name)
         try:
-            document = _load(name)
+            document = _load(name, video_zones)
         except CdsError as error:
             code = EXIT_INVALID
             for problem in error.problems:
@@ -166,6 +179,10 @@ def summary(document: Document) -> str:
         _count(total, "constraint")
         + (" (" + ", ".join(f"{kind} {n}" for kind, n in kinds.items()) + ")" if kinds else ""),
     ]
+    if root.layout is not None:
+        template = f" {root.layout.template}" if root.layout.template else ""
+        zones = ", ".join(zone.name for zone in root.layout.zones)
+        parts.append(f"layout{template} (zones {zones})")
     if document.warnings:
         parts.append(_count(len(document.warnings), "warning"))
     return f"valid CDS {name}: " + ", ".join(parts)

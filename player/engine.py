@@ -11,6 +11,10 @@ Inputs:
 - The renderer's reports (:class:`player.playitem.RendererListener`): an item is "on screen"
   only when the renderer says it painted it; the playback record follows those reports.
 
+Zones: an engine plays one zone of the screen (``player.zones`` holds one per zone of the
+layout on screen, each with its own schedule and queue); without a layout, the whole screen,
+the zone ``main``.
+
 Driving: whoever owns the renderer's thread calls :meth:`Engine.tick` when woken (the ``wake``
 callback, called from any thread whenever something changed) and when :meth:`next_wakeup` is
 due, and sleeps otherwise. Only ``tick`` calls the renderer, so the renderer is only ever used
@@ -243,7 +247,9 @@ class Engine:
         """Queue an ad-hoc request; None when accepted, else the reason it was rejected.
         ``zone``: the zone it names, if any; this engine plays one zone (``self.zone``)."""
         if zone is not None and zone != self._zone:
-            return f"this screen has no zone '{zone}' (it plays one zone, '{self._zone}')"
+            return (
+                f"the screen has no zone '{zone}' now: it plays full screen (zone '{self._zone}')"
+            )
         seconds = REQUEST_DURATION if duration is None else float(duration)
         with self._lock:
             if len(self._queue) >= QUEUE_LIMIT:

@@ -41,7 +41,9 @@ The interface to the screen (what the integrator wires into the renderer): a
   also the full-screen region). Every PlayItem it gets names its zone (``PlayItem.zone``);
   ``show_idle`` on a zone other than main means "nothing to show in this zone". The same
   object may serve a zone name in several layouts: the zone engine sets its listener (the
-  zone's engine) each time that zone comes on screen.
+  zone's engine) each time that zone comes on screen. A zone that a ``split`` leaves out is
+  not called again until a layout with it splits the screen again (what it showed goes with
+  its region); its late reports are ignored.
 
 :meth:`ZoneEngine.layout` answers the layout on screen now from any thread. Each zone's
 changes reach ``on_playback`` as :class:`player.engine.Playback` with ``zone`` and ``layout``

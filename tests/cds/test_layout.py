@@ -4,8 +4,11 @@ line, the round trip, the schema, and which zones could play a video."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
 from cds.errors import CdsError
@@ -17,10 +20,13 @@ from cds.layouts import (
     zone_boxes,
     zone_document,
 )
-from cds.model import ContentItem, ContentSet, RequiredFile, Source
+from cds.model import ContentItem, ContentSet, Document, Layout, Node, RequiredFile, Source, Zone
 from cds.parser import parse
 from cds.relaxng import schema
 from cds.serialise import to_xml
+
+from .test_cli import cds_cli
+from .test_roundtrip import CONSTRAINTS, CONTENT_ITEM, draw_extras
 
 
 def page(name: str, content_type: str = "text/html") -> str:
@@ -289,3 +295,88 @@ def test_the_schema_knows_the_layout_grammar() -> None:
         b'<content-set name="a"><content-item><requires-file><sources><uri>https://e.org/</uri>'
         b'</sources></requires-file><layout template="full"/></content-item></content-set>'
     )
+
+
+def test_pdn_cds_check_names_the_layout_and_counts_video_zones(tmp_path: Path) -> None:
+    layout = (
+        '<layout template="main+sidebar"><zone name="main" set="promos"/>'
+        '<zone name="side" set="side"/></layout>'
+    )
+    path = tmp_path / "lobby.xml"
+    path.write_bytes(document(layout, SETS[0], ("side", page("clip.mp4", "video/mp4"))))
+    checked = cds_cli("check", path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "layout main+sidebar (zones main, side)" in checked.stdout
+    assert cds_cli("check", "--video-zones", "2", path).returncode == 0
+    refused_here = cds_cli("check", "--video-zones", "1", path)
+    assert refused_here.returncode == 1
+    assert refused_here.stdout.startswith(
+        f"{path}:2: the layout of set 'lobby' could play 2 videos"
+    )
+    assert cds_cli("check", "--video-zones", "0", path).returncode == 2
+
+
+# ----------------------------------------------------------------------------- generated
+
+_OTHER_ZONES = st.sampled_from(["ticker", "side", "logo", "clock", "a-1", "b_2"])
+_THOUSANDTHS = st.integers(0, 999)
+
+
+@st.composite
+def box(draw: st.DrawFn) -> tuple[float, float, float, float]:
+    """A box inside the screen, in thousandths."""
+    x, y = draw(_THOUSANDTHS), draw(_THOUSANDTHS)
+    width, height = draw(st.integers(1, 1000 - x)), draw(st.integers(1, 1000 - y))
+    return x / 1000, y / 1000, width / 1000, height / 1000
+
+
+@st.composite
+def layout_document(draw: st.DrawFn) -> Document:
+    """A root set with a layout (a template's zones, or zones of their own) and the sets they
+    play, with constraints and unknowns anywhere."""
+    template = draw(st.none() | st.sampled_from(sorted(TEMPLATES)))
+    if template is not None:
+        names = list(TEMPLATES[template])
+    else:
+        names = ["main", *draw(st.lists(_OTHER_ZONES, max_size=3, unique=True))]
+    zones: list[Zone] = []
+    for index, name in enumerate(names):
+        given = draw(box()) if template is None or draw(st.booleans()) else None
+        x, y, width, height = given if given is not None else (None, None, None, None)
+        zone = Zone(name, f"set {index}", x, y, width, height, draw(st.none() | st.integers(0, 99)))
+        if draw(st.booleans()):
+            zone.extras = draw_extras(draw, [""], [""])
+        zones.append(zone)
+    layout = Layout(zones, template)
+    if draw(st.booleans()):
+        layout.extras = draw_extras(draw, [""], [""])
+    sets: list[Node] = [
+        ContentSet(
+            name=zone.set_name,
+            constraints=draw(CONSTRAINTS),
+            children=draw(st.lists(CONTENT_ITEM, min_size=1, max_size=2)),
+        )
+        for zone in zones
+    ]
+    order = draw(st.permutations(range(len(sets))))
+    root = ContentSet(
+        name=draw(st.none() | st.just("lobby")),
+        constraints=draw(CONSTRAINTS),
+        children=[sets[i] for i in order],
+        layout=layout,
+    )
+    return Document(root=root)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout_document())
+def test_generated_layouts_round_trip_and_pass_the_schema(document: Document) -> None:
+    written = to_xml(document)
+    assert parse(written) == document
+    assert schema().validate(etree.fromstring(written)), schema().error_log
+    assert document.root.layout is not None
+    boxes = zone_boxes(document.root.layout)
+    assert {b.name for b in boxes} == {z.name for z in document.root.layout.zones}
+    for found in boxes:
+        assert found.x >= 0 and found.x + found.width <= 1 + 1e-9
+        assert found.y >= 0 and found.y + found.height <= 1 + 1e-9

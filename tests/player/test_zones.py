@@ -381,3 +381,69 @@ def test_a_new_version_of_the_layout_keeps_its_zones_going(zones: Zones) -> None
     assert zones.screen.splits[-1] is None
     assert zones.screen.renderer("main").idle >= 1
     assert zones.clock() - zones.records[-1].started < timedelta(days=1)
+
+
+def test_the_layout_of_the_highest_priority_splits_the_screen_the_first_among_equals(
+    zones: Zones,
+) -> None:
+    first = layout_doc(name="first", main=(item("http://1/m"),), ticker=(item("http://1/t"),))
+    second = layout_doc(name="second", main=(item("http://2/m"),), ticker=(item("http://2/t"),))
+    urgent = layout_doc(
+        name="urgent",
+        main=(item("http://u/m"),),
+        ticker=(item("http://u/t"),),
+        constraints='<priority level="high"/><time><between start="09:01" end="09:02"/></time>',
+    )
+    zones.schedule(first, second, urgent)
+    zones.step()
+    assert [layout.name if layout else None for layout in zones.screen.splits] == ["first"]
+    assert zones.shows("ticker") == ["http://1/t"]
+    zones.step(60)
+    assert zones.screen.splits[-1] is not None and zones.screen.splits[-1].name == "urgent"
+    assert zones.shows("ticker")[-1] == "http://u/t"  # the same region, now urgent's zone
+    assert zones.shows("main")[-1] == "http://u/m"
+    zones.paint_new()
+    assert (zones.on_screen("ticker").layout, zones.on_screen("ticker").set_name) == (
+        "urgent",
+        "urgent",
+    )
+    assert zones.engine.zones_status()["layout"] == "urgent"
+    zones.step(60)
+    assert zones.screen.splits[-1] is not None and zones.screen.splits[-1].name == "first"
+    assert zones.shows("ticker")[-1] == "http://1/t"
+    # Every item handed to any zone has a token of its own on the whole screen.
+    tokens = [i.token for r in zones.screen.renderers.values() for i in r.shows]
+    assert len(tokens) == len(set(tokens))
+
+
+def test_a_synchronised_layout_changes_its_zones_together_on_every_display(
+    tmp_path: Path,
+) -> None:
+    """Two displays that start 23 s apart show the same item in each zone, each zone on a grid
+    of its own from the layout set's ``sync``."""
+    document = layout_doc(
+        main=(item("http://m/1", 10), item("http://m/2", 10), item("http://m/3", 10)),
+        ticker=(item("http://t/1", 4), item("http://t/2", 4)),
+        constraints='<playback sync="wall-clock"/>',
+    )
+    early, late = Zones(tmp_path / "a"), Zones(tmp_path / "b")
+    early.schedule(document)
+    late.schedule(document)
+    early.step()
+    late.clock.advance(23)
+    late.step()
+    # 09:00:23 on the grid from midnight: main's turn 2 (20-30 s), the ticker's t/2 (20-24 s).
+    assert late.shows("main") == ["http://m/3"] and late.shows("ticker") == ["http://t/2"]
+    for _ in range(120):  # to 09:01:00, the late display joining at 09:00:23
+        for display in (early, late):
+            display.paint_new()
+        early.step(0.5)
+        if early.clock() > late.clock():
+            late.step(early.clock().timestamp() - late.clock().timestamp())
+    for zone in ("main", "ticker"):
+        early_items = early.screen.renderer(zone).shows
+        late_items = late.screen.renderer(zone).shows
+        assert len(late_items) >= 3 and all(i.due is not None for i in late_items)
+        assert [(i.url, i.due) for i in late_items] == [
+            (i.url, i.due) for i in early_items[-len(late_items) :]
+        ]

@@ -57,7 +57,9 @@ def test_a_zone_the_screen_does_not_have_is_rejected_with_the_reason(display: Di
     assert response.status_code == 202
     body = response.json()
     assert body["request-status"] == "rejected"
-    assert "'ticker'" in body["reason"] and "zone" in body["reason"]
+    assert body["reason"] == (
+        "the screen has no zone 'ticker' now: it plays full screen (zone 'main')"
+    )
     assert display.service.engine.queue_length() == 0
 
 
