@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
+from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
 
@@ -14,9 +15,14 @@ from PySide6.QtGui import QImage
 
 from cds.layouts import zone_boxes
 from cds.model import Layout, Zone
+from cds.parser import parse
+from cds.playlist import Playlist
+from player.engine import Playback
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.renderer.screenzones import ZoneRenderer
+from player.store import DisplayStore
+from player.zones import ZoneEngine
 from tests.player.conftest import COLOURS, LoopbackServer, write_png
 from tests.support.pixels import RGB, near, process_for, rgb, wait_until
 from tests.support.reports import Reports
@@ -299,3 +305,57 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     ticker.show(late)
     assert dict(ticker_reports.failed)[late.token] == f"the screen has no zone '{TICKER}' now"
     assert near(rgb(renderer.grab_image(), 160, 228), COLOURS["blue"])
+
+
+def test_the_zone_engine_drives_the_zones_on_the_screen(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """player.zones.ZoneEngine with this renderer as its screen: the layout document splits
+    the screen, each zone shows its own set's item in its rectangle, and each zone's record
+    names it."""
+    renderer, _ = make_renderer()  # type: ignore[operator]
+
+    def page(colour: str) -> str:
+        return (
+            '<content-item content-type="text/html"><requires-file><sources><uri>'
+            f"{http_server.colour(colour)}</uri></sources></requires-file></content-item>"
+        )
+
+    document = f"""<content-set name="lobby">
+      <layout template="main+ticker">
+        <zone name="main" set="promos"/><zone name="ticker" set="news"/>
+      </layout>
+      <content-set name="promos">{page("blue")}</content-set>
+      <content-set name="news">{page("yellow")}</content-set>
+    </content-set>""".encode()
+    records: list[Playback] = []
+    engine = ZoneEngine(
+        clock=lambda: datetime.now(UTC),
+        schedule=Playlist(UTC),
+        store=DisplayStore(tmp_path / "display.db"),
+        screen=renderer,
+        new_schedule=lambda: Playlist(UTC),
+        on_playback=records.append,
+    )
+    engine.set_documents([parse(document).root])
+    ticks = QTimer()
+    ticks.timeout.connect(engine.tick)
+    ticks.start(50)
+    try:
+
+        def both_shown() -> bool:
+            zones = {record.zone for record in records if record.content_item}
+            return zones == {"main", TICKER}
+
+        assert wait_until(both_shown, 15), records
+        process_for(0.2)
+    finally:
+        ticks.stop()
+    image = renderer.grab_image()
+    assert near(rgb(image, 160, 108), COLOURS["blue"])
+    assert near(rgb(image, 160, 228), COLOURS["yellow"])
+    assert renderer.layout_name == "lobby"
+    by_zone = {record.zone: record for record in records if record.content_item}
+    assert by_zone[TICKER].content_item == http_server.colour("yellow")
+    assert by_zone["main"].content_item == http_server.colour("blue")
+    assert by_zone["main"].layout == "lobby"
