@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QColor, QGuiApplication, QImage
 
+from cds.layouts import zone_boxes
+from cds.model import Layout, Zone
 from player.playitem import PlayItem
 from player.renderer import KioskRenderer
 from player.wall import Wall
-from tests.player.conftest import LoopbackServer
+from tests.player.conftest import COLOURS, LoopbackServer
 from tests.support.pixels import near, process_for, rgb, wait_until
 from tests.support.reports import Reports
 
@@ -148,3 +150,44 @@ def test_the_idle_page_and_cover_are_each_panels_own(
     assert renderer.region.cover.item.width() == PANEL[0]
     # Its facts are on its own screen: the idle page is not dark where a quarter of it would be.
     assert wait_until(lambda: max(rgb(x_grab(renderer), 8, 8)) > 16, 5)
+
+
+def test_a_layout_spans_the_wall(
+    make_renderer: Callable[..., tuple[KioskRenderer, Reports]], http_server: LoopbackServer
+) -> None:
+    """main+ticker on a 2x2 wall: the boxes are fractions of the whole wall, so the ticker
+    runs along the wall's bottom (the lower panels' bottom rows) and the main zone fills the
+    rest; each zone's page is laid out at its part of the wall."""
+    layout = Layout(
+        zones=[Zone(name="main", set_name="a"), Zone(name="ticker", set_name="b")],
+        template="main+ticker",
+    )
+    made = tiles(make_renderer)
+    width, height = made[0][0].size(*PANEL)  # 336 x 256: the ticker is y 230 to 256
+    for _, renderer, reports in made:
+        renderer.set_layout("lobby", zone_boxes(layout))
+        renderer.renderer("ticker").set_listener(reports)
+    show_everywhere(made, http_server.colour("blue"), "text/html")
+    plays = []
+    for _, renderer, _ in made:
+        url = http_server.colour("yellow")
+        play = PlayItem(next(_tokens), url, url, "text/html", 10.0, "request", zone="ticker")
+        renderer.renderer("ticker").show(play)
+        plays.append(play)
+    for (_, _, reports), play in zip(made, plays, strict=True):
+        assert wait_until(lambda r=reports, p=play: p.token in r.shown_tokens(), 20)  # type: ignore[misc]
+    process_for(0.3)
+    for wall, renderer, _ in made:
+        image = x_grab(renderer)
+        _, oy = wall.origin(*PANEL)
+        for y in (5, 60, PANEL[1] - 5):
+            wall_y = oy + y
+            wanted = COLOURS["yellow"] if wall_y >= round(0.9 * height) + 2 else COLOURS["blue"]
+            if abs(wall_y - round(0.9 * height)) > 2:
+                assert near(rgb(image, 80, y), wanted), (wall, y, rgb(image, 80, y))
+    zone = made[3][1].regions["ticker"].stack.front_slot()
+    assert zone is not None
+    sizes: list[str] = []
+    zone.evaluate("window.innerWidth + 'x' + window.innerHeight", sizes.append)
+    assert wait_until(lambda: bool(sizes), 5)
+    assert sizes == [f"{round(width)}x{round(height) - round(0.9 * height)}"]

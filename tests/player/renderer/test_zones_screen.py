@@ -359,3 +359,24 @@ def test_the_zone_engine_drives_the_zones_on_the_screen(
     assert by_zone[TICKER].content_item == http_server.colour("yellow")
     assert by_zone["main"].content_item == http_server.colour("blue")
     assert by_zone["main"].layout == "lobby"
+
+
+def test_zones_turn_with_the_screen(make_renderer: object, http_server: LoopbackServer) -> None:
+    """[screen] rotation = 90 (the content's top on the panel's right): the boxes are the
+    audience's, so the ticker along the content's bottom runs down the window's left edge,
+    and the watchdog looks at that rectangle."""
+    renderer, reports = make_renderer(rotation=90)  # type: ignore[operator]
+    renderer.set_layout("lobby", main_and_ticker())
+    ticker = renderer.renderer(TICKER)
+    ticker_reports = Reports()
+    ticker.set_listener(ticker_reports)
+    show(renderer, reports, play(http_server.colour("blue")))
+    show(ticker, ticker_reports, play(http_server.colour("yellow"), zone=TICKER))
+    process_for(0.2)
+    image = renderer.grab_image()
+    # The content is 240 x 320 as the audience sees it: the ticker is its bottom 32 px.
+    assert near(rgb(image, 10, 120), COLOURS["yellow"])
+    assert near(rgb(image, 40, 120), COLOURS["blue"])
+    assert near(rgb(image, 300, 10), COLOURS["blue"])
+    [(name, _, rect)] = renderer._watched_zones()
+    assert (name, rect.x(), rect.y(), rect.width(), rect.height()) == (TICKER, 0, 0, 32, 240)
