@@ -467,7 +467,7 @@ class KioskRenderer(QObject):
         ]
 
     def _main_rect(self) -> QRect | None:
-        return item_rect(self.region.item) if self.layout_name is not None else None
+        return item_rect(self.region.item) if self._laid_out != (FULL_SCREEN,) else None
 
     def _recover_zone(self, zone: str, problem: str) -> None:
         region = self.regions.get(zone)

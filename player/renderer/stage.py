@@ -1,8 +1,9 @@
 """The screen: one Qt Quick scene (``qml/Stage.qml``) in a frameless, black, cursorless window.
 
 Qt Quick draws it on its render thread; the GUI thread only decides. Every layer the renderer
-shows (web views, pictures, videos, the idle cover, a still) is a layer of the region
-``qml/Region.qml`` declares; only web views are made at run time, by the region, when its
+shows (web views, pictures, videos, the idle cover, a still) is a layer of a region
+``qml/Region.qml`` declares (the main zone's, and one per other zone of a layout:
+``screenzones.py``); only web views are made at run time, by their region, when its
 layer stack asks (``layerstack.py``). Rotation is the panel's transform (``qml/Stage.qml``), so
 it works the same under X, ``cage`` and ``eglfs`` and costs the GPU nothing extra. Fades are opacity
 animations on the render thread (``qml/Fade.qml``): nothing is read back to the CPU but
@@ -10,9 +11,10 @@ animations on the render thread (``qml/Fade.qml``): nothing is read back to the 
 
 No window manager is assumed: the window sets its own geometry to the screen's.
 
-A video wall's tile (``[screen] wall``, :class:`player.wall.Wall`): the region is laid out at
-the wall's size and moved so this panel shows its part; the idle cover and the idle page are
-laid over this panel's tile alone (``own``), siblings of the other layers all the same.
+A video wall's tile (``[screen] wall``, :class:`player.wall.Wall`): the regions are laid out on
+the whole wall (a layout's boxes are fractions of it) and moved so this panel shows its part;
+the idle cover and the idle page are laid over this panel's tile alone (``own``), siblings of
+the other layers all the same.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class Stage(QObject):
         region = root.property("region")
         if not isinstance(region, QQuickItem):
             raise StageError("Stage.qml has no region")
-        self.region = region  # the one region today, filling the screen
+        self.region = region  # the main zone's, filling the screen without a layout
         # Emitted by the render thread; queued to this (GUI-thread) object.
         view.frameSwapped.connect(self._swapped)
         self._screen = self._choose_screen(screen_index)
