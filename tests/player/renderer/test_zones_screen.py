@@ -18,9 +18,8 @@ from cds.model import Layout, Zone
 from cds.parser import parse
 from cds.playlist import Playlist
 from player.engine import Playback
-from player.playitem import PlayItem
+from player.playitem import PlayItem, Renderer
 from player.renderer import KioskRenderer
-from player.renderer.screenzones import ZoneRenderer
 from player.store import DisplayStore
 from player.zones import ZoneEngine
 from tests.player.conftest import COLOURS, LoopbackServer, write_png
@@ -45,6 +44,15 @@ def main_and_ticker() -> tuple:  # type: ignore[type-arg]
     return zone_boxes(layout)
 
 
+def split(renderer: KioskRenderer) -> tuple[Renderer, Reports]:
+    """Split the screen main+ticker: the ticker zone's renderer, and what it reports."""
+    renderer.set_layout("lobby", main_and_ticker())
+    ticker = renderer.renderer(TICKER)
+    reports = Reports()
+    ticker.set_listener(reports)
+    return ticker, reports
+
+
 def play(url: str, content_type: str | None = None, zone: str = "main", **more: object) -> PlayItem:
     return PlayItem(
         token=next(_tokens),
@@ -57,7 +65,7 @@ def play(url: str, content_type: str | None = None, zone: str = "main", **more: 
     )
 
 
-def show(renderer: KioskRenderer | ZoneRenderer, reports: Reports, item: PlayItem) -> None:
+def show(renderer: Renderer, reports: Reports, item: PlayItem) -> None:
     renderer.show(item)
     done = wait_until(
         lambda: item.token in reports.shown_tokens() or item.token in reports.failed_tokens(), 15
@@ -121,10 +129,7 @@ def test_a_layout_plays_each_zone_with_no_black_or_white_frame(
     ticker zone, cross-faded, 20 changes: every sample of each zone's rectangle shows content
     (an item, or two mixed), never black or white."""
     renderer, reports = make_renderer(crossfade_ms=200)  # type: ignore[operator]
-    renderer.set_layout("lobby", main_and_ticker())
-    ticker = renderer.renderer(TICKER)
-    ticker_reports = Reports()
-    ticker.set_listener(ticker_reports)
+    ticker, ticker_reports = split(renderer)
     assert renderer.screen_state()["layout"] == "lobby"
 
     def picture(name: str, zone: str = "main") -> PlayItem:
@@ -214,10 +219,7 @@ def test_a_zone_whose_page_fails_shows_its_next_item_and_is_named_while_wrong(
     the zone named, the page fails by its timeout, its engine (here: the test) shows the next
     item, and the screen is right again."""
     renderer, reports = make_renderer(page_load_timeout=5.0)  # type: ignore[operator]
-    renderer.set_layout("lobby", main_and_ticker())
-    ticker = renderer.renderer(TICKER)
-    ticker_reports = Reports()
-    ticker.set_listener(ticker_reports)
+    ticker, ticker_reports = split(renderer)
     show(renderer, reports, play(http_server.colour("blue")))
     http_server.served.slow_paths.add("/never")
     stalled = play(http_server.base + "/never", "text/html", zone=TICKER)
@@ -286,10 +288,7 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     with pytest.raises(ValueError, match="no zone 'main'"):
         renderer.set_layout("bad", main_and_ticker()[1:])
     assert renderer.layout_name is None and list(renderer.regions) == ["main"]
-    renderer.set_layout("lobby", main_and_ticker())
-    ticker = renderer.renderer(TICKER)
-    ticker_reports = Reports()
-    ticker.set_listener(ticker_reports)
+    ticker, ticker_reports = split(renderer)
     show(renderer, reports, play(http_server.colour("blue")))
     show(ticker, ticker_reports, play(http_server.colour("green"), zone=TICKER))
     # Nothing to play in the ticker zone: it shows nothing, and its engine hears so.
@@ -366,10 +365,7 @@ def test_zones_turn_with_the_screen(make_renderer: object, http_server: Loopback
     audience's, so the ticker along the content's bottom runs down the window's left edge,
     and the watchdog looks at that rectangle."""
     renderer, reports = make_renderer(rotation=90)  # type: ignore[operator]
-    renderer.set_layout("lobby", main_and_ticker())
-    ticker = renderer.renderer(TICKER)
-    ticker_reports = Reports()
-    ticker.set_listener(ticker_reports)
+    ticker, ticker_reports = split(renderer)
     show(renderer, reports, play(http_server.colour("blue")))
     show(ticker, ticker_reports, play(http_server.colour("yellow"), zone=TICKER))
     process_for(0.2)
