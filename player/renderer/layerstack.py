@@ -84,6 +84,9 @@ class LayerStack(QObject):
         self.still_source: object = None  # the view the still copied (one web view)
         self.fading_until = 0.0  # time.monotonic() the last fade ends: frames are due till then
         self.last_frame: float | None = None  # time.monotonic() of a frame known painted
+        #: The first item fades in too (a zone that appears with a layout; the main zone's
+        #: first item comes in at once over the black of the start).
+        self.fade_first = False
 
     # -- what QML binds to ----------------------------------------------------------------
 
@@ -200,7 +203,7 @@ class LayerStack(QObject):
         if item is None:
             return
         on_the_instant = self._switch_trace.switching(due)
-        fade_ms = self._crossfade_ms if old is not None else 0
+        fade_ms = self._crossfade_ms if old is not None or self.fade_first else 0
         if cut or (old is layer and layer not in (self.pictures, self.videos)):
             fade_ms = 0
         if self.bring_in(item, fade_ms):

@@ -111,6 +111,7 @@ class RegionPlayer(QObject):
         self.still = Still(stage, item)
         layers = (self.cover, self.still, self.image_layer, self.video_layer)
         self.stack = LayerStack(stage, layers, options.crossfade_ms, switch_trace, self)
+        self.stack.fade_first = not main  # a zone that appears fades its first item in
         item.setProperty("stack", self.stack)  # Region.qml binds its layers and views to it
         profile, channel = web
         self.slots = [

@@ -281,7 +281,7 @@ def test_two_video_zones_each_have_their_own_decoders_and_a_third_is_refused(
 def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     make_renderer: object, http_server: LoopbackServer
 ) -> None:
-    renderer, reports = make_renderer()  # type: ignore[operator]
+    renderer, reports = make_renderer(crossfade_ms=200)  # type: ignore[operator]
     assert renderer.renderer("main") is renderer
     with pytest.raises(ValueError, match="not within the screen"):
         renderer.set_layout("bad", [replace(main_and_ticker()[0], width=1.5)])
@@ -289,8 +289,13 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
         renderer.set_layout("bad", main_and_ticker()[1:])
     assert renderer.layout_name is None and list(renderer.regions) == ["main"]
     ticker, ticker_reports = split(renderer)
+    zone = renderer.regions[TICKER]
+    assert [slot.view for slot in zone.slots] == [None, None]  # no page: no web view
     show(renderer, reports, play(http_server.colour("blue")))
     show(ticker, ticker_reports, play(http_server.colour("green"), zone=TICKER))
+    # The zone appeared with the layout: its first item fades in.
+    assert zone.stack.fading_until > 0
+    assert wait_until(lambda: near(rgb(renderer.grab_image(), 160, 228), COLOURS["green"]), 2)
     # Nothing to play in the ticker zone: it shows nothing, and its engine hears so.
     ticker.show_idle()
     assert len(ticker_reports.idle) == 1
@@ -298,6 +303,7 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     assert renderer.screen_state()["zones"] == {TICKER: "nothing"}
     process_for(1.5)
     assert renderer.screen_state()["right"] is True
+    assert [slot.view for slot in zone.slots] == [None, None]  # its page's view is gone
     # An item for a zone the screen does not have now: failed, with the reason, to that zone.
     renderer.set_layout(None, None)
     late = play(http_server.colour("red"), zone=TICKER)
