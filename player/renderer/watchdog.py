@@ -14,7 +14,8 @@ On a screen split into zones (``screenzones.py``) it checks each zone's region t
 against its own rectangle of the screen when it reads the screen back, and names the zone in
 what it finds (``zone side: ...``). A zone is also wrong when it has stayed black while an item
 was on its way to it (nothing in front of it for ``ZONE_BLACK_AFTER`` seconds): the item fails
-by its own timeout, its zone's engine shows the next one, and the zone is right again.
+by its own timeout, its zone's engine shows the next one, and the zone is right again (so a
+zone black for that reason alone is never a reason to give the screen up).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ CRASH_WINDOW = 30.0  # render process crashes counted over this many seconds ...
 CRASH_STORM = 6  # ... this many of them mean the web engine cannot keep renderers
 RECOVERY_STEPS = (2.0, 5.0, 11.0)  # seconds into a wrong screen: reload, with back-off
 BLACK_SWAPS = 2  # frames swapped after the display saw its content, before a black look counts
-ZONE_BLACK_AFTER = 2.0  # seconds a zone may stay black while its item is on its way
+ZONE_BLACK_AFTER = 4.0  # seconds a zone may stay black while its item is on its way
 
 #: The zones of the screen besides the main one: each name, region, and rectangle of the grab.
 Zones = Callable[[], Sequence[tuple[str, RegionPlayer, QRect]]]
@@ -195,7 +196,8 @@ class VisualWatchdog(QObject):
         self._problem = problem
         self._wrong_zone = zone
         wrong_for = now - self._wrong_since
-        if wrong_for >= self._options.recover_within:
+        loading = zone is not None and zone in self._zone_blank
+        if wrong_for >= self._options.recover_within and not loading:
             self.lost.emit(f"the screen has been wrong for {wrong_for:.0f} s: {problem}")
             return
         if self._recoveries < len(RECOVERY_STEPS) and wrong_for >= RECOVERY_STEPS[self._recoveries]:

@@ -218,7 +218,7 @@ def test_a_zone_whose_page_fails_shows_its_next_item_and_is_named_while_wrong(
     """The ticker zone's page never answers: the zone stays black, the screen is wrong with
     the zone named, the page fails by its timeout, its engine (here: the test) shows the next
     item, and the screen is right again."""
-    renderer, reports = make_renderer(page_load_timeout=5.0)  # type: ignore[operator]
+    renderer, reports = make_renderer(page_load_timeout=9.0)  # type: ignore[operator]
     ticker, ticker_reports = split(renderer)
     show(renderer, reports, play(http_server.colour("blue")))
     http_server.served.slow_paths.add("/never")
@@ -233,9 +233,9 @@ def test_a_zone_whose_page_fails_shows_its_next_item_and_is_named_while_wrong(
             problems.append(problem)
         return problem.startswith(f"zone {TICKER}: black") and state["right"] is False
 
-    assert wait_until(named, 6), problems
+    assert wait_until(named, 8), problems
     assert renderer.screen_state()["zones"] == {TICKER: "nothing"}
-    assert wait_until(lambda: stalled.token in ticker_reports.failed_tokens(), 6)
+    assert wait_until(lambda: stalled.token in ticker_reports.failed_tokens(), 8)
     assert reports.failed == []  # the main zone's listener heard nothing of it
     # What the zone's engine does on a failure: its next item.
     show(ticker, ticker_reports, play(http_server.colour("green"), zone=TICKER))
