@@ -4,6 +4,7 @@ their own items, read back from the test run's X server."""
 from __future__ import annotations
 
 import shutil
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
@@ -20,6 +21,7 @@ from cds.playlist import Playlist
 from player.engine import Playback
 from player.playitem import PlayItem, Renderer
 from player.renderer import KioskRenderer
+from player.renderer.engineprocs import engine_children
 from player.store import DisplayStore
 from player.zones import ZoneEngine
 from tests.player.conftest import COLOURS, LoopbackServer, write_png
@@ -382,3 +384,34 @@ def test_zones_turn_with_the_screen(make_renderer: object, http_server: Loopback
     assert near(rgb(image, 300, 10), COLOURS["blue"])
     [(name, _, rect)] = renderer._watched_zones()
     assert (name, rect.x(), rect.y(), rect.width(), rect.height()) == (TICKER, 0, 0, 32, 240)
+
+
+def test_zones_that_go_leave_nothing_behind(
+    make_renderer: object, http_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """A layout that comes and goes ten times, its ticker zone showing a page and a picture
+    each time: once it has gone, no render process, decoding thread or region of it is left."""
+    renderer, reports = make_renderer()  # type: ignore[operator]
+    show(renderer, reports, play(http_server.colour("blue")))
+    process_for(0.5)
+
+    def renderers() -> int:
+        """Render processes alive: forked by a zygote, they are its children."""
+        zygotes = [p.pid for p in engine_children() if p.kind == "zygote"]
+        return sum(1 for z in zygotes for child in engine_children(z) if child.alive)
+
+    before = (renderers(), threading.active_count())
+    assert before[0] >= 1  # the main zone's page
+    picture = write_png(tmp_path / "magenta.png", COLOURS["magenta"], size=(320, 24))
+    for _ in range(10):
+        ticker, ticker_reports = split(renderer)
+        show(ticker, ticker_reports, play(http_server.colour("yellow"), zone=TICKER))
+        show(ticker, ticker_reports, play(picture.as_uri(), "image/png", TICKER))
+        renderer.set_layout(None, None)
+    assert list(renderer.regions) == ["main"]
+
+    def settled() -> bool:
+        return renderers() <= before[0] and threading.active_count() == before[1]
+
+    assert wait_until(settled, 10), (before, renderers(), threading.active_count())
+    assert near(rgb(renderer.grab_image(), 160, 228), COLOURS["blue"])
