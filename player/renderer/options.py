@@ -164,6 +164,8 @@ class RendererOptions:
             raise ValueError("crossfade_ms must not be negative")
         if self.video_decoders not in (1, 2):
             raise ValueError(f"video_decoders must be 1 or 2, not {self.video_decoders!r}")
+        if self.video_zones < 1:
+            raise ValueError(f"video_zones must be 1 or more, not {self.video_zones!r}")
         if self.views not in (1, 2):
             raise ValueError(f"views must be 1 or 2, not {self.views!r}")
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PySide6.QtCore import QTimer
@@ -20,8 +21,9 @@ from cds.parser import parse
 from cds.playlist import Playlist
 from player.engine import Playback
 from player.playitem import PlayItem, Renderer
-from player.renderer import KioskRenderer
+from player.renderer import KioskRenderer, RendererOptions
 from player.renderer.engineprocs import engine_children
+from player.screenconfig import ScreenConfig
 from player.store import DisplayStore
 from player.zones import ZoneEngine
 from tests.player.conftest import COLOURS, LoopbackServer, write_png
@@ -415,3 +417,15 @@ def test_zones_that_go_leave_nothing_behind(
 
     assert wait_until(settled, 10), (before, renderers(), threading.active_count())
     assert near(rgb(renderer.grab_image(), 160, 228), COLOURS["blue"])
+
+
+def test_video_zones_come_from_the_screen_config() -> None:
+    screen = ScreenConfig(video_zones=1)
+    assert RendererOptions.from_config(SimpleNamespace(screen=screen), "").video_zones == 1
+    auto = ScreenConfig().video_zone_limit()  # 1 on a Raspberry Pi, 2 elsewhere
+    assert (
+        RendererOptions.from_config(SimpleNamespace(screen=ScreenConfig()), "").video_zones == auto
+    )
+    assert RendererOptions.from_config(None, "").video_zones == 2
+    with pytest.raises(ValueError, match="video_zones"):
+        RendererOptions(video_zones=0)
