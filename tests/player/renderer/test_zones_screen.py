@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
@@ -300,6 +301,10 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     # The zone appeared with the layout: its first item fades in.
     assert zone.stack.fading_until > 0
     assert wait_until(lambda: near(rgb(renderer.grab_image(), 160, 228), COLOURS["green"]), 2)
+    # The watchdog's look at the screen classifies each zone's rectangle on its own.
+    watchdog = renderer.watchdog
+    watchdog._look_at_the_screen(time.monotonic())
+    assert (watchdog.frame_class, watchdog._zone_frames) == ("content", {TICKER: "content"})
     # Nothing to play in the ticker zone: it shows nothing, and its engine hears so.
     ticker.show_idle()
     assert len(ticker_reports.idle) == 1
@@ -308,6 +313,8 @@ def test_a_zone_with_nothing_to_show_and_items_for_no_zone(
     process_for(1.5)
     assert renderer.screen_state()["right"] is True
     assert [slot.view for slot in zone.slots] == [None, None]  # its page's view is gone
+    watchdog._look_at_the_screen(time.monotonic())
+    assert (watchdog.frame_class, watchdog._zone_frames) == ("content", {TICKER: "black"})
     # An item for a zone the screen does not have now: failed, with the reason, to that zone.
     renderer.set_layout(None, None)
     late = play(http_server.colour("red"), zone=TICKER)
