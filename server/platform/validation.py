@@ -257,6 +257,10 @@ def String(*, max_length: int = 1000) -> Validator:  # noqa: N802
     return check
 
 
+#: A zone of the screen, as a filter of plays names it (``zone=main``).
+ZONE_NAME = String(max_length=100)
+
+
 def SigningSecret() -> Validator:  # noqa: N802
     """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>``
     (``server.platform.signing``)."""
