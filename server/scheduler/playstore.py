@@ -92,11 +92,13 @@ PLAYS_SCHEMA: Schema = (
         "INSERT INTO play_backfill (display_key, wanted, due) SELECT key, 1, 0 FROM displays",
     ),
     # Zones: each play is of one zone ('main' for every play before), under a layout (NULL:
-    # full screen); a zone's plays are looked up in order when one ends.
+    # full screen); a zone's plays are looked up in order when one ends, and the plays still
+    # going on when an update comes out of order.
     (
         "ALTER TABLE plays ADD COLUMN zone TEXT NOT NULL DEFAULT 'main'",
         "ALTER TABLE plays ADD COLUMN layout TEXT",
         "CREATE INDEX plays_by_zone ON plays (display_key, zone, sequence)",
+        "CREATE INDEX plays_open ON plays (display_key, sequence) WHERE ended IS NULL",
     ),
 )
 PLAYS_COMPONENT = "proof_of_play"
@@ -179,24 +181,38 @@ def _end_plays_before(transaction: Transaction, key: str, play: PlayRecord) -> N
             )
 
 
-def _end_this_play(transaction: Transaction, key: str, play: PlayRecord) -> None:
-    """When ``play`` ended, from an update after it received first (delivery retried, or a
-    play log read): the next play of its zone, or the first update under another layout
-    (for a zone other than the main one), when every update between is stored."""
-    ender, params = "zone = ?", [key, play.sequence, play.zone]
-    if play.zone != "main":
+def _end_open_plays(transaction: Transaction, key: str) -> None:
+    """End the display's plays whose end is known now: an update came out of order (delivery
+    retried, or read from the display's play log) and may be the one that was missing between
+    a play and the update that ends it."""
+    rows = transaction.rows(
+        "SELECT sequence, started, zone, layout FROM plays WHERE display_key = ? AND ended IS NULL",
+        (key,),
+    )
+    for sequence, started, zone, layout in rows:
+        _end_play(transaction, key, int(sequence), started, zone, layout)
+
+
+def _end_play(
+    transaction: Transaction, key: str, sequence: int, started: str, zone: str, layout: str | None
+) -> None:
+    """End the play at ``sequence`` when the update that ends it is stored, and every one
+    before that: the next play of its zone or, for a zone other than the main one, the first
+    update under another layout."""
+    ender, params = "zone = ?", [key, sequence, zone]
+    if zone != "main":
         ender = "(zone = ? OR COALESCE(layout, '') <> ?)"
-        params.append(play.layout or "")
+        params.append(layout or "")
     rows = transaction.rows(
         f"SELECT sequence, started FROM plays WHERE display_key = ? AND sequence > ?"
         f" AND {ender} ORDER BY sequence LIMIT 1",
         params,
     )
-    if rows and _unbroken(transaction, key, play.sequence, int(rows[0][0])):
+    if rows and _unbroken(transaction, key, sequence, int(rows[0][0])):
         transaction.execute(
             "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
             " AND started = ? AND ended IS NULL",
-            (rows[0][1], key, play.sequence, play.started),
+            (rows[0][1], key, sequence, started),
         )
 
 
@@ -214,6 +230,11 @@ class PlayStorage:
         key = display_key(play.display)
         with self._db.transaction() as transaction:
             inserted = self._insert_play(transaction, play)
+            if inserted and transaction.rows(
+                "SELECT 1 FROM plays WHERE display_key = ? AND sequence > ? LIMIT 1",
+                (key, play.sequence),
+            ):
+                _end_open_plays(transaction, key)  # out of order: delivery retried
             # The next in sequence: every play up to it is stored. Else, a jump (plays this
             # scheduler never received): read them from the display.
             followed = transaction.execute(
@@ -255,7 +276,6 @@ class PlayStorage:
         )
         if inserted:
             _end_plays_before(transaction, key, play)
-            _end_this_play(transaction, key, play)
         return inserted
 
     def record_plays(self, plays: list[PlayRecord]) -> int:
@@ -265,6 +285,8 @@ class PlayStorage:
         with self._db.transaction() as transaction:
             for play in plays:
                 added += self._insert_play(transaction, play)
+            for key in {display_key(play.display) for play in plays} if added else ():
+                _end_open_plays(transaction, key)
         return added
 
     def plays(
