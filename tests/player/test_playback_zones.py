@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from player.engine import Playback
 from player.playback import ZONE_FIELDS, PlaybackRecord, merged
@@ -33,7 +34,10 @@ from server.platform.db import migrate
 from server.platform.outbox import Outbox
 from tests.server.display.test_api import assert_error
 from tests.server.display.test_events import open_stream
+from tests.support.display import DisplayProcess
 from tests.support.inprocess_display import Display
+from tests.support.pages import HookReceiver, one_page
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
@@ -383,3 +387,53 @@ def test_a_play_log_made_before_zones_gains_them_without_loss(tmp_path: Path) ->
         )
     finally:
         check.close()
+
+
+# The real ``pdn display``
+
+
+@pytest.mark.qt
+@pytest.mark.slow
+def test_a_real_display_without_a_layout_gives_the_main_zone(tmp_path: Path) -> None:
+    """``pdn display`` (offscreen): its record and its webhooks have ``layout`` null, the one
+    zone ``main`` with the top's fields, and ``zone`` main; so does the record it keeps across
+    a kill -9."""
+    receiver = HookReceiver()
+    port = free_port()
+    started: list[DisplayProcess] = []
+
+    def start() -> DisplayProcess:
+        display = DisplayProcess(tmp_path, platform="offscreen", port=port)
+        started.append(display)
+        return display.start().wait_ready()
+
+    def full_screen(record: dict[str, Any]) -> bool:
+        top = {name: record[name] for name in ZONE_FIELDS}
+        return (record["layout"], record["zones"], record["zone"]) == (None, {"main": top}, "main")
+
+    try:
+        with one_page() as content:
+            display = start()
+            hook = {"subscriber-uri": receiver.url()}
+            assert requests.post(display.url + "/playback/subscribe/", json=hook, timeout=5).ok
+            item = {"content-item": content.url + "/page", "preferred-duration": "2 minutes"}
+            assert requests.post(display.url + "/schedule", json=item, timeout=5).ok
+            record = display.wait_playback(lambda r: r["content-item"] == item["content-item"])
+            assert full_screen(record)
+            sent = wait_until(
+                lambda: [
+                    body
+                    for body in map(json.loads, receiver.bodies())
+                    if body["sequence"] == record["sequence"]
+                ],
+                timeout=10,
+            )
+            assert {k: v for k, v in sent[0].items() if k != "display"} == record
+            display.kill()
+            again = start()
+            kept = requests.get(again.url + "/playback/", timeout=5).json()
+            assert kept["sequence"] >= record["sequence"] and full_screen(kept)
+    finally:
+        for display in started:
+            display.kill()
+        receiver.close()
