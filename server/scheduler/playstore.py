@@ -91,7 +91,7 @@ PLAYS_SCHEMA: Schema = (
         # Displays registered before: their play logs are read once.
         "INSERT INTO play_backfill (display_key, wanted, due) SELECT key, 1, 0 FROM displays",
     ),
-    # Zones: each play is of one zone ('main' for every play before), under a layout (NULL:
+    # Zones: each play is of one zone ('main' when none is given), under a layout (NULL:
     # full screen); a zone's plays are looked up in order when one ends, and the plays still
     # going on when an update comes out of order.
     (
