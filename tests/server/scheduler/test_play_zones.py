@@ -29,7 +29,7 @@ from server.scheduler.service import SchedulerService
 from server.scheduler.storage import PlayRecord, SchedulerStorage
 from tests.server.scheduler.test_play_gaps import LOCATION, ONE, open_storage
 from tests.server.scheduler.test_release_db import RELEASE, load_postgresql
-from tests.support.fleet import Screen, entry
+from tests.support.fleet import Screen, entry, plays
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("scheduler_backend")
@@ -199,13 +199,6 @@ def shown(item: str, zone: str, layout: str | None, seconds: float) -> Playback:
         zone=zone,
         layout=layout,
     )
-
-
-def plays(base: str, **query: str) -> dict[str, Any]:
-    answer = requests.get(f"{base}/x/plays", params=query, timeout=5)
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def test_a_displays_zones_in_proof_of_play_its_status_and_the_console(
