@@ -176,6 +176,8 @@ def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
     if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
         raise ApiError(400, "invalid-field", "'sequence' must be a whole number.", field="sequence")
     zone = _text(body, "zone") or "main"
+    if len(zone) > 100:
+        raise ApiError(400, "invalid-field", "'zone' is longer than 100 characters.", field="zone")
     layout = _text(body, "layout")
     zones = body.get("zones")
     if zones is not None:
@@ -253,7 +255,7 @@ def now_playing(record: dict[str, Any]) -> dict[str, Any]:
     layout = record.get("layout")
     zones = record.get("zones")
     shown = None
-    if isinstance(layout, str) and isinstance(zones, dict):
+    if isinstance(layout, str) and isinstance(zones, dict) and len(zones) <= MAX_ZONES:
         shown = {
             name: {field: zone.get(field) for field in ("content-item", "set", "started")}
             for name, zone in zones.items()

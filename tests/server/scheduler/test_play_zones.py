@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from player.engine import Playback
+from server.platform.http import ApiError
 from server.platform.pg import PgDatabase, open_pool
 from server.platform.sql import SqliteDatabase
 from server.scheduler.plays import record_from_update
@@ -268,3 +269,32 @@ def test_a_displays_zones_in_proof_of_play_its_status_and_the_console(
     assert playing["zones"] is None and playing["content-item"] == "http://127.0.0.1:9/alert.html"
     ended = wait_until(lambda: plays(base, zone="ticker", **since)["plays"][0]["ended"])
     assert ended == at(9)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"zones": []}, "zones"),
+        ({"zones": {"main": "p1.png"}}, "zones"),
+        ({"zone": "side"}, "zones"),  # a zone the update does not have
+        ({"zones": {f"z{n}": {} for n in range(33)}}, "zones"),
+        ({"zone": "z" * 101}, "zone"),
+        ({"zone": 3}, "zone"),
+    ],
+)
+def test_an_update_whose_zones_make_no_sense_is_refused(change: dict[str, Any], field: str) -> None:
+    zones: dict[str, dict[str, Any]] = {}
+    good = update(1, "main", "p1.png", 0, "lobby", zones)
+    body = {
+        "content-item": good.item,
+        "origin": "schedule",
+        "started": good.started,
+        "layout": "lobby",
+        "zones": {"main": {"content-item": good.item, "origin": "schedule", "started": at(0)}},
+        "zone": "main",
+        "sequence": 1,
+        **change,
+    }
+    with pytest.raises(ApiError) as refused:
+        record_from_update(ONE, body)
+    assert refused.value.status == 400 and refused.value.field == field
