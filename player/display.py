@@ -247,10 +247,10 @@ class Display:
     def playback_updates(self, after: int | None, timeout: float) -> list[tuple[int, bytes]]:
         return self._playback.updates_after(after, timeout)
 
-    def plays(self, since: int, limit: int) -> dict[str, Any]:
+    def plays(self, since: int, limit: int, zone: str | None = None) -> dict[str, Any]:
         status = self._store.play_log_status()
         return {
-            "plays": [play.json() for play in self._store.plays(since, limit)],
+            "plays": [play.json() for play in self._store.plays(since, limit, zone)],
             "last-sequence": status["last-sequence"],
         }
 

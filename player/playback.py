@@ -15,6 +15,11 @@ the disk.
 
 On a full disk the record is kept in memory and stored and sent when space returns, with a
 jump in ``sequence`` subscribers can see (``PlaybackRecord._save``); health says why.
+
+A screen split by a layout has one :class:`~player.engine.Playback` per zone change; the record
+holds every zone (:func:`merged`): the main zone's fields at the top, as on a screen without a
+layout, ``zones`` by name, and ``zone``, the zone whose change made the record. Each change in
+any zone is a record of its own, with the next ``sequence``, and one update per subscriber.
 """
 
 from __future__ import annotations
@@ -39,6 +44,39 @@ PLAYBACK_TOPIC = "playback"
 Publish = Callable[[sqlite3.Connection, dict[str, Any]], None]
 log = logging.getLogger("pdn.playback")
 RECENT = 64  # records kept in memory for event-stream clients resuming (Last-Event-ID)
+#: What the record says of each zone (the record's top holds the main zone's).
+ZONE_FIELDS = ("content-item", "content-type", "origin", "set", "started", "duration")
+MAIN = "main"
+
+
+def merged(record: dict[str, Any], playback: Playback) -> dict[str, Any]:
+    """The record (without ``sequence``) after ``playback``, the change of one zone.
+
+    The zones of the same layout are kept; another layout (or none: full screen) keeps only
+    the main zone, as it shows until it changes, and the zone that changed. A zone other than
+    the main one without a layout is refused (ValueError): there is no such zone to show it.
+    """
+    if playback.layout is None and playback.zone != MAIN:
+        raise ValueError(f"a change in zone {playback.zone!r} without a layout")
+    known = normalised(record)
+    zones: dict[str, dict[str, Any]] = (
+        dict(known["zones"]) if known["layout"] == playback.layout else {MAIN: known["zones"][MAIN]}
+    )
+    zones[playback.zone] = playback.fields()
+    main = zones[MAIN]
+    return {**main, "layout": playback.layout, "zones": zones, "zone": playback.zone}
+
+
+def normalised(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with ``layout``, ``zones`` and ``zone``: one stored without them (full screen)
+    gets them from its top fields."""
+    if isinstance(record.get("zones"), dict) and MAIN in record["zones"]:
+        return record
+    top = {name: record.get(name) for name in ZONE_FIELDS}
+    out = {**top, "layout": None, "zones": {MAIN: top}, "zone": MAIN}
+    if "sequence" in record:
+        out["sequence"] = record["sequence"]
+    return out
 
 
 class PlaybackRecord:
@@ -66,20 +104,24 @@ class PlaybackRecord:
         self._recent: deque[tuple[int, bytes]] = deque(maxlen=RECENT)
         sequence, record = store.playback()
         self._encoded: bytes | None = None
-        self._record: dict[str, Any] = record or {
-            "content-item": None,
-            "content-type": None,
-            "origin": "idle",
-            "set": None,
-            "started": clock().isoformat(),
-            "duration": None,
-            "sequence": sequence,
-        }
+        self._record: dict[str, Any] = normalised(
+            record
+            or {
+                "content-item": None,
+                "content-type": None,
+                "origin": "idle",
+                "set": None,
+                "started": clock().isoformat(),
+                "duration": None,
+                "sequence": sequence,
+            }
+        )
         self._writer = OrderedWriter("playback-writer")
 
     def current(self) -> dict[str, Any]:
         with self._lock:
-            return dict(self._record)
+            record = self._record
+            return {**record, "zones": {name: dict(zone) for name, zone in record["zones"].items()}}
 
     def encoded(self) -> bytes:
         """The record as the API sends it, encoded once per change (GET /playback/ is polled)."""
@@ -89,10 +131,10 @@ class PlaybackRecord:
             return self._encoded
 
     def changed(self, playback: Playback) -> None:
-        """Hand the new record to the writer, which commits it with one webhook event per
-        subscriber, together, and then publishes it. Returns at once (never waits for the
-        disk: the module's docstring)."""
-        self._writer.submit(self._commit, playback.fields(), failed="record the playback change")
+        """Hand the change (of one zone) to the writer, which makes the new record, commits
+        it with one webhook event per subscriber, together, and then publishes it. Returns at
+        once (never waits for the disk: the module's docstring)."""
+        self._writer.submit(self._commit, playback, failed="record the playback change")
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every change handed over is committed and published (False: not within
@@ -103,7 +145,10 @@ class PlaybackRecord:
         """Commit what is queued, then stop the writer."""
         self._writer.close(timeout)
 
-    def _commit(self, fields: dict[str, Any]) -> None:
+    def _commit(self, playback: Playback) -> None:
+        with self._lock:
+            fields = merged(self._record, playback)
+
         def publish(connection: sqlite3.Connection, record: dict[str, Any]) -> None:
             body = json.dumps({**record, "display": self._display_url()}).encode()
             self._outbox.publish(PLAYBACK_TOPIC, body, "application/json", connection=connection)

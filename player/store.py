@@ -98,6 +98,13 @@ PLAY_LOG_MIGRATIONS: Migrations = (
         )""",
         "CREATE INDEX plays_by_logged ON plays (logged)",
     ),
+    # Zones: each play is of one zone of the screen ('main' on a screen without a layout),
+    # under a layout (NULL: full screen). The plays still going on, found by zone when one ends.
+    (
+        "ALTER TABLE plays ADD COLUMN zone TEXT NOT NULL DEFAULT 'main'",
+        "ALTER TABLE plays ADD COLUMN layout TEXT",
+        "CREATE INDEX plays_open ON plays (zone, started) WHERE ended IS NULL",
+    ),
 )
 PLAY_LOG_VERSION_TABLE = "play_log_schema"
 #: The play log's steps that 0.2.0, the first release with it, knew: its count is kept in the
@@ -140,11 +147,15 @@ class LoggedPlay:
     duration: float | None
     ended: str | None
     painted: bool
+    zone: str = "main"
+    layout: str | None = None
 
     def json(self) -> dict[str, Any]:
         """As ``GET /x/plays`` gives it: the playback record's names, with ``ended``."""
         return {
             "sequence": self.sequence,
+            "zone": self.zone,
+            "layout": self.layout,
             "content-item": self.item,
             "content-type": self.content_type,
             "set": self.set_name,
@@ -180,6 +191,12 @@ def _migrate(connection: sqlite3.Connection) -> None:
             f"the database has schema version {error.found}, newer than this pdn"
             f" ({SCHEMA_VERSION}); upgrade pdn or use another --data-dir"
         ) from None
+
+
+def _zones(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A playback record's zones by name (one stored without them: its top, the main zone)."""
+    zones = record.get("zones")
+    return zones if isinstance(zones, dict) and zones else {"main": record}
 
 
 class DisplayStore:
@@ -339,7 +356,9 @@ class DisplayStore:
         that is higher: records shown while the disk was full), in one transaction with
         ``publish(connection, record)`` (which queues the webhook events)."""
         with self.write() as connection:
-            row = connection.execute("SELECT sequence FROM playback WHERE id = 1").fetchone()
+            row = connection.execute(
+                "SELECT sequence, record FROM playback WHERE id = 1"
+            ).fetchone()
             sequence = max((int(row[0]) if row else 0) + 1, sequence or 0)
             record = {**fields, "sequence": sequence}
             connection.execute(
@@ -348,7 +367,10 @@ class DisplayStore:
                 " record = excluded.record",
                 (sequence, json.dumps(record)),
             )
-            logged = self._log_play(connection, record)
+            # The record before, when it is the one right before (no jump: records shown
+            # while the disk was full were never stored, and what ended when is not known).
+            before = json.loads(row[1]) if row and int(row[0]) == sequence - 1 else None
+            logged = self._log_play(connection, record, before)
             if publish is not None:
                 publish(connection, record)
         with self._lock:
@@ -357,33 +379,50 @@ class DisplayStore:
 
     # The play log
 
-    def _log_play(self, connection: sqlite3.Connection, record: dict[str, Any]) -> int:
-        """Add the record to the play log (the one before it ended when it started) and keep
-        the log in its bounds, in the caller's transaction; how many rows the log gained."""
+    def _log_play(
+        self,
+        connection: sqlite3.Connection,
+        record: dict[str, Any],
+        before: dict[str, Any] | None,
+    ) -> int:
+        """Add the record's play (that of its ``zone``) to the play log, end the plays it
+        ends, and keep the log in its bounds, in the caller's transaction; how many rows the
+        log gained. ``before``: the record right before this one, None after a jump."""
         sequence = int(record["sequence"])
+        zone = str(record.get("zone") or "main")
+        zones = _zones(record)
+        play = zones.get(zone, record)
         now = self._clock()
-        connection.execute(
-            # Only the one right before: after a jump (records shown while the disk was full)
-            # when the last one logged ended is not known.
-            "UPDATE plays SET ended = ? WHERE sequence = ? AND ended IS NULL",
-            (record.get("started"), sequence - 1),
-        )
+        if before is not None:
+            # The zone's play before this one ended when this one started, and so did the
+            # plays of the zones this record no longer has (the layout went or changed).
+            shown = _zones(before)
+            for name in [zone, *(name for name in shown if name not in zones)]:
+                if name in shown:
+                    connection.execute(
+                        "UPDATE plays SET ended = ? WHERE zone = ? AND started = ?"
+                        " AND ended IS NULL AND sequence < ?",
+                        (play.get("started"), name, shown[name].get("started"), sequence),
+                    )
         added = connection.execute(
             "INSERT INTO plays (sequence, item, content_type, set_name, origin, started, logged,"
-            " duration, ended, painted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)"
+            " duration, ended, painted, zone, layout)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)"
             " ON CONFLICT(sequence) DO NOTHING",
             (
                 sequence,
-                record.get("content-item"),
-                record.get("content-type"),
-                record.get("set"),
-                str(record.get("origin") or ""),
-                str(record.get("started") or ""),
+                play.get("content-item"),
+                play.get("content-type"),
+                play.get("set"),
+                str(play.get("origin") or ""),
+                str(play.get("started") or ""),
                 now,
-                record.get("duration"),
+                play.get("duration"),
                 # A record is made once the renderer confirmed the item painted
                 # (player.playback); the column is there for one that may not be.
                 0 if record.get("painted") is False else 1,
+                zone,
+                record.get("layout"),
             ),
         ).rowcount
         # The row bound: the oldest go (sequence is the key: a range delete, no scan).
@@ -411,12 +450,15 @@ class DisplayStore:
             self._play_count -= gone
         return gone
 
-    def plays(self, since: int, limit: int) -> list[LoggedPlay]:
-        """Up to ``limit`` plays of the log with a sequence above ``since``, in order."""
+    def plays(self, since: int, limit: int, zone: str | None = None) -> list[LoggedPlay]:
+        """Up to ``limit`` plays of the log with a sequence above ``since`` (of ``zone`` only,
+        when given), in order."""
+        only = "" if zone is None else " AND zone = ?"
         rows = self._read(
             "SELECT sequence, item, content_type, set_name, origin, started, duration, ended,"
-            " painted FROM plays WHERE sequence > ? ORDER BY sequence LIMIT ?",
-            (since, limit),
+            f" painted, zone, layout FROM plays WHERE sequence > ?{only}"
+            " ORDER BY sequence LIMIT ?",
+            (since, limit) if zone is None else (since, zone, limit),
         )
         return [
             LoggedPlay(
@@ -429,9 +471,11 @@ class DisplayStore:
                 duration=duration,
                 ended=ended,
                 painted=bool(painted),
+                zone=zone_name,
+                layout=layout,
             )
             for (sequence, item, content_type, set_name, origin, started, duration, ended,
-                 painted) in rows
+                 painted, zone_name, layout) in rows
         ]  # fmt: skip
 
     def play_log_status(self) -> dict[str, Any]:

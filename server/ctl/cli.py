@@ -261,8 +261,14 @@ def cmd_playing(args: argparse.Namespace) -> int:
     record = get_json(display, "/playback/", dict)
     if args.json:
         print_json(record)
-    else:
-        print(describe_playback(record))
+        return EXIT_OK
+    print(describe_playback(record))
+    zones = record.get("zones")
+    if record.get("layout") and isinstance(zones, dict):  # the screen split: each zone
+        print(f"  layout {record['layout']!r}, zone {record.get('zone')!r} changed last")
+        for name, zone in zones.items():
+            if name != "main" and isinstance(zone, dict):
+                print(f"  {name}: {describe_playback(zone)}")
     return EXIT_OK
 
 

@@ -106,6 +106,7 @@ def add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     plays.add_argument("--display", metavar="DISPLAY_URL", help="one display only")
     plays.add_argument("--since", metavar="TIME", help="ISO 8601 ('2026-05-01T08:00Z') or epoch")
     plays.add_argument("--until", metavar="TIME", help="the same; exclusive")
+    plays.add_argument("--zone", metavar="NAME", help="one zone of the screens only ('main')")
     output = plays.add_mutually_exclusive_group()
     output.add_argument("--csv", action="store_true", help="print CSV (Accept: text/csv)")
     output.add_argument("--json", action="store_true", help="print the JSON answer")
@@ -261,6 +262,7 @@ def cmd_plays(args: argparse.Namespace) -> int:
             ("display", args.display),
             ("since", _rfc3339("--since", args.since)),
             ("until", _rfc3339("--until", args.until)),
+            ("zone", args.zone),
         )
         if value
     }
@@ -299,9 +301,11 @@ def cmd_plays(args: argparse.Namespace) -> int:
         ended = play.get("ended") or "..."
         where = f" [{play['set']}]" if play.get("set") else ""
         painted = "" if play.get("painted") else " (not confirmed painted)"
+        zone = play.get("zone") or "main"
+        layout = f" {{{play['layout']}: {zone}}}" if play.get("layout") else ""
         print(
             f"{play['display']}  #{play['sequence']}  {play['started']} -> {ended}  "
-            f"{play['origin']}{where}  {what}{painted}"
+            f"{play['origin']}{layout}{where}  {what}{painted}"
         )
     return EXIT_OK
 

@@ -30,6 +30,7 @@ from server.platform.lockout import client_key
 from server.platform.pairing import NAME_PATTERN, ROLES, Pairing
 from server.platform.validation import (
     HTTP,
+    ZONE_NAME,
     Anything,
     Duration,
     Field,
@@ -208,7 +209,10 @@ def plays() -> Response:
     """The display's play log, in sequence order, from just after ``since``."""
     since = _whole_number("since", 0, 0, 2**63 - 1)
     limit = _whole_number("limit", PLAYS_LIMIT, 1, MAX_PLAYS_LIMIT)
-    return json_response(display().plays(since, limit))
+    zone = request.args.get("zone")
+    if zone is not None:
+        zone = ZONE_NAME("zone", zone)
+    return json_response(display().plays(since, limit, zone))
 
 
 def _whole_number(name: str, default: int, low: int, high: int) -> int:

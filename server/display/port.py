@@ -77,9 +77,10 @@ class DisplayPort(Protocol):
         oldest first; waits up to ``timeout`` seconds for one and returns [] if none came.
         ``after=None`` (or a sequence too old to replay): the current record alone, at once."""
 
-    def plays(self, since: int, limit: int) -> dict[str, Any]:
+    def plays(self, since: int, limit: int, zone: str | None = None) -> dict[str, Any]:
         """``GET /x/plays``: ``{"plays": [...], "last-sequence": n}``, up to ``limit`` plays of
-        the display's play log with a sequence above ``since``, in sequence order."""
+        the display's play log with a sequence above ``since`` (of ``zone`` only, when given),
+        in sequence order."""
 
     def subscribe(self, uri: str, signing_secret: str | None = None) -> bool:
         """Subscribe ``uri`` to playback updates (idempotent), signed with ``signing_secret``

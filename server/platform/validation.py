@@ -276,6 +276,10 @@ def ZoneName() -> Validator:  # noqa: N802
     return check
 
 
+#: A zone of the screen, as a filter of plays names it (``zone=main``).
+ZONE_NAME = ZoneName()
+
+
 def SigningSecret() -> Validator:  # noqa: N802
     """A Standard Webhooks secret, ``whsec_<base64 of 24 to 64 bytes>``
     (``server.platform.signing``)."""

@@ -43,6 +43,7 @@ from server.platform.http import ApiError, json_response
 from server.platform.pins import PinningAdapter, Pins
 from server.platform.signing import bearer_from_secret
 from server.platform.validation import HTTP, Uri
+from server.scheduler.plays import now_playing, playing_of
 from server.scheduler.probes import (
     ANSWERED,
     Claim,
@@ -189,17 +190,6 @@ def _rolled_back_from(health: dict[str, Any]) -> str | None:
     release = health.get("release")
     failed = release.get("rolled-back-from") if isinstance(release, dict) else None
     return failed if isinstance(failed, str) else None
-
-
-def _now_playing(record: dict[str, Any]) -> dict[str, Any]:
-    """The part of a playback record (or update) that says what is on screen."""
-    return {
-        "content-item": record.get("content-item"),
-        "set": record.get("set"),
-        "origin": record.get("origin"),
-        "started": record.get("started"),
-        "sequence": record.get("sequence"),
-    }
 
 
 class StatusBook(Protocol):
@@ -400,13 +390,7 @@ class FleetStatus:
             last_seen=time.time(),
             last_error=None,
             offline_since=None,
-            playing={
-                "content-item": play.item,
-                "set": play.set_name,
-                "origin": play.origin,
-                "started": play.started,
-                "sequence": play.sequence,
-            },
+            playing=playing_of(play),
         )
         # Its thumbnail follows what it shows, taken by the process the update came to.
         status = self._book.get(play.display)
@@ -505,7 +489,7 @@ class FleetStatus:
                 or not isinstance(sequence, int)
                 or sequence >= sequence_known
             ):
-                fields["playing"] = _now_playing(playback)
+                fields["playing"] = now_playing(playback)
         self._update(url, **fields)
         return ANSWERED
 

@@ -53,9 +53,9 @@ _TABLES: dict[str, tuple[str, str]] = {
     "pushed_sets": ("display_key, name, digest, pushed", "display_key, name, digest, pushed"),
     "plays": (
         "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
-        " started_at, duration, ended, painted, received",
+        " started_at, duration, ended, painted, received, zone, layout",
         "display_key, display_url, sequence, item, content_type, set_name, origin, started,"
-        " started_at, duration, ended, painted, received",
+        " started_at, duration, ended, painted, received, zone, layout",
     ),
     # How far each display's plays are accounted for, and whether its play log is
     # to be read (not who was reading it: no process is, the scheduler is stopped).
@@ -90,7 +90,7 @@ def copy_to_postgres(data_dir: Path, pool: ConnectionPool[Connection]) -> dict[s
                 order = _ORDER.get(table, "rowid")
                 rows = source.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall()
                 if table == "plays":
-                    rows = [(*row[:11], bool(row[11]), row[12]) for row in rows]
+                    rows = [(*row[:11], bool(row[11]), *row[12:]) for row in rows]
                 _insert(target, table, pg_columns, rows)
                 counts[table] = len(rows)
             outbox = data_dir / "outbox.sqlite3"

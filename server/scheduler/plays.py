@@ -8,7 +8,11 @@ field is not trusted), so the ingest path needs no bearer token: displays' outbo
 It is served by a small app of its own (:func:`create_ingest_app`), mounted in front of the
 scheduler's API (``SchedulerService``), outside the API token's reach.
 
-``GET /x/plays?display=&since=&until=`` answers JSON, or CSV for ``Accept: text/csv``. A jump
+An update is the change of one zone of the screen (its ``zone``; ``main`` on a screen without a
+layout): the play stored is that zone's, with its ``zone`` and the ``layout`` (the record's
+``zones`` go to the display's status, ``server.scheduler.fleetstatus``).
+
+``GET /x/plays?display=&since=&until=&zone=`` answers JSON, or CSV for ``Accept: text/csv``. A jump
 in a display's ``sequence`` (updates that never arrived) is filled from the display's own play
 log (``server.scheduler.backfill``); while it cannot be, it is reported as a gap with
 the reason, in the JSON (``gaps``, and ``gap-before`` on the update after it) and the CSV
@@ -38,7 +42,7 @@ from server.platform.http import (
     webhook_headers,
 )
 from server.platform.signing import SignatureError, Verifier, derived_secret, parse_secret
-from server.platform.validation import HTTP, Uri
+from server.platform.validation import HTTP, ZONE_NAME, Uri
 from server.scheduler.storage import BackfillState, PlayRecord, SchedulerStorage, display_key
 
 log = logging.getLogger("pdn.scheduler.plays")
@@ -55,6 +59,8 @@ CSV_COLUMNS = (
     "origin",
     "duration",
     "painted",
+    "zone",
+    "layout",
     "gap_before",
     "gap_reason",
 )
@@ -106,6 +112,8 @@ def play_json(play: PlayRecord, gap_before: int) -> dict[str, Any]:
         "ended": play.ended,
         "duration": play.duration,
         "painted": play.painted,
+        "zone": play.zone,
+        "layout": play.layout,
         "received": _iso(play.received),
         "gap-before": gap_before,
     }
@@ -162,22 +170,34 @@ def gap_reason(state: BackfillState, last_missing: int) -> dict[str, Any]:
 
 
 def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
-    """A PlayRecord from a display's playback update (400 when it is not one)."""
-
-    def text(name: str, required: bool = False) -> str | None:
-        value = body.get(name)
-        if value is None and not required:
-            return None
-        if not isinstance(value, str) or len(value) > 8192:
-            raise ApiError(400, "invalid-field", f"'{name}' must be a string.", field=name)
-        return value
-
+    """A PlayRecord from a display's playback update, or an entry of its play log (400 when
+    it is neither): the play of the update's ``zone``, from ``zones`` when it has them."""
     sequence = body.get("sequence")
     if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
         raise ApiError(400, "invalid-field", "'sequence' must be a whole number.", field="sequence")
-    started = text("started", required=True)
+    zone = _text(body, "zone") or "main"
+    if len(zone) > 100:
+        raise ApiError(400, "invalid-field", "'zone' is longer than 100 characters.", field="zone")
+    layout = _text(body, "layout")
+    zones = body.get("zones")
+    if zones is not None:
+        if (
+            not isinstance(zones, dict)
+            or len(zones) > MAX_ZONES
+            or not all(isinstance(name, str) and isinstance(v, dict) for name, v in zones.items())
+            or zone not in zones
+        ):
+            raise ApiError(
+                400,
+                "invalid-field",
+                f"'zones' must be an object of at most {MAX_ZONES} zones, holding 'zone'.",
+                field="zones",
+            )
+        zones = {name: _zone_entry(name, value) for name, value in zones.items()}
+    fields = zones[zone] if zones is not None else body
+    started = _text(fields, "started", required=True)
     assert started is not None
-    duration = body.get("duration")
+    duration = fields.get("duration")
     if duration is not None and (
         not isinstance(duration, int | float) or isinstance(duration, bool)
     ):
@@ -185,10 +205,10 @@ def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
     return PlayRecord(
         display=url,
         sequence=sequence,
-        item=text("content-item"),
-        content_type=text("content-type"),
-        set_name=text("set"),
-        origin=text("origin", required=True) or "",
+        item=_text(fields, "content-item"),
+        content_type=_text(fields, "content-type"),
+        set_name=_text(fields, "set"),
+        origin=_text(fields, "origin", required=True) or "",
         started=started,
         started_at=_started(started),
         duration=None if duration is None else float(duration),
@@ -197,6 +217,72 @@ def record_from_update(url: str, body: dict[str, Any]) -> PlayRecord:
         # (player.playback); the field is there for displays that may not.
         painted=body.get("painted", True) is not False,
         received=time.time(),
+        zone=zone,
+        layout=layout,
+        zones=zones,
+    )
+
+
+#: The most zones an update may name (a screen split finer is not a sign screen).
+MAX_ZONES = 32
+_ZONE_FIELDS = ("content-item", "content-type", "origin", "set", "started", "duration")
+
+
+def _text(body: dict[str, Any], name: str, required: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or len(value) > 8192:
+        raise ApiError(400, "invalid-field", f"'{name}' must be a string.", field=name)
+    return value
+
+
+def _zone_entry(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """What the display's status keeps of one zone of an update (strings and a number)."""
+    if len(name) > 100:
+        raise ApiError(400, "invalid-field", "A zone's name is too long.", field="zones")
+    kept: dict[str, Any] = {f: _text(entry, f) for f in _ZONE_FIELDS if f != "duration"}
+    duration = entry.get("duration")
+    kept["duration"] = duration if isinstance(duration, int | float) else None
+    return kept
+
+
+def now_playing(record: dict[str, Any]) -> dict[str, Any]:
+    """The part of a playback record (or update) that says what is on screen: the main
+    zone's item at the top and, while a layout splits the screen, ``layout`` and each zone's
+    item (``zones``: None full screen). The display's status keeps it
+    (``server.scheduler.fleetstatus``)."""
+    layout = record.get("layout")
+    zones = record.get("zones")
+    shown = None
+    if isinstance(layout, str) and isinstance(zones, dict) and len(zones) <= MAX_ZONES:
+        shown = {
+            name: {field: zone.get(field) for field in ("content-item", "set", "started")}
+            for name, zone in zones.items()
+            if isinstance(name, str) and isinstance(zone, dict)
+        }
+    return {
+        "content-item": record.get("content-item"),
+        "set": record.get("set"),
+        "origin": record.get("origin"),
+        "started": record.get("started"),
+        "sequence": record.get("sequence"),
+        "layout": layout if shown is not None else None,
+        "zones": shown,
+    }
+
+
+def playing_of(play: PlayRecord) -> dict[str, Any]:
+    """:func:`now_playing` of the update ``play`` came from: its zones, the main one's item
+    at the top (the play's own, from a display without zones)."""
+    main = (play.zones or {}).get("main") or {
+        "content-item": play.item,
+        "set": play.set_name,
+        "origin": play.origin,
+        "started": play.started,
+    }
+    return now_playing(
+        {**main, "sequence": play.sequence, "layout": play.layout, "zones": play.zones}
     )
 
 
@@ -261,6 +347,9 @@ def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:
             display = Uri(schemes=HTTP)("display", display)
         since = request.args.get("since")
         until = request.args.get("until")
+        zone = request.args.get("zone")
+        if zone is not None:
+            zone = ZONE_NAME("zone", zone)
         plays = storage.plays(
             display,
             None if since is None else parse_time("since", since),
@@ -268,7 +357,11 @@ def add_plays_routes(app: Flask, storage: SchedulerStorage) -> None:
         )
         known = storage.backfill_states(display)
         states = {display_key(url): state for url, state in known.items()}
+        # Gaps are in a display's sequence, which every zone's updates share: found in
+        # all of them, then the plays of the zone asked for are kept.
         annotated, gaps = with_gaps(plays, states, from_start=since is None)
+        if zone is not None:
+            annotated = [(play, missing) for play, missing in annotated if play.zone == zone]
         accept = request.accept_mimetypes
         if accept["text/csv"] > accept["application/json"]:
             return Response(plays_csv(annotated, gaps), mimetype="text/csv")
@@ -295,6 +388,8 @@ def plays_csv(annotated: list[tuple[PlayRecord, int]], gaps: list[dict[str, Any]
                 play.origin,
                 "" if play.duration is None else f"{play.duration:g}",
                 "true" if play.painted else "false",
+                play.zone,
+                play.layout or "",
                 missing,
                 reasons.get((display_key(play.display), play.sequence), "") if missing else "",
             ]

@@ -10,7 +10,7 @@ component of its own (:data:`PLAYS_SCHEMA`), so the release before still opens t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,11 +36,12 @@ def display_key(url: str) -> str:
 
 @dataclass(frozen=True)
 class PlayRecord:
-    """One playback update a display sent: what its screen showed from ``started`` on.
+    """One playback update a display sent: what one zone of its screen showed from
+    ``started`` on (the zone whose change made the update).
 
-    ``ended`` is the start of the display's next update when that one is the very next in its
-    ``sequence`` (else unknown: updates in between were never received, a gap). ``painted``:
-    the display sends an update only once its renderer confirmed the item painted.
+    ``ended`` is the start of the next play of the same zone, or of the update whose layout
+    took the zone away, when every update between them was received (else unknown: a gap).
+    ``painted``: the display sends an update only once its renderer confirmed it painted.
     """
 
     display: str
@@ -55,6 +56,13 @@ class PlayRecord:
     ended: str | None
     painted: bool
     received: float
+    #: The zone of the screen it played in ("main" on a screen without a layout), and the
+    #: layout set the screen was split by (None: full screen).
+    zone: str = "main"
+    layout: str | None = None
+    #: What every zone showed, by name, as the update gave it (not stored: the display's
+    #: status shows it; None for a play read from a play log).
+    zones: dict[str, dict[str, Any]] | None = field(default=None, compare=False)
 
 
 #: Filling the gaps in proof of play: the tables of a component of their own
@@ -83,6 +91,15 @@ PLAYS_SCHEMA: Schema = (
         # Displays registered before: their play logs are read once.
         "INSERT INTO play_backfill (display_key, wanted, due) SELECT key, 1, 0 FROM displays",
     ),
+    # Zones: each play is of one zone ('main' when none is given), under a layout (NULL:
+    # full screen); a zone's plays are looked up in order when one ends, and the plays still
+    # going on when an update comes out of order.
+    (
+        "ALTER TABLE plays ADD COLUMN zone TEXT NOT NULL DEFAULT 'main'",
+        "ALTER TABLE plays ADD COLUMN layout TEXT",
+        "CREATE INDEX plays_by_zone ON plays (display_key, zone, sequence)",
+        "CREATE INDEX plays_open ON plays (display_key, sequence) WHERE ended IS NULL",
+    ),
 )
 PLAYS_COMPONENT = "proof_of_play"
 
@@ -110,7 +127,7 @@ class BackfillState:
 
 _PLAY_COLUMNS = (
     "display_url, sequence, item, content_type, set_name, origin, started, started_at,"
-    " duration, ended, painted, received"
+    " duration, ended, painted, received, zone, layout"
 )
 
 
@@ -118,6 +135,85 @@ def _play(row: tuple[Any, ...]) -> PlayRecord:
     values = list(row)
     values[10] = bool(values[10])  # painted: SQLite keeps a boolean as 0 or 1
     return PlayRecord(*values)
+
+
+def _unbroken(transaction: Transaction, key: str, after: int, before: int) -> bool:
+    """Every update of the display between sequence ``after`` and ``before`` is stored."""
+    rows = transaction.rows(
+        "SELECT COUNT(DISTINCT sequence) FROM plays WHERE display_key = ? AND sequence > ?"
+        " AND sequence < ?",
+        (key, after, before),
+    )
+    return int(rows[0][0]) == before - after - 1
+
+
+def _end_plays_before(transaction: Transaction, key: str, play: PlayRecord) -> None:
+    """The plays ``play`` ends, when every update between is stored: its zone's play before
+    it, and, when the layout changed right before it, the plays of the zones that went with
+    the layout before (the main zone stays: it shows until it changes)."""
+    ended: list[int] = []
+    rows = transaction.rows(
+        "SELECT sequence, ended FROM plays WHERE display_key = ? AND zone = ? AND sequence < ?"
+        " ORDER BY sequence DESC LIMIT 1",
+        (key, play.zone, play.sequence),
+    )
+    if rows and rows[0][1] is None:
+        ended.append(int(rows[0][0]))
+    before = transaction.rows(
+        "SELECT layout FROM plays WHERE display_key = ? AND sequence = ?",
+        (key, play.sequence - 1),
+    )
+    gone = before[0][0] if before else None
+    if gone is not None and gone != play.layout:
+        rows = transaction.rows(
+            "SELECT zone, MAX(sequence) FROM plays WHERE display_key = ? AND layout = ?"
+            " AND zone <> 'main' AND zone <> ? AND sequence < ? AND ended IS NULL"
+            " GROUP BY zone",
+            (key, gone, play.zone, play.sequence),
+        )
+        ended.extend(int(sequence) for _zone, sequence in rows)
+    for sequence in ended:
+        if _unbroken(transaction, key, sequence, play.sequence):
+            transaction.execute(
+                "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
+                " AND ended IS NULL",
+                (play.started, key, sequence),
+            )
+
+
+def _end_open_plays(transaction: Transaction, key: str) -> None:
+    """End the display's plays whose end is known now: an update came out of order (delivery
+    retried, or read from the display's play log) and may be the one that was missing between
+    a play and the update that ends it."""
+    rows = transaction.rows(
+        "SELECT sequence, started, zone, layout FROM plays WHERE display_key = ? AND ended IS NULL",
+        (key,),
+    )
+    for sequence, started, zone, layout in rows:
+        _end_play(transaction, key, int(sequence), started, zone, layout)
+
+
+def _end_play(
+    transaction: Transaction, key: str, sequence: int, started: str, zone: str, layout: str | None
+) -> None:
+    """End the play at ``sequence`` when the update that ends it is stored, and every one
+    before that: the next play of its zone or, for a zone other than the main one, the first
+    update under another layout."""
+    ender, params = "zone = ?", [key, sequence, zone]
+    if zone != "main":
+        ender = "(zone = ? OR COALESCE(layout, '') <> ?)"
+        params.append(layout or "")
+    rows = transaction.rows(
+        f"SELECT sequence, started FROM plays WHERE display_key = ? AND sequence > ?"
+        f" AND {ender} ORDER BY sequence LIMIT 1",
+        params,
+    )
+    if rows and _unbroken(transaction, key, sequence, int(rows[0][0])):
+        transaction.execute(
+            "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
+            " AND started = ? AND ended IS NULL",
+            (rows[0][1], key, sequence, started),
+        )
 
 
 class PlayStorage:
@@ -134,6 +230,11 @@ class PlayStorage:
         key = display_key(play.display)
         with self._db.transaction() as transaction:
             inserted = self._insert_play(transaction, play)
+            if inserted and transaction.rows(
+                "SELECT 1 FROM plays WHERE display_key = ? AND sequence > ? LIMIT 1",
+                (key, play.sequence),
+            ):
+                _end_open_plays(transaction, key)  # out of order: delivery retried
             # The next in sequence: every play up to it is stored. Else, a jump (plays this
             # scheduler never received): read them from the display.
             followed = transaction.execute(
@@ -154,7 +255,7 @@ class PlayStorage:
         key = display_key(play.display)
         inserted = transaction.execute(
             f"INSERT INTO plays (display_key, {_PLAY_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (
                 key,
                 play.display,
@@ -169,22 +270,12 @@ class PlayStorage:
                 play.ended,
                 play.painted,
                 play.received,
+                play.zone,
+                play.layout,
             ),
         )
         if inserted:
-            # The update before this one ended when this one started; an update after it
-            # (received first: delivery retried) tells when this one ended.
-            transaction.execute(
-                "UPDATE plays SET ended = ? WHERE display_key = ? AND sequence = ?"
-                " AND ended IS NULL",
-                (play.started, key, play.sequence - 1),
-            )
-            transaction.execute(
-                "UPDATE plays SET ended = (SELECT started FROM plays WHERE display_key = ?"
-                " AND sequence = ? ORDER BY id DESC LIMIT 1)"
-                " WHERE display_key = ? AND sequence = ? AND ended IS NULL",
-                (key, play.sequence + 1, key, play.sequence),
-            )
+            _end_plays_before(transaction, key, play)
         return inserted
 
     def record_plays(self, plays: list[PlayRecord]) -> int:
@@ -194,6 +285,8 @@ class PlayStorage:
         with self._db.transaction() as transaction:
             for play in plays:
                 added += self._insert_play(transaction, play)
+            for key in {display_key(play.display) for play in plays} if added else ():
+                _end_open_plays(transaction, key)
         return added
 
     def plays(

@@ -54,6 +54,8 @@ def test_each_record_is_logged_with_when_it_ended(tmp_path: Path) -> None:
         assert [p.sequence for p in plays] == [1, 2, 3]
         assert plays[0].json() == {
             "sequence": 1,
+            "zone": "main",
+            "layout": None,
             "content-item": "http://127.0.0.1:9/1.html",
             "content-type": "text/html",
             "set": "lobby",

@@ -141,6 +141,14 @@ def unassign(base: str, schedule: str, **target: str) -> requests.Response:
     )
 
 
+def plays(base: str, **query: str) -> dict[str, Any]:
+    """The scheduler's proof of play, ``GET /x/plays`` with ``query``, as JSON."""
+    answer = requests.get(f"{base}/x/plays", params=query, timeout=5)
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
 def entry(base: str, url: str) -> dict[str, Any]:
     """The display ``url``'s entry in the scheduler's ``GET /x/fleet``."""
     for record in requests.get(f"{base}/x/fleet", timeout=5).json():

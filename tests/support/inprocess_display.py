@@ -102,6 +102,7 @@ class Display:
     config: DisplayConfig
     data_dir: Path
     driver: ThreadDriver
+    playback_record: PlaybackRecord
     extra: dict[str, Any] = field(default_factory=dict)
 
     def get(self, path: str, **kwargs: Any) -> requests.Response:
@@ -168,12 +169,12 @@ def build_display(
         "the engine settled",
         step=0.005,
     )
-    return Display(server.url, service, store, outbox, renderer, config, data_dir, driver)
+    return Display(server.url, service, store, outbox, renderer, config, data_dir, driver, playback)
 
 
 def close_display(display: Display) -> None:
     display.driver.stop()
-    display.service._playback.close()
+    display.playback_record.close()
     display.outbox.stop()
     display.store.close()
 

@@ -30,6 +30,38 @@
     return false;
   }
 
+  // Each zone's item while a layout splits the screen (the card's template writes the same).
+  function zones(card, playing) {
+    var box = card.querySelector(".zones");
+    if (!box) return false;
+    var shown = playing.zones || null;
+    box.hidden = !shown;
+    set(card, ".layout", playing.layout || "–");
+    var list = box.querySelector(".zone-list");
+    var text = [];
+    var names = shown ? Object.keys(shown) : [];
+    names.forEach(function (name) { text.push(name + ": " + (shown[name]["content-item"] || "nothing (idle)")); });
+    var now = [];
+    for (var i = 0; i < list.children.length; i++) now.push(list.children[i].textContent);
+    if (now.join("\n") === text.join("\n")) return false;
+    while (list.firstChild) list.removeChild(list.firstChild);
+    names.forEach(function (name) {
+      var li = document.createElement("li");
+      li.setAttribute("data-zone", name);
+      var label = document.createElement("span");
+      label.className = "zone-name";
+      label.textContent = name;
+      var item = document.createElement("span");
+      item.className = "zone-item";
+      item.textContent = shown[name]["content-item"] || "nothing (idle)";
+      li.appendChild(label);
+      li.appendChild(document.createTextNode(": "));
+      li.appendChild(item);
+      list.appendChild(li);
+    });
+    return true;
+  }
+
   function update(d) {
     var cards = document.querySelectorAll(".card");
     var card = null;
@@ -41,6 +73,7 @@
     var changed = set(card, ".playing", playing["content-item"] || "nothing (idle)");
     set(card, ".since", time(playing.started));
     set(card, ".set", playing.set || "–");
+    if (zones(card, playing)) changed = true;
     set(card, ".seen", "last seen " + time(d["last-seen"]));
     var nownext = card.querySelector(".nownext");
     if (nownext) nownext.hidden = !d.now && !d.next;

@@ -83,6 +83,27 @@ def test_playing(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out) == PLAYING
 
 
+def test_playing_a_layout_names_each_zone(
+    peer: PageServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ticker = {**PLAYING, "content-item": "http://example.org/news.rss", "origin": "schedule"}
+    ticker["set"] = "news"
+    ticker.pop("sequence", None)
+    main_zone = {k: v for k, v in PLAYING.items() if k != "sequence"}
+    record = {
+        **PLAYING,
+        "layout": "lobby",
+        "zones": {"main": main_zone, "ticker": ticker},
+        "zone": "ticker",
+    }
+    peer.route("GET", "/playback/", 200, record)
+    assert main(["ctl", "playing", peer.url]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert "http://example.org/a.html" in lines[0] and "#7" in lines[0]
+    assert lines[1] == "  layout 'lobby', zone 'ticker' changed last"
+    assert lines[2].startswith("  ticker: http://example.org/news.rss  [schedule 'news']")
+
+
 def test_displays(peer: PageServer, capsys: pytest.CaptureFixture[str]) -> None:
     records = [
         {

@@ -12,6 +12,7 @@ import requests
 
 from cds.parser import parse
 from player.engine import QUEUE_LIMIT
+from player.playback import ZONE_FIELDS
 from player.store import DisplayStore
 from tests.support.inprocess_display import Display, cds
 
@@ -408,8 +409,14 @@ def test_playback_record_shape(display: Display) -> None:
         "set",
         "started",
         "duration",
+        "layout",
+        "zones",
+        "zone",
         "sequence",
     }
+    # A screen without a layout: one zone, main, whose fields are the record's top.
+    top = {name: record[name] for name in ZONE_FIELDS}
+    assert (record["layout"], record["zones"], record["zone"]) == (None, {"main": top}, "main")
     assert display.get("/playback").status_code == 200
 
 

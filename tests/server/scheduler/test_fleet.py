@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from server.scheduler.service import SchedulerService
-from tests.support.fleet import LOCATION, Screen, assign, put_schedule, unassign
+from tests.support.fleet import LOCATION, Screen, assign, plays, put_schedule, unassign
 from tests.support.inprocess_display import cds
 from tests.support.signed import signed_post
 from tests.support.waiting import wait_until
@@ -240,13 +240,6 @@ def test_display_config_scheduler_and_groups(tmp_path: Path) -> None:
 
 
 # -- proof of play ------------------------------------------------------------------------------
-
-
-def plays(base: str, **query: str) -> dict[str, Any]:
-    answer = requests.get(f"{base}/x/plays", params=query, timeout=5)
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def test_proof_of_play_from_a_real_display(

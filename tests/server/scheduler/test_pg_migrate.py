@@ -5,6 +5,7 @@ and a scheduler started on the database carries on where the SQLite one stopped.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,22 +47,24 @@ def test_migrate_to_copies_the_registry(
             json={"subscriber-uri": f"{peer.url}/hook"},
             timeout=5,
         ).ok
-        old.storage.record_play(
-            PlayRecord(
-                display="http://192.0.2.1:8080",
-                sequence=1,
-                item="http://127.0.0.1:9/a.html",
-                content_type="text/html",
-                set_name="hall",
-                origin="schedule",
-                started="2026-11-23T10:00:00Z",
-                started_at=1795428000.0,
-                duration=10.0,
-                ended=None,
-                painted=True,
-                received=time.time(),
-            )
+        played = PlayRecord(
+            display="http://192.0.2.1:8080",
+            sequence=1,
+            item="http://127.0.0.1:9/a.html",
+            content_type="text/html",
+            set_name="hall",
+            origin="schedule",
+            started="2026-11-23T10:00:00Z",
+            started_at=1795428000.0,
+            duration=10.0,
+            ended=None,
+            painted=True,
+            received=time.time(),
         )
+        old.storage.record_play(played)
+        # And a play of another zone of the screen, under a layout: copied with both.
+        ticker = replace(played, sequence=2, item="http://127.0.0.1:9/news.rss", zone="ticker")
+        old.storage.record_play(replace(ticker, layout="lobby", set_name="news"))
         before = {
             path: requests.get(f"{base}{path}", timeout=5).json()
             for path in ("/displays", "/x/schedules", "/x/groups", "/x/assignments", "/x/plays")
@@ -88,11 +91,13 @@ def test_migrate_to_copies_the_registry(
                 assert [{**s, "url": None} for s in now] == [{**s, "url": None} for s in listed]
             else:
                 assert now == listed, path
+        zones = requests.get(f"{new.url}/x/plays", timeout=5).json()["plays"]
+        assert [(p["zone"], p["layout"]) for p in zones] == [("main", None), ("ticker", "lobby")]
         assert new.storage.ingest_secret("http://192.0.2.3:8080") == secret
         # How far each display's plays are accounted for came along.
         states = new.storage.backfill_states()
         assert sorted(states) == [f"http://192.0.2.{n}:8080" for n in (1, 2, 3)]
-        assert states["http://192.0.2.1:8080"].seen == 1
+        assert states["http://192.0.2.1:8080"].seen == 2
         assert new.outbox.subscribers("schedule:hall") == [f"{peer.url}/hook"]
         # The subscription works: a change made on PostgreSQL reaches the old subscriber.
         assert put_schedule(new.url, "hall", cds("hall", "http://127.0.0.1:9/b.html")).ok

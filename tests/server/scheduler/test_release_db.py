@@ -61,6 +61,19 @@ def versions(backend: str, data: Path, url: str | None) -> dict[str, int]:
                 if made
                 else []
             )
+            # Its steps after those its first release knew are counted apart, as the outbox's.
+            if (
+                plays
+                and scheduler.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'pdn_schema_steps'"
+                ).fetchone()
+            ):
+                plays = (
+                    scheduler.execute(
+                        "SELECT version FROM pdn_schema_steps WHERE name = 'proof_of_play_schema'"
+                    ).fetchall()
+                    or plays
+                )
         with sqlite3.connect(data / "outbox.sqlite3") as outbox:
             (box,) = outbox.execute("SELECT version FROM outbox_schema").fetchone()
             # The steps after those pdn 0.1.0 knows are counted apart (server.platform.db, issue
