@@ -341,6 +341,7 @@ class FeedReader:
         self._session.max_redirects = 5
         self.reads = 0  # reads tried, good or not
         self.failures = 0  # reads failed or refused in a row
+        self._last_error = ""
 
     @property
     def lines(self) -> list[str]:
@@ -409,7 +410,9 @@ class FeedReader:
             self.failures += 1
             if self._stop.is_set():
                 return False
-            report = log.warning if self.failures == 1 else log.debug
+            # Each new reason is a warning; the same one again, while it lasts, is not.
+            report = log.warning if str(error) != self._last_error else log.debug
+            self._last_error = str(error)
             report(
                 "ticker feed %s refused or unreadable: %s; %s",
                 shown_uri(self.spec.uri),
@@ -428,6 +431,7 @@ class FeedReader:
         if self.failures:
             log.info("ticker feed %s read again", shown_uri(self.spec.uri))
         self.failures = 0
+        self._last_error = ""
 
     def _hand_over(self, lines: list[str]) -> None:
         with self._lock:
