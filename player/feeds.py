@@ -250,6 +250,7 @@ def _xml_lines(data: bytes, descriptions: bool) -> list[str]:
     if docinfo.doctype or docinfo.internalDTD is not None:
         raise FeedError("the feed declares a DOCTYPE, which is refused for safety")
     name = etree.QName(root).localname
+    fields: tuple[str, ...]
     if name == "feed":  # Atom
         entries = root.iter(f"{_ATOM}entry")
         fields = (f"{_ATOM}title", f"{_ATOM}summary", f"{_ATOM}content")

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from PySide6.QtCore import Property as QtProperty
 from PySide6.QtCore import (
     QByteArray,
     QDateTime,
@@ -45,7 +46,6 @@ from PySide6.QtCore import (
     Signal,
     Slot,
 )
-from PySide6.QtCore import Property as QtProperty
 from PySide6.QtQuick import QQuickWindow
 
 from player.feeds import FeedReader, FeedSpec
@@ -115,9 +115,7 @@ class Ticker(ZoneItem):
     # Lines read by a feed's worker thread, queued to this object's (the GUI) thread.
     _arrived = Signal(list)
 
-    def __init__(
-        self, speed: float = DEFAULT_TICKER_SPEED, parent: QObject | None = None
-    ) -> None:
+    def __init__(self, speed: float = DEFAULT_TICKER_SPEED, parent: QObject | None = None) -> None:
         super().__init__(parent)
         if not speed > 0:
             raise ValueError(f"a ticker's speed must be positive, not {speed!r}")

@@ -24,6 +24,7 @@ the viewer's CPU and the machine's load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -82,10 +83,8 @@ class StripGrab:
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         # Ahead of the display when both want the cores (as root), so it misses fewer frames.
-        try:
+        with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, self.process.pid, -10)
-        except OSError:
-            pass
 
     def stop(self) -> None:
         self.cpu_s = stop_recording(self.process, 20)
@@ -129,7 +128,9 @@ def shift_between(before: bytes, after: bytes, most: int) -> int:
     return best
 
 
-def analyse(frames: list[StripFrame], interval_ms: float | None = None, most: int = 24) -> TickerFigures:
+def analyse(
+    frames: list[StripFrame], interval_ms: float | None = None, most: int = 24
+) -> TickerFigures:
     """The figures of a recording (see the module's docstring). ``interval_ms``: the
     display's frame interval (its refresh); without it, the median time between new frames."""
     new = [frames[0]] if frames else []
@@ -218,8 +219,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work, xvfb(args.width, 1080) as display:
         environment = {**os.environ, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
         viewer = subprocess.Popen(
-            [sys.executable, "-c", VIEWER, str(qml / "Ticker.qml"), str(args.width),
-             str(args.height), *HEADLINES],
+            [
+                sys.executable,
+                "-c",
+                VIEWER,
+                str(qml / "Ticker.qml"),
+                str(args.width),
+                str(args.height),
+                *HEADLINES,
+            ],
             env=environment,
             cwd=Path(__file__).resolve().parents[2],
             stdout=subprocess.PIPE,

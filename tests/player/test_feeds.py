@@ -25,13 +25,14 @@ from player.feeds import (
     read_uri,
     refresh_seconds,
 )
-from tests.support.pages import PageServer, Reply
+from tests.support.pages import PageServer, Reply, Request
 from tests.support.waiting import wait_until
 
 RSS = """<?xml version="1.0" encoding="utf-8"?>
 <rss version="2.0"><channel><title>Newsroom</title><link>https://news.example/</link>
 <item><title>Trains run late  tonight</title>
-  <description>&lt;p&gt;Works on the &lt;b&gt;north&lt;/b&gt; line &amp;amp; the bridge.&lt;/p&gt;</description></item>
+  <description>&lt;p&gt;Works on the &lt;b&gt;north&lt;/b&gt; line &amp;amp; the bridge.&lt;/p&gt;
+  </description></item>
 <item><title>Caf\u00e9 opens at nine</title><description>Coffee and cake</description></item>
 <item><description>An item without a title</description></item>
 </channel></rss>"""
@@ -59,7 +60,10 @@ def rss(*titles: str) -> str:
 
 def test_rss_titles_and_descriptions() -> None:
     data = RSS.encode()
-    assert parse_feed(data, "application/rss+xml") == ["Trains run late tonight", "Caf\u00e9 opens at nine"]
+    assert parse_feed(data, "application/rss+xml") == [
+        "Trains run late tonight",
+        "Caf\u00e9 opens at nine",
+    ]
     assert parse_feed(data, "application/rss+xml", descriptions=True) == [
         "Trains run late tonight: Works on the north line & the bridge.",
         "Caf\u00e9 opens at nine: Coffee and cake",
@@ -79,12 +83,16 @@ def test_atom_entries() -> None:
 
 def test_text_lines_and_data_uris() -> None:
     text = "\ufeffFirst message\r\n\n  Second\tmessage  \nThird\x07 bell\n"
-    assert parse_feed(text.encode(), "text/plain") == ["First message", "Second message", "Third bell"]
+    assert parse_feed(text.encode(), "text/plain") == [
+        "First message",
+        "Second message",
+        "Third bell",
+    ]
     uri = "data:text/plain," + quote("Doors open at 9\nCoffee in the hall")
     body, media_type, _ = read_uri(uri)  # type: ignore[misc]
     assert media_type == "text/plain"
     assert parse_feed(body, media_type) == ["Doors open at 9", "Coffee in the hall"]
-    encoded = base64.b64encode("Line one\nLine two\n".encode()).decode()
+    encoded = base64.b64encode(b"Line one\nLine two\n").decode()
     body, media_type, _ = read_uri(f"data:text/plain;charset=utf-8;base64,{encoded}")  # type: ignore[misc]
     assert parse_feed(body, media_type) == ["Line one", "Line two"]
     # Markup in a text ticker is text, shown as written.
@@ -158,7 +166,7 @@ def server() -> Iterator[PageServer]:
 
 
 def reads_past(reader: FeedReader, count: int) -> bool:
-    return wait_until(lambda: reader.reads > count, 15)
+    return bool(wait_until(lambda: reader.reads > count, 15))
 
 
 def test_a_reader_follows_its_feed_and_keeps_the_last_good_lines(
@@ -166,9 +174,7 @@ def test_a_reader_follows_its_feed_and_keeps_the_last_good_lines(
 ) -> None:
     url = server.page("/news.xml", rss("One", "Two"), "application/rss+xml")
     lines = Lines()
-    reader = FeedReader(
-        FeedSpec(url, "application/rss+xml", refresh=300), lines, data_dir=tmp_path
-    )
+    reader = FeedReader(FeedSpec(url, "application/rss+xml", refresh=300), lines, data_dir=tmp_path)
     reader.start()
     try:
         assert wait_until(lambda: lines.last() == ["One", "Two"], 15)
@@ -237,12 +243,12 @@ def test_a_reader_follows_its_feed_and_keeps_the_last_good_lines(
 def test_a_feed_not_modified_is_not_downloaded_again(server: PageServer) -> None:
     body = rss("Same").encode()
 
-    def answer(request: object) -> Reply:
-        if getattr(request, "headers", {}).get("If-None-Match") == '"v1"':
+    def answer(request: Request) -> Reply:
+        if request.headers.get("If-None-Match") == '"v1"':
             return Reply(304, b"", "application/rss+xml", {"ETag": '"v1"'})
         return Reply(200, body, "application/rss+xml", {"ETag": '"v1"'})
 
-    server.handle(answer)  # type: ignore[arg-type]
+    server.handle(answer)
     lines = Lines()
     reader = FeedReader(FeedSpec(server.url + "/feed"), lines)
     reader.start()
@@ -259,9 +265,7 @@ def test_a_feed_not_modified_is_not_downloaded_again(server: PageServer) -> None
 
 def test_a_data_uri_is_read_once(tmp_path: Path) -> None:
     lines = Lines()
-    reader = FeedReader(
-        FeedSpec("data:text/plain,Welcome%0ALunch%20at%2012", "text/plain"), lines
-    )
+    reader = FeedReader(FeedSpec("data:text/plain,Welcome%0ALunch%20at%2012", "text/plain"), lines)
     reader.start()
     try:
         assert wait_until(lambda: lines.last() == ["Welcome", "Lunch at 12"], 15)

@@ -10,8 +10,12 @@ Rectangle {
     // A Python object (zoneitems.Clock): `var`, as QML cannot see its type.
     required property var clock
 
+    // The window, once the clock has text in it: laid out (painted two frames later).
+    readonly property var shownIn: face.clock.text !== "" ? face.Window.window : null
+
     anchors.fill: parent
     color: "#141414"
+    onShownInChanged: if (face.shownIn !== null) face.clock.laidOut(face.shownIn)
 
     Text {
         id: time
@@ -28,7 +32,5 @@ Rectangle {
         minimumPixelSize: 8
         horizontalAlignment: Text.AlignHCenter
         verticalAlignment: Text.AlignVCenter
-        onTextChanged: if (text !== "") face.clock.laidOut(face.Window.window)
-        Component.onCompleted: if (text !== "") face.clock.laidOut(face.Window.window)
     }
 }

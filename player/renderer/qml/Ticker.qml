@@ -24,7 +24,9 @@ Rectangle {
     property real offset: 0
     // The width of all segments in the strip.
     property real filled: 0
-    property bool reported: false
+    // The window, once the strip holds text in it: the ticker is then laid out (painted two
+    // frames later: zoneitems.py).
+    readonly property var shownIn: segments.count > 0 ? bar.Window.window : null
 
     anchors.fill: parent
     color: "#141414"
@@ -34,6 +36,7 @@ Rectangle {
 
     Row {
         id: strip
+        objectName: "strip"
         x: bar.offset
         anchors.verticalCenter: parent.verticalCenter
         Repeater {
@@ -77,10 +80,6 @@ Rectangle {
                 break
             bar.filled += added
         }
-        if (!bar.reported && segments.count > 0) {
-            bar.reported = true
-            bar.ticker.laidOut(bar.Window.window)
-        }
     }
 
     function measure() {
@@ -109,6 +108,7 @@ Rectangle {
         target: bar.ticker
         function onTextChanged() { bar.fill() }
     }
+    onShownInChanged: if (bar.shownIn !== null) bar.ticker.laidOut(bar.shownIn)
     onWidthChanged: fill()
     onTextSizeChanged: measure()
     Component.onCompleted: fill()
