@@ -41,6 +41,7 @@ then command-line flags. Example (every key is optional)::
     audio = "on"                        # videos' sound: on (where a sound server runs), off
     video-backend = "auto"              # ffmpeg, gstreamer; auto: gstreamer on a Pi (videodecode)
     video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
+    ticker-speed = 120                  # a zone's ticker, px/s for a bar 108 px high
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
     wall = {columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}  # a video wall's tile

@@ -331,7 +331,7 @@ class FeedReader:
         self._retry_first = retry_first
         digest = hashlib.sha256(spec.uri.encode()).hexdigest()[:32]
         self._stored = data_dir / "feeds" / f"{digest}.json" if data_dir is not None else None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a callback may read .lines
         self._lines: list[str] = []
         self._validators: dict[str, str] = {}
         self._wake = threading.Event()
@@ -361,20 +361,29 @@ class FeedReader:
         """Read the feed at once (not waiting for the refresh, nor for a back-off)."""
         self._wake.set()
 
-    def close(self, timeout: float = 2.0) -> None:
-        """Stop the worker. A read under way is abandoned (its result is dropped); the thread
-        ends with it, within the read's timeouts, holding nothing of the caller's."""
+    def close(self, timeout: float = 0.0) -> None:
+        """Stop the worker; no callback comes once this returns. A read under way is
+        abandoned (its result is dropped) and the thread ends with it, within the read's
+        timeouts, holding nothing of the caller's: the GUI thread does not wait for it
+        (``timeout``: wait that long at most)."""
         with self._lock:
             self._closed = True
         self._stop.set()
         self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is None:
+            self._session.close()
+        elif timeout > 0 and self._thread is not threading.current_thread():
             self._thread.join(timeout)
-        self._session.close()
 
     # -- the worker -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        finally:
+            self._session.close()
+
+    def _follow(self) -> None:
         stored = self._load()
         if stored:
             self._hand_over(stored)
@@ -435,11 +444,12 @@ class FeedReader:
         self._last_error = ""
 
     def _hand_over(self, lines: list[str]) -> None:
+        # Under the lock, so no callback runs once close() has returned.
         with self._lock:
             if self._closed:
                 return
             self._lines = list(lines)
-        self._on_lines(list(lines))
+            self._on_lines(list(lines))
 
     def _load(self) -> list[str]:
         if self._stored is None:

@@ -35,6 +35,7 @@ SCREEN_KEYS = {
     "audio",
     "video_backend",
     "video_decoders",
+    "ticker_speed",
     "memory_budget",
     "low_memory",
     "wall",
@@ -54,6 +55,8 @@ class ScreenConfig:
     audio: bool = True  # videos' sound
     video_backend: str = "auto"  # player.videodecode.BACKENDS
     video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
+    # A zone's ticker: px/s for a bar 108 px high, in proportion for others (zoneitems.py).
+    ticker_speed: float = 120.0
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
     wall: Wall | None = None  # this display's tile of a video wall (player.wall)
@@ -108,6 +111,13 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
     video_decoders = table.get("video_decoders", 2)
     if video_decoders not in (1, 2) or isinstance(video_decoders, bool):
         problems.append(f"'{key}.video-decoders' must be 1 or 2")
+    ticker_speed = table.get("ticker_speed", 120)
+    if (
+        isinstance(ticker_speed, bool)
+        or not isinstance(ticker_speed, int | float)
+        or not 10 <= ticker_speed <= 1000
+    ):
+        problems.append(f"'{key}.ticker-speed' must be pixels a second from 10 to 1000")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -140,6 +150,7 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
         audio=audio is not False,
         video_backend=str(video_backend),
         video_decoders=int(video_decoders),
+        ticker_speed=float(ticker_speed),
         memory_budget_mb=budget,
         low_memory=low_memory,
         wall=wall,
