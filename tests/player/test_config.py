@@ -335,6 +335,9 @@ def test_ticker_speed(tmp_path: Path) -> None:
     assert load_config(None, environ={}).screen.ticker_speed == 120.0
     fast = load_config(write(tmp_path, "[screen]\nticker-speed = 200\n"), environ={})
     assert fast.screen.ticker_speed == 200.0
+    from player.renderer.options import RendererOptions
+
+    assert RendererOptions.from_config(fast, "").ticker_speed == 200.0
 
 
 def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None:

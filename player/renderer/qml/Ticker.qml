@@ -99,6 +99,10 @@ Rectangle {
                 segments.remove(0)
                 bar.offset += first
                 bar.filled -= first
+                if (segments.count === 0) {  // no text left: the next starts at the left edge
+                    bar.offset = 0
+                    bar.filled = 0
+                }
             }
             bar.fill()
         }

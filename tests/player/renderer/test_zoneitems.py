@@ -201,6 +201,33 @@ def test_a_feed_from_loopback_is_shown_followed_and_kept(
         assert has_text(screen_box(TICKER_BOX))
 
 
+def test_a_ticker_without_lines_is_a_dark_bar_until_they_come(
+    scene: Callable[..., Scene],
+) -> None:
+    ticker = Ticker(speed=240)
+    shown = scene(ticker=ticker)
+    process_for(0.5)
+    assert not ticker.is_painted and shown.strip_texts() == []
+    image = screen_box(TICKER_BOX)
+    assert all(near(rgb(image, x, 54), BAR, 4) for x in range(0, 1280, 16))
+    swaps = shown.swaps
+    process_for(0.5)
+    assert shown.swaps - swaps <= 1  # an empty bar does not redraw the scene
+
+    ticker.set_lines(["Now showing"])
+    assert wait_until(lambda: ticker.is_painted, 15)
+    assert has_text(screen_box(TICKER_BOX))
+    # Emptied: what is on screen scrolls out, then the bar stands still again.
+    ticker.set_lines([])
+    assert wait_until(lambda: shown.strip_texts() == [], 20, step=0.1)
+    process_for(0.3)
+    swaps = shown.swaps
+    process_for(0.5)
+    assert shown.swaps - swaps <= 1
+    ticker.set_lines(["Back again"])
+    assert wait_until(lambda: shown.strip_texts()[:1] == ["Back again"], 5, step=0.1)
+
+
 def at(hour: int, minute: int, second: int, month: int = 1) -> Callable[[], datetime]:
     return lambda: datetime(2026, month, 15, hour, minute, second, tzinfo=UTC)
 
