@@ -23,9 +23,9 @@ from PySide6.QtQuick import QQuickItem, QQuickView
 from player.feeds import FeedSpec
 from player.renderer.stage import QML_DIR
 from player.renderer.zoneitems import SEPARATOR, Clock, Ticker, clock_format, shows_seconds
-from tests.bench.ticker_tools import StripGrab, analyse
 from tests.support.pages import PageServer
 from tests.support.pixels import RGB, near, process_for, rgb, wait_until
+from tests.support.tickerscreen import StripGrab, analyse
 
 pytestmark = pytest.mark.qt
 
