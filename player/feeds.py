@@ -50,6 +50,7 @@ __all__ = [
     "MAX_LINE_CHARS",
     "FeedError",
     "FeedReader",
+    "FeedSpec",
     "parse_feed",
     "read_uri",
     "refresh_seconds",

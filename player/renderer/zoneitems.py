@@ -4,13 +4,16 @@ clock, each a small ``QObject`` whose Qt properties a QML file of ``qml/`` shows
 How a region shows one (the integration contract):
 
 - **A ticker** (a CDS item of type ``application/rss+xml``, ``application/atom+xml`` or
-  ``text/plain``): make ``ticker = Ticker(speed=...)`` on the GUI thread (``[screen]
-  ticker-speed``, px/s for a bar 108 px high; :data:`DEFAULT_TICKER_SPEED`), then either
-  ``ticker.follow(FeedSpec(uri, content_type, refresh_seconds(refresh)), data_dir)`` (a feed or
-  a ``data:`` URI: read off the GUI thread by :class:`player.feeds.FeedReader`, its lines
-  queued to this object) or ``ticker.set_lines([...])``. Create ``qml/Ticker.qml`` as a child
-  of the zone's item with the initial property ``ticker``: it fills its parent and scrolls.
-  New lines come in from the right once what is on screen has scrolled through.
+  ``text/plain``): make ``ticker = Ticker(speed=options.ticker_speed)`` on the GUI thread
+  (``[screen] ticker-speed``, px/s for a bar 108 px high; :data:`DEFAULT_TICKER_SPEED`), then
+  either ``ticker.follow(FeedSpec(uri, content_type, refresh_seconds(refresh)), data_dir)``
+  (a feed or a ``data:`` URI, from ``player.feeds``: read off the GUI thread by a
+  :class:`~player.feeds.FeedReader`, its lines queued to this object; the URI's origin is
+  the caller's to check first, as for any item) or ``ticker.set_lines([...])``. Create
+  ``qml/Ticker.qml`` as a child of the zone's item with the initial property ``ticker``: it
+  fills its parent and scrolls. New lines come in from the right once what is on screen has
+  scrolled through. A ticker with no line yet (a feed not read yet and none stored) is a dark
+  bar and is not painted; the reader's ``failures`` and ``lines`` say why.
 - **A clock** (``application/x-pdn-clock``, URI ``pdn:clock?format=HH:mm``): make
   ``clock = Clock(clock_format(uri), time_zone)`` (``DisplayConfig.timezone``) and create
   ``qml/Clock.qml`` with the initial property ``clock``. Its text changes once a minute, or
