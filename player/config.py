@@ -43,6 +43,7 @@ then command-line flags. Example (every key is optional)::
     video-decoders = 2                  # 1: a decoder that takes one stream (docs/video.md)
     video-zones = "auto"                # zones of a layout playing videos at once; auto: 1 on
                                         # a Raspberry Pi, 2 elsewhere (docs/cds.md, Zones)
+    ticker-speed = 120                  # a zone's ticker, px/s for a bar 108 px high
     memory-budget = "auto"              # "600M", "1.5G" or MiB; auto: from the board's RAM
     low-memory = "auto"                 # on, off; auto: on below 1.5 GiB of RAM
     wall = {columns = 2, rows = 2, column = 0, row = 1, bezel = 0.02}  # a video wall's tile

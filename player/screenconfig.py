@@ -36,6 +36,7 @@ SCREEN_KEYS = {
     "video_backend",
     "video_decoders",
     "video_zones",
+    "ticker_speed",
     "memory_budget",
     "low_memory",
     "wall",
@@ -55,6 +56,8 @@ class ScreenConfig:
     audio: bool = True  # videos' sound
     video_backend: str = "auto"  # player.videodecode.BACKENDS
     video_decoders: int = 2  # videos open at once: the next one prepared (2), or not (1)
+    # A zone's ticker: px/s for a bar 108 px high, in proportion for others (zoneitems.py).
+    ticker_speed: float = 120.0
     memory_budget_mb: int | None = None  # None: auto, from the board's RAM (player.memory)
     low_memory: str = "auto"  # auto, on, off
     wall: Wall | None = None  # this display's tile of a video wall (player.wall)
@@ -125,6 +128,13 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
         or not 1 <= video_zones <= 8
     ):
         problems.append(f"'{key}.video-zones' must be a number from 1 to 8, or \"auto\"")
+    ticker_speed = table.get("ticker_speed", 120)
+    if (
+        isinstance(ticker_speed, bool)
+        or not isinstance(ticker_speed, int | float)
+        or not 10 <= ticker_speed <= 1000
+    ):
+        problems.append(f"'{key}.ticker-speed' must be pixels a second from 10 to 1000")
     budget: int | None = None
     low_memory = "auto"
     try:
@@ -157,6 +167,7 @@ def parse_screen(key: str, table: dict[str, Any]) -> tuple[ScreenConfig | None, 
         audio=audio is not False,
         video_backend=str(video_backend),
         video_decoders=int(video_decoders),
+        ticker_speed=float(ticker_speed),
         memory_budget_mb=budget,
         low_memory=low_memory,
         wall=wall,

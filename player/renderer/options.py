@@ -154,6 +154,8 @@ class RendererOptions:
     views: int = 2
     # This display's tile of a video wall ([screen] wall): items laid out at the wall's size.
     wall: Wall | None = None
+    # A zone's ticker ([screen] ticker-speed): px/s for a bar 108 px high (zoneitems.py).
+    ticker_speed: float = 120.0
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -204,6 +206,7 @@ class RendererOptions:
             decoded_images=1 if low_memory else 3,
             views=1 if low_memory else 2,
             wall=getattr(screen, "wall", None),
+            ticker_speed=float(getattr(screen, "ticker_speed", 120.0)),
         )
 
 

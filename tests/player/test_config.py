@@ -100,6 +100,8 @@ def test_data_dir_default_follows_systemd(monkeypatch: pytest.MonkeyPatch) -> No
         ('[screen]\ntimeout-factor = "slow"\n', "screen.timeout-factor"),
         ('[screen]\naudio = "loud"\n', "screen.audio"),
         ('[screen]\nvideo-backend = "vlc"\n', "screen.video-backend"),
+        ("[screen]\nticker-speed = 0\n", "screen.ticker-speed"),
+        ('[screen]\nticker-speed = "fast"\n', "screen.ticker-speed"),
         ("[screen]\nwidth = 3\n", "screen.width"),
     ],
 )
@@ -327,6 +329,15 @@ def test_a_bad_wall_names_its_line_and_every_problem(
             problem.startswith(f"{path}:5: ") and message in problem
             for problem in caught.value.problems
         ), (message, caught.value.problems)
+
+
+def test_ticker_speed(tmp_path: Path) -> None:
+    assert load_config(None, environ={}).screen.ticker_speed == 120.0
+    fast = load_config(write(tmp_path, "[screen]\nticker-speed = 200\n"), environ={})
+    assert fast.screen.ticker_speed == 200.0
+    from player.renderer.options import RendererOptions
+
+    assert RendererOptions.from_config(fast, "").ticker_speed == 200.0
 
 
 def test_timeout_factor_stretches_the_renderers_timeouts(tmp_path: Path) -> None:
