@@ -6,31 +6,25 @@ asks :meth:`ContentCache.path_for` which of those are ready to play, and is call
 
 Rules (docs/cds.md, "Files"):
 
-- Sources are tried in order; a partial download is resumed with ``Range`` where the server
-  allows it (``206`` with a matching ``Content-Range``), else started again.
-- Every listed hash (md5, sha1, sha256; digests in any case) must match. A file that does not is
-  discarded and logged, never served. A file with no hashes is kept as downloaded.
+- Sources are tried in order (``player.cachefetch`` resumes and verifies one); a file that fails
+  a hash is discarded and logged, never served. A file with no hashes is kept as downloaded.
 - Files are written under ``<data-dir>/cache/files/`` by an atomic rename after verification;
   the index is SQLite (WAL), so a power cut leaves either the old state or the new one. On
   start, entries whose file is missing or of the wrong size are dropped and files nobody
   indexed are deleted: after a restart with no network, verified files are still served.
-- A size bound: when the cache is over it, the least recently used files that no current
-  schedule needs are evicted.
+- Over the size bound, the least recently used files no current schedule needs are evicted.
 - Failed downloads are retried while still wanted, backing off from ``retry_initial`` doubling
   to ``retry_max`` seconds.
-- A file without hashes may change at its address: it is revalidated with a conditional request
-  (``If-None-Match`` / ``If-Modified-Since`` from the ETag and Last-Modified it came with) on
-  each schedule change (at most once per ``revalidate_floor`` seconds) and every
-  ``revalidate_every`` seconds. A changed file is downloaded beside the old one and swapped in
-  atomically under a new name (so the renderer's next load gets the new URL); the old copy
-  plays until then and is deleted after the swap. A server that sends no validators is asked
-  for the whole file, which is compared with the copy by content.
+- A file without hashes is revalidated with a conditional request on each schedule change (at
+  most once per ``revalidate_floor`` seconds) and every ``revalidate_every`` seconds. A changed
+  file is swapped in atomically under a new name (the renderer's next load gets the new URL);
+  the old copy plays until then. Without validators the whole file is compared by content.
 - :meth:`ContentCache.stats` tells, per wanted file, its state, progress and last failure.
 
-Why one module: downloading, verifying, evicting and revalidating are transitions of one
-file's entry, in one index, under one lock; apart, each would reach into the same index and
-lock through every call. What stands alone is beside it: ``player.cachefiles`` (the files on
-disk and the cache's settings) and ``player.cachedcontent`` (serving them).
+The entries' transitions (queued, downloading, installed, revalidated, evicted) live here, in
+one index under one lock. What stands alone is beside it: ``player.cachefetch`` (bringing one
+file's bytes onto the disk and checking them), ``player.cachefiles`` (the files on disk and the
+cache's settings) and ``player.cachedcontent`` (serving them).
 """
 
 from __future__ import annotations
@@ -39,7 +33,6 @@ import hashlib
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -47,10 +40,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 
+from player.cachefetch import (
+    CacheError,
+    NotModifiedError,
+    Transfer,
+    fetch_http,
+    fetch_verified,
+    fsync_dir,
+    same_content,
+    verify,
+)
 from player.cachefiles import DEFAULT_MAX_BYTES, DEFAULT_REVALIDATE_EVERY, CacheConfig, FileSpec
 from server.platform.db import Migrations, connect, migrate, transaction
 
@@ -70,19 +73,10 @@ MIGRATIONS: Migrations = (
         "ALTER TABLE files ADD COLUMN checked REAL",
     ),
 )
-CHUNK = 256 * 1024
 DEFAULT_REVALIDATE_FLOOR = 30.0  # a schedule change re-checks a file at most this often
 TOUCH_EVERY = 60.0  # seconds between writes of a file's last use to the index
 
 ReadyCallback = Callable[[FileSpec, Path], None]
-
-
-class CacheError(Exception):
-    """A download that did not produce a verified file; the message says why."""
-
-
-class _NotModifiedError(Exception):
-    """A conditional request answered 304: the cached copy is current."""
 
 
 @dataclass
@@ -105,10 +99,7 @@ class _Job:
     running: bool = False
     last_error: str | None = None
     revalidate: bool = False  # a conditional re-check of a cached file without hashes
-    received: int = 0
-    total: int | None = None
-    etag: str | None = None
-    last_modified: str | None = None
+    transfer: Transfer = field(default_factory=Transfer)
 
 
 @dataclass
@@ -288,8 +279,8 @@ class ContentCache:
             state = "ready" if entry is not None else "queued"
         status["state"] = state
         if job is not None and job.running:
-            status["received"] = job.received
-            status["total"] = job.total
+            status["received"] = job.transfer.received
+            status["total"] = job.transfer.total
         if entry is not None:
             status["size"] = entry.size
             if not spec.hashes:
@@ -493,15 +484,25 @@ class ContentCache:
         part = self._partial_path(spec, source)
         part.unlink(missing_ok=True)
         try:
-            self._fetch_http(spec, source, part, job, conditions)
-        except _NotModifiedError:
-            self._mark_checked(spec.key, job.etag or etag, job.last_modified or modified)
+            fetch_http(
+                self._session,
+                source,
+                part,
+                limit=spec.size if spec.size is not None else self.max_bytes,
+                expected_size=spec.size,
+                timeout=self._timeout,
+                transfer=job.transfer,
+                conditions=conditions,
+            )
+        except NotModifiedError:
+            got = job.transfer
+            self._mark_checked(spec.key, got.etag or etag, got.last_modified or modified)
             return None
         try:
-            self._verify(spec, part)
-            if _same_content(part, old):
+            verify(spec, part)
+            if same_content(part, old):
                 part.unlink(missing_ok=True)
-                self._mark_checked(spec.key, job.etag, job.last_modified)
+                self._mark_checked(spec.key, job.transfer.etag, job.transfer.last_modified)
                 return None
         except (CacheError, OSError):
             part.unlink(missing_ok=True)
@@ -537,126 +538,16 @@ class ContentCache:
 
     def _download_from(self, spec: FileSpec, source: str, job: _Job | None = None) -> Path:
         part = self._partial_path(spec, source)
-        scheme = urlsplit(source).scheme.lower()
-        if scheme == "file":
-            self._copy_local(source, part)
-            resumed = False
-        elif scheme in ("http", "https"):
-            resumed = self._fetch_http(spec, source, part, job)
-        else:
-            raise CacheError(f"unsupported scheme {scheme!r}")
-        try:
-            self._verify(spec, part)
-        except CacheError:
-            part.unlink(missing_ok=True)
-            if not resumed:
-                raise
-            # A resumed file may have joined two versions of the source: once more, whole.
-            log.info("resumed download of %s failed verification: fetching it whole", spec.key)
-            self._fetch_http(spec, source, part, job)
-            try:
-                self._verify(spec, part)
-            except CacheError:
-                part.unlink(missing_ok=True)
-                raise
+        fetch_verified(
+            self._session,
+            spec,
+            source,
+            part,
+            max_bytes=self.max_bytes,
+            timeout=self._timeout,
+            transfer=job.transfer if job is not None else None,
+        )
         return self._install(spec, source, part, job)
-
-    def _copy_local(self, source: str, part: Path) -> None:
-        path = Path(unquote(urlsplit(source).path))
-        try:
-            with path.open("rb") as src, part.open("wb") as dst:
-                shutil.copyfileobj(src, dst, CHUNK)
-                dst.flush()
-                os.fsync(dst.fileno())
-        except OSError as error:
-            part.unlink(missing_ok=True)
-            raise CacheError(f"cannot read {path}: {error.strerror or error}") from error
-
-    def _fetch_http(
-        self,
-        spec: FileSpec,
-        source: str,
-        part: Path,
-        job: _Job | None = None,
-        conditions: dict[str, str] | None = None,
-    ) -> bool:
-        """Download into ``part``, resuming it when the server agrees. True if resumed.
-
-        With ``conditions`` (If-None-Match, If-Modified-Since) a 304 raises _NotModifiedError.
-        The answer's validators and the progress go to ``job``."""
-        offset = part.stat().st_size if part.exists() else 0
-        limit = spec.size if spec.size is not None else self.max_bytes
-        if offset > limit:
-            part.unlink()
-            offset = 0
-        headers: dict[str, str] = {"Accept-Encoding": "identity", **(conditions or {})}
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
-        try:
-            with self._session.get(
-                source, headers=headers, stream=True, timeout=self._timeout
-            ) as response:
-                status = response.status_code
-                if job is not None:
-                    job.etag = response.headers.get("ETag") or None
-                    job.last_modified = response.headers.get("Last-Modified") or None
-                if status == 304 and conditions:
-                    raise _NotModifiedError
-                mode = "wb"
-                if offset and status == 206:
-                    content_range = response.headers.get("Content-Range", "")
-                    if not content_range.startswith(f"bytes {offset}-"):
-                        raise CacheError(f"unexpected Content-Range {content_range!r}")
-                    mode = "ab"
-                elif offset and status == 416:
-                    return True  # the partial file is already whole: verify it
-                elif status != 200:
-                    raise CacheError(f"HTTP {status}")
-                written = offset if mode == "ab" else 0
-                if job is not None:
-                    length = response.headers.get("Content-Length", "")
-                    job.total = written + int(length) if length.isdigit() else spec.size
-                    job.received = written
-                with part.open(mode) as out:
-                    for chunk in response.iter_content(CHUNK):
-                        written += len(chunk)
-                        if job is not None:
-                            job.received = written
-                        if written > limit:
-                            out.close()
-                            part.unlink(missing_ok=True)
-                            raise CacheError(f"larger than {limit} bytes")
-                        out.write(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
-                return mode == "ab"
-        except requests.RequestException as error:
-            raise CacheError(type(error).__name__ + ": " + _short(error)) from error
-        except OSError as error:
-            raise CacheError(f"cannot write {part.name}: {error}") from error
-
-    def _verify(self, spec: FileSpec, part: Path) -> None:
-        size = part.stat().st_size
-        if spec.size is not None and size != spec.size:
-            raise CacheError(f"size {size} bytes, expected {spec.size}")
-        if not spec.hashes:
-            return
-        digests = {kind: hashlib.new(kind, usedforsecurity=False) for kind, _ in spec.hashes}
-        with part.open("rb") as stream:
-            while chunk := stream.read(CHUNK):
-                for digest in digests.values():
-                    digest.update(chunk)
-        for kind, expected in spec.hashes:
-            actual = digests[kind].hexdigest()
-            if actual != expected:
-                log.error(
-                    "hash mismatch for %s: %s is %s, expected %s: file discarded",
-                    spec.sources[0],
-                    kind,
-                    actual,
-                    expected,
-                )
-                raise CacheError(f"{kind} mismatch (got {actual})")
 
     def _install(self, spec: FileSpec, source: str, part: Path, job: _Job | None = None) -> Path:
         with self._lock:
@@ -668,13 +559,13 @@ class ContentCache:
             name = f"{spec.key}-{secrets.token_hex(4)}{spec.suffix}"
         target = self.files_dir / name
         os.replace(part, target)
-        _fsync_dir(self.files_dir)
+        fsync_dir(self.files_dir)
         for other in self.partial_dir.glob(f"{spec.key}-*.part"):
             other.unlink(missing_ok=True)
         size = target.stat().st_size
         now = time.time()
-        etag = job.etag if job is not None else None
-        modified = job.last_modified if job is not None else None
+        etag = job.transfer.etag if job is not None else None
+        modified = job.transfer.last_modified if job is not None else None
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO files (key, name, size, added, last_used, source, etag,"
@@ -688,37 +579,5 @@ class ContentCache:
         return target
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _same_content(one: Path, other: Path) -> bool:
-    try:
-        if one.stat().st_size != other.stat().st_size:
-            return False
-        digests = []
-        for path in (one, other):
-            digest = hashlib.sha256()
-            with path.open("rb") as stream:
-                while chunk := stream.read(CHUNK):
-                    digest.update(chunk)
-            digests.append(digest.digest())
-    except OSError:
-        return False
-    return digests[0] == digests[1]
-
-
 def _iso(timestamp: float) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat() if timestamp else None
-
-
-def _short(error: Any) -> str:
-    text = str(error)
-    return text if len(text) <= 200 else text[:197] + "..."
