@@ -1,7 +1,8 @@
 """``pdn display``: the display process, wired together (the composition root).
 
 Read :func:`run` top to bottom: every object is built once, fully, in the order it is needed;
-the one loop (the renderer reports to the engine that drives it) is closed in one marked line;
+the one loop (each zone's renderer reports to the engine that drives it) is closed in one
+marked line;
 start and stop are an explicit, logged sequence, stopped in reverse.
 
 Threads:
@@ -51,11 +52,10 @@ from player.config import DisplayConfig
 from player.crashonly import clear_exits, note_exit, restart_delay
 from player.display import ClockStatus, Display, MemoryStatus, ScreenAccess
 from player.displayserver import catch_xlib_exit, connection_broke, on_lost, server_alive
-from player.engine import LOAD_TIMEOUT, Engine, EngineStore
+from player.engine import LOAD_TIMEOUT, EngineStore
 from player.follower import ScheduleFollower, console_address
 from player.memory import MemoryWatch, memory_plan
 from player.playback import PlaybackRecord
-from player.playitem import Renderer
 from player.power import start_power_schedule
 from player.qtloop import (
     EngineDriver,
@@ -74,6 +74,7 @@ from player.sdnotify import SdNotifier
 from player.stopdeadline import StopDeadline
 from player.store import DisplayStore, StoreError
 from player.writer import DeferredQueueStore, OrderedWriter
+from player.zones import ZoneEngine, ZoneScreen
 from server.display import DisplaySecurity, create_app
 from server.display.access import allowed_hosts
 from server.platform.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
@@ -122,7 +123,7 @@ class Playing(NamedTuple):
     """What plays on a display, wired by ``assemble``."""
 
     playlist: Playlist
-    engine: Engine
+    engine: ZoneEngine
     display: Display
 
 
@@ -131,7 +132,7 @@ def assemble(
     *,
     store: DisplayStore,
     playback: PlaybackRecord,
-    renderer: Renderer,
+    renderer: ZoneScreen,
     wake: Callable[[], None],
     queue: EngineStore | None = None,
     content: CachedContent | None = None,
@@ -140,30 +141,36 @@ def assemble(
     memory: MemoryStatus | None = None,
     clock_sync: ClockStatus | None = None,
 ) -> Playing:
-    """The playlist over the display's CDS documents, the engine that drives ``renderer`` (and
-    that the renderer reports to: the one loop, closed here), and the display that holds them.
+    """The playlist over the display's CDS documents, the zone engine that drives ``renderer``
+    (the screen: its regions' renderers report to the zones' engines, the one loop, closed by
+    the zone engine as it makes each zone's engine), and the display that holds them. A
+    display whose documents have no layout plays full screen, its main zone's engine alone.
 
     ``queue``: where the engine keeps its request queue (``store`` itself if None); ``content``:
     the content cache, which says what is available and where; ``clock_trusted``: whether time
     windows may open yet; ``screen``, ``memory``, ``clock_sync``: what health reports of them.
     ``run`` passes them all; a display without a screen (the API's tests) needs none."""
-    playlist = Playlist(
-        config.tzinfo(),
-        clock_trusted=clock_trusted,
-        natural_length=content.natural_length if content is not None else None,
-    )
-    engine = Engine(
+
+    def new_playlist() -> Playlist:
+        return Playlist(
+            config.tzinfo(),
+            clock_trusted=clock_trusted,
+            natural_length=content.natural_length if content is not None else None,
+        )
+
+    playlist = new_playlist()  # the main zone's: the display's documents and remote sets
+    engine = ZoneEngine(
         clock=utc_now,
         schedule=playlist,
         store=queue if queue is not None else store,
-        renderer=renderer,
+        screen=renderer,  # each zone's renderer reports to its zone's engine: the loop
+        new_schedule=new_playlist,
         available=content.available if content is not None else None,
         locate=content.locate if content is not None else None,
         on_playback=playback.changed,
         wake=wake,
         load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
     )
-    renderer.set_listener(engine)  # the loop: the renderer reports to the engine it obeys
     display = Display(
         config=config,
         store=store,

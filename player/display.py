@@ -305,6 +305,12 @@ class Display:
                 "next-wakeup": status.next_wakeup.isoformat() if status.next_wakeup else None,
                 "backed-off": status.backed_off,
             },
+            # The layout splitting the screen (null: full screen) and each zone's engine.
+            "zones": (
+                self.engine.zones_status()
+                if isinstance(self.engine, ZoneEngine)
+                else {"layout": None, "zones": {}}
+            ),
             "clock": (
                 self._clock_sync.status()
                 if self._clock_sync is not None

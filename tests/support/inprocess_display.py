@@ -27,6 +27,7 @@ from player.engine import Engine
 from player.playback import PlaybackRecord
 from player.playitem import PlayItem, RendererListener
 from player.store import DisplayStore
+from player.zones import ScreenLayout, ZoneEngine
 from server.display import DisplaySecurity, create_app
 from server.platform.net import is_loopback
 from server.platform.outbox import Outbox
@@ -37,13 +38,23 @@ from tests.support.waiting import wait_for_value, wait_until
 
 
 class InstantRenderer:
-    """Paints every item the moment it is asked to (failing URLs with '/fail' in them)."""
+    """Paints every item the moment it is asked to (failing URLs with '/fail' in them). It is
+    the screen too (``player.zones.ZoneScreen``): the main zone's renderer, and one more of its
+    kind for each other zone of a layout."""
 
     def __init__(self) -> None:
         self.listener: RendererListener | None = None
         self.shown: list[PlayItem] = []
         self.prepared: list[PlayItem] = []
         self.idle = 0
+        self.layouts: list[ScreenLayout | None] = []
+        self.zones: dict[str, InstantRenderer] = {}
+
+    def split(self, layout: ScreenLayout | None) -> None:
+        self.layouts.append(layout)
+
+    def renderer(self, zone: str) -> InstantRenderer:
+        return self if zone == "main" else self.zones.setdefault(zone, InstantRenderer())
 
     def set_listener(self, listener: RendererListener) -> None:
         self.listener = listener
@@ -68,7 +79,7 @@ class InstantRenderer:
 class ThreadDriver:
     """Calls ``engine.tick`` when woken or due, on its own thread (the Qt driver's job)."""
 
-    def __init__(self, engine: Engine, wake: threading.Event) -> None:
+    def __init__(self, engine: Engine | ZoneEngine, wake: threading.Event) -> None:
         self._engine = engine
         self._event = wake
         self._stop = False
