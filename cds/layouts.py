@@ -23,19 +23,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from typing import Literal
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from cds.model import MAIN_ZONE, ContentItem, ContentSet, Layout
 from cds.syncgrid import looks_like_video
 
 __all__ = [
+    "CLOCK_TYPE",
     "MAIN_ZONE",
     "TEMPLATES",
+    "TICKER_TYPES",
     "ZONE_NAME_PATTERN",
     "Box",
     "ZoneBox",
+    "clock_format",
     "could_play_video",
     "is_live_stream",
+    "native_kind",
     "video_zones",
     "zone_boxes",
     "zone_document",
@@ -46,6 +51,14 @@ __all__ = [
 #: digit (the grammar of ``<zone name>`` and of a JSON request's ``zone``).
 ZONE_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,39}$"
 _ZONE_NAME = re.compile(ZONE_NAME_PATTERN)
+
+#: Native zone content: a ticker (a text file or a ``data:text/plain,`` text, one message a
+#: line, or an RSS or Atom feed) and a clock (``pdn:clock?format=HH:mm``). The renderer shows
+#: them itself; the content cache never downloads them (a ticker reads its feed itself).
+TICKER_TYPES = ("text/plain", "application/rss+xml", "application/atom+xml")
+CLOCK_TYPE = "application/x-pdn-clock"
+DEFAULT_CLOCK_FORMAT = "HH:mm"
+MAX_CLOCK_FORMAT = 64
 
 #: Live streams by type (HLS playlists), and by the scheme of their address.
 STREAM_TYPES = ("application/vnd.apple.mpegurl", "application/x-mpegurl")
@@ -172,6 +185,28 @@ def is_live_stream(item: ContentItem) -> bool:
     if parts.scheme.lower() in STREAM_SCHEMES:
         return True
     return unquote(parts.path).lower().endswith(".m3u8")
+
+
+def native_kind(content_type: str | None) -> Literal["ticker", "clock"] | None:
+    """Whether an item of this content-type is a ticker or a clock (None: neither)."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media in TICKER_TYPES:
+        return "ticker"
+    return "clock" if media == CLOCK_TYPE else None
+
+
+def clock_format(uri: str) -> str:
+    """The Qt date format a ``pdn:clock?format=...`` address asks for
+    (:data:`DEFAULT_CLOCK_FORMAT` without one); ValueError for another address or an
+    unreasonable format."""
+    parts = urlsplit(uri)
+    if parts.scheme != "pdn" or parts.path != "clock" or parts.netloc or parts.fragment:
+        raise ValueError(f"a clock's address is pdn:clock?format=..., not {uri!r}")
+    values = parse_qs(parts.query, keep_blank_values=True).get("format", [DEFAULT_CLOCK_FORMAT])
+    fmt = values[-1].strip() or DEFAULT_CLOCK_FORMAT
+    if len(fmt) > MAX_CLOCK_FORMAT or any(ord(c) < 32 for c in fmt):
+        raise ValueError(f"a clock's format is at most {MAX_CLOCK_FORMAT} printable characters")
+    return fmt
 
 
 def could_play_video(content_set: ContentSet) -> bool:

@@ -24,6 +24,7 @@ from cds.durations import parse_duration
 from cds.elements import local_name, short, shown_attribute, shown_name
 from cds.errors import CdsError, Problem
 from cds.guard import load
+from cds.layouts import CLOCK_TYPE, clock_format
 from cds.model import (
     HASH_TYPES,
     Constraints,
@@ -48,8 +49,9 @@ __all__ = ["parse"]
 log = logging.getLogger("pdn.cds")
 
 # Where a remote set's CDS may come from; a content item is http or https only, or a data:
-# image where the item says it is an image: nothing a display shows comes from its own disk
-# (file:), runs as an address (javascript:) or is built into it (qrc:).
+# image or text where the item says it is an image or a ticker's text, or pdn:clock where it
+# says it is a clock: nothing a display shows comes from its own disk (file:), runs as an
+# address (javascript:) or is built into it (qrc:).
 URI_SCHEMES = ("http", "https", "file")
 ITEM_SCHEMES = ("http", "https")
 # Whether the display takes a content item's address, and if not why (its allowed origins).
@@ -474,16 +476,27 @@ class _Builder(ConstraintsReader):
 
 def item_uri_problem(uri: str, item_type: str) -> str | None:
     """Why ``uri`` cannot be the address of a content item whose content-type is
-    ``item_type`` (None when it can): http or https, or a data: image of an image item."""
+    ``item_type`` (None when it can): http or https, a data: image of an image item, a
+    data:text/plain text of a text ticker, or the pdn:clock address of a clock."""
     scheme = uri.split(":", 1)[0].strip().lower() if ":" in uri else ""
     media = item_type.split(";", maxsplit=1)[0].strip().lower()
+    if media == CLOCK_TYPE:
+        try:
+            clock_format(uri)
+        except ValueError as error:
+            return f"<uri> '{short(uri)}': {error} (like pdn:clock?format=HH:mm)"
+        return None
     if scheme == "data":
         data_type = uri[5:].split(",", 1)[0].split(";", maxsplit=1)[0].strip().lower()
-        if media.startswith("image/") and data_type.startswith("image/") and "," in uri:
+        if "," in uri and (
+            (media.startswith("image/") and data_type.startswith("image/"))
+            or (media == "text/plain" and data_type in ("text/plain", ""))
+        ):
             return None
         return (
             f"<uri> '{short(uri)}': a data: address is taken only for an image, on a "
-            '<content-item content-type="image/...">'
+            '<content-item content-type="image/...">, or for a ticker\'s text, on a '
+            '<content-item content-type="text/plain">'
         )
     if scheme and scheme not in ITEM_SCHEMES:
         return (

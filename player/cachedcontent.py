@@ -3,7 +3,8 @@
 An item whose file has hashes, or is not a web page (an image, a video), plays only from the
 content cache (``player.cache``), once downloaded and verified; the renderer then loads the
 local copy. A web page without hashes is loaded live (the renderer's failure report and the
-engine's back-off cover it being unreachable).
+engine's back-off cover it being unreachable), and so are a ticker (its feed or text file is
+read by the ticker itself, ``player.feeds``) and a clock.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cds.layouts import native_kind
 from cds.model import ContentItem, ContentSet
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
@@ -30,7 +32,9 @@ class CachedContent:
     def needs_cache(item: ContentItem) -> bool:
         if not item.files:
             return False
-        if item.url.startswith("data:"):  # an image carried in the CDS itself
+        if item.url.startswith("data:"):  # an image or a text carried in the CDS itself
+            return False
+        if native_kind(item.content_type) is not None:  # a ticker reads its feed itself
             return False
         if item.files[0].hashes:
             return True

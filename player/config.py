@@ -134,8 +134,10 @@ class DisplayConfig:
 
     def item_refusal(self, url: str) -> str | None:
         """Why a content item at ``url`` is not taken here (None when it is): its origin is not
-        in ``allowed_origins``. A data: image carries its content and has no origin."""
-        if url.split(":", 1)[0].strip().lower() == "data" or self.origin_allowed(url):
+        in ``allowed_origins``. A data: image or text carries its content and a clock
+        (``pdn:clock``, taken by the parser for a clock alone) is the display's own: neither
+        has an origin."""
+        if url.split(":", 1)[0].strip().lower() in ("data", "pdn") or self.origin_allowed(url):
             return None
         return f"the origin {origin_of(url)} is not in this display's allowed_origins"
 

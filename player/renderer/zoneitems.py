@@ -35,7 +35,6 @@ import zoneinfo
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 from PySide6.QtCore import Property as QtProperty
 from PySide6.QtCore import (
@@ -51,6 +50,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtQuick import QQuickWindow
 
+from cds.layouts import DEFAULT_CLOCK_FORMAT, clock_format
 from player.feeds import FeedReader, FeedSpec
 
 __all__ = [
@@ -68,8 +68,6 @@ __all__ = [
 DEFAULT_TICKER_SPEED = 120.0
 REFERENCE_HEIGHT = 108.0
 SEPARATOR = "\u2003\u2022\u2003"  # an em space, a bullet, an em space
-DEFAULT_CLOCK_FORMAT = "HH:mm"
-MAX_FORMAT_CHARS = 64
 _QUOTED = re.compile(r"'[^']*'")
 
 
@@ -169,19 +167,6 @@ class Ticker(ZoneItem):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-
-
-def clock_format(uri: str) -> str:
-    """The Qt date format a ``pdn:clock?format=...`` URI asks for (:data:`DEFAULT_CLOCK_FORMAT`
-    without one); ValueError for another URI or an unreasonable format."""
-    parts = urlsplit(uri)
-    if parts.scheme != "pdn" or parts.path != "clock":
-        raise ValueError(f"a clock's URI is pdn:clock?format=..., not {uri!r}")
-    values = parse_qs(parts.query, keep_blank_values=True).get("format", [DEFAULT_CLOCK_FORMAT])
-    fmt = values[-1].strip() or DEFAULT_CLOCK_FORMAT
-    if len(fmt) > MAX_FORMAT_CHARS or any(ord(c) < 32 for c in fmt):
-        raise ValueError(f"a clock's format is at most {MAX_FORMAT_CHARS} printable characters")
-    return fmt
 
 
 def shows_seconds(fmt: str) -> bool:
