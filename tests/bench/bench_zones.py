@@ -131,6 +131,7 @@ def ticker_alone(seconds: float) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300 + seconds,
+        check=False,
     )
     if done.returncode != 0:
         return {"error": done.stderr[-1000:]}

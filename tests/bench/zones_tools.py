@@ -8,7 +8,6 @@ No Qt is imported here (the measured processes' PSS must not shrink by our share
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
