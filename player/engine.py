@@ -630,6 +630,9 @@ class Engine:
             due=slot.start if slot is not None else None,
             cut=selection.transition == "cut",
             zone=self._zone,
+            refresh=content.files[0].sources[0].refresh
+            if content.files and content.files[0].sources
+            else None,
         )
         return _Play(
             item=item,

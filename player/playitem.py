@@ -35,6 +35,8 @@ class PlayItem:
     ``<playback transition="cut">``).
     ``zone``: the zone of the screen it plays in (``player.zones``): ``"main"`` on a screen
     without a layout, and for the main zone of one.
+    ``refresh``: how often a ticker's feed is read again, in seconds (its ``<uri refresh>``;
+    None: the feed reader's default).
     """
 
     token: int
@@ -48,6 +50,7 @@ class PlayItem:
     due: datetime | None = None
     cut: bool = False
     zone: str = "main"
+    refresh: float | None = None
 
 
 class RendererListener(Protocol):

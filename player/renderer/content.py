@@ -8,6 +8,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
+from cds.layouts import native_kind
 from player.playitem import PlayItem
 from player.renderer.imagelayer import NATIVE_FORMATS
 
@@ -19,6 +20,8 @@ class Kind(Enum):
     NATIVE_IMAGE = "native-image"  # a local still image: decoded and drawn by Qt
     IMAGE = "image"  # a remote (or animated / vector) image: wrapped in a page
     VIDEO = "video"  # played natively (videolayer.py), not by the web engine
+    TICKER = "ticker"  # a zone's ticker: text or a feed scrolled by Qt Quick (zonelayer.py)
+    CLOCK = "clock"  # a zone's clock, drawn by Qt Quick (zonelayer.py)
 
 
 def _suffix(url: str) -> str:
@@ -41,6 +44,9 @@ VIDEO_SUFFIXES = frozenset({"mp4", "m4v", "mov", "mkv", "webm"})
 
 
 def classify(item: PlayItem) -> Kind:
+    native = native_kind(item.content_type)  # as the CDS names it, never guessed from the URL
+    if native is not None:
+        return Kind.TICKER if native == "ticker" else Kind.CLOCK
     kind = media_type(item)
     if kind.startswith("video/") or kind.startswith("audio/"):
         return Kind.VIDEO

@@ -1,5 +1,5 @@
-"""A region's native layers besides pictures and videos: the idle cover and the still of a web
-view."""
+"""A region's native layers besides pictures, videos, tickers and clocks: the idle cover and
+the still of a web view; and :data:`Layer`, what can be in front of a region."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from player.renderer.imagelayer import ImageLayer
 from player.renderer.stage import Stage, region_layer
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import WebSlot
+from player.renderer.zonelayer import ZoneItemLayer
 
 
 class Cover:
@@ -82,4 +83,4 @@ class Still:
 
 
 # What can be in front of the stage.
-Layer = WebSlot | ImageLayer | VideoLayer | Cover | Still
+Layer = WebSlot | ImageLayer | VideoLayer | Cover | Still | ZoneItemLayer

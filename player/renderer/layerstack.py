@@ -30,6 +30,7 @@ from player.renderer.layers import Cover, Layer, Still
 from player.renderer.stage import Stage, StageError
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import WebSlot
+from player.renderer.zonelayer import ZoneItemLayer
 
 CLEAR_DELAY_MS = 250  # the old layer is cleared this long after the swap (the new one is up)
 COVER_POLL_MS = 50  # how often a layer waiting to be cleared asks whether the fade over it ended
@@ -57,6 +58,9 @@ class LayerStack(QObject):
     viewWanted = Signal(dict, bool)  # noqa: N815  (a QML signal handler's name)
     #: Region.qml destroys this web view (deferred: it may be handling one of its signals).
     viewDropped = Signal(QQuickItem)  # noqa: N815
+    #: Region.qml makes a ticker or a clock (kind "ticker" or "clock", zonelayer.py) with
+    #: these properties and hands it to :meth:`adopt`.
+    zoneItemWanted = Signal(str, dict)  # noqa: N815
 
     def __init__(
         self,
@@ -119,9 +123,19 @@ class LayerStack(QObject):
             raise StageError("cannot create a web view (see the log for QML's reason)")
         return made
 
+    def create_zone_item(self, kind: str, properties: dict[str, object]) -> QQuickItem:
+        """A new ticker or clock (``kind``) in the region, behind, not drawn until raised; Qt
+        owns it, as a web view (:meth:`create_view`), and :meth:`drop` destroys it."""
+        self._adopted = None
+        self.zoneItemWanted.emit(kind, properties)
+        made, self._adopted = self._adopted, None
+        if not isinstance(made, QQuickItem):
+            raise StageError(f"cannot create a {kind} (see the log for QML's reason)")
+        return made
+
     @Slot(QObject)
     def adopt(self, item: QObject | None) -> None:
-        """Region.qml hands over the view it has just made for :meth:`create_view`."""
+        """Region.qml hands over the view, ticker or clock it has just made."""
         self._adopted = item
 
     def drop(self, item: QQuickItem) -> None:
@@ -226,6 +240,8 @@ class LayerStack(QObject):
             self._when_covered(item, delay, self._clear_cover)
         elif old is self.still and layer is not self.still:
             self._release_still_after(delay, item)
+        elif old is not layer:
+            self._after_native(old, layer, delay, item)
 
     def show_cover(self) -> None:
         """The native idle facts over everything, at once: never a crashed view or an error
@@ -335,6 +351,17 @@ class LayerStack(QObject):
         """Release what a native layer that was in front holds once ``new`` covers it (once
         ``covering``, fading in over it, is opaque)."""
         if not isinstance(old, ImageLayer | VideoLayer):
+            if isinstance(old, ZoneItemLayer) and new is not old:
+                zone_item = old  # a ticker or a clock: closed and destroyed once covered
+
+                def close() -> None:
+                    if self.layer is not zone_item:
+                        zone_item.clear()
+
+                if covering is None:
+                    self._later(delay_ms, close)
+                else:
+                    self._when_covered(covering, delay_ms, close)
             return
         if new is not old:
             native = old

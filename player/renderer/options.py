@@ -156,6 +156,8 @@ class RendererOptions:
     wall: Wall | None = None
     # A zone's ticker ([screen] ticker-speed): px/s for a bar 108 px high (zoneitems.py).
     ticker_speed: float = 120.0
+    # A zone's clock shows the time in this IANA time zone (the display's ``timezone``).
+    time_zone: str = "UTC"
 
     def __post_init__(self) -> None:
         if self.rotation not in ROTATIONS:
@@ -207,6 +209,7 @@ class RendererOptions:
             views=1 if low_memory else 2,
             wall=getattr(screen, "wall", None),
             ticker_speed=float(getattr(screen, "ticker_speed", 120.0)),
+            time_zone=str(getattr(config, "timezone", None) or "UTC"),
         )
 
 

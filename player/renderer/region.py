@@ -41,6 +41,7 @@ from player.renderer.recycler import Recycler
 from player.renderer.stage import Stage
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import SlotState, WebSlot
+from player.renderer.zonelayer import ZONE_ITEMS, ZoneItems
 
 log = logging.getLogger("pdn.renderer")
 
@@ -123,6 +124,7 @@ class RegionPlayer(QObject):
             slot.failed.connect(self._slot_failed)
             slot.crashed.connect(self._slot_crashed)
         self.native = NativeMedia(self.stack, self.image_layer, self.video_layer, self, self)
+        self.zone_items = ZoneItems(self.stack, options, self, self)  # tickers and clocks
         self._beat = QTimer(self)  # the region's own: it dies with it
         self._beat.setInterval(BEAT_MS)
         self._beat.timeout.connect(self._heartbeat)
@@ -139,6 +141,8 @@ class RegionPlayer(QObject):
         if kind in NATIVE:
             self.native.prepare(item, kind)
             return
+        if kind in ZONE_ITEMS:
+            return  # made when shown: a clock is at once, a ticker shows its stored lines
         if any(slot.holds(item) for slot in self.slots):
             return
         slot = self._free_slot(for_show=False)
@@ -156,6 +160,10 @@ class RegionPlayer(QObject):
             return
         self.stack.abandon_pending()
         kind = classify(item)
+        if kind in ZONE_ITEMS:
+            self.zone_items.show(item, kind)  # its painted signal goes on
+            return
+        self.zone_items.abandon()
         if kind in NATIVE:
             self.native.show(item, kind)  # the layer's presenting/painted signals go on
             return
@@ -179,6 +187,7 @@ class RegionPlayer(QObject):
     def show_page(self, item: PlayItem, html: str, base: QUrl) -> None:
         """Bring a page of the display's own in front (the idle page; not reported shown)."""
         self.stack.abandon_pending()
+        self.zone_items.abandon()
         slot, behind_still = self._slot_to_show_in()
         slot.load_html(html, base, item, keep_old_for_a_frame=behind_still)
         self.stack.pending = Pending(item, Kind.PAGE, slot=slot, report=False)
@@ -187,6 +196,7 @@ class RegionPlayer(QObject):
         """Nothing in this region (a zone with nothing to play): what is in front fades out
         and is cleared."""
         self.stack.abandon_pending()
+        self.zone_items.abandon()
         self.current = None
         self.stack.empty()
 
@@ -265,6 +275,7 @@ class RegionPlayer(QObject):
         for slot in self.slots:
             slot.close()
         self.native.close()
+        self.zone_items.close()
 
     # -- what the native media report (native.MediaReports) -------------------------------
 

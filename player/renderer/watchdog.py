@@ -35,6 +35,7 @@ from player.renderer.options import RendererOptions
 from player.renderer.region import RegionPlayer
 from player.renderer.stage import Stage
 from player.renderer.webslot import SlotState, classify_frame
+from player.renderer.zonelayer import ZoneItemLayer
 
 log = logging.getLogger("pdn.renderer")
 
@@ -355,6 +356,8 @@ def describe(region: RegionPlayer) -> str:
         return f"image {current.url}" if current is not None else "an image"
     if front is region.video_layer:
         return f"video {current.url}" if current is not None else "a video"
+    if isinstance(front, ZoneItemLayer):
+        return front.describe()
     slot = region.stack.front_slot()
     if slot is None or slot.item is None:
         return "a blank view"

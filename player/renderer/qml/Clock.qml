@@ -9,6 +9,8 @@ Rectangle {
 
     // A Python object (zoneitems.Clock): `var`, as QML cannot see its type.
     required property var clock
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
+    readonly property QtObject fade: fader
 
     // The window, once the clock has text in it: laid out (painted two frames later).
     readonly property var shownIn: face.clock.text !== "" ? face.Window.window : null
@@ -16,6 +18,8 @@ Rectangle {
     anchors.fill: parent
     color: "#141414"
     onShownInChanged: if (face.shownIn !== null) face.clock.laidOut(face.shownIn)
+
+    Fade { id: fader; target: face }
 
     Text {
         id: time

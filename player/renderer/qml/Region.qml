@@ -1,7 +1,7 @@
 // One region of the screen and its layers, fixed and declared here: the idle cover, the still
-// of a web view, two pictures, two videos, and the web views made for each navigation. One
-// region per zone of the screen (Stage.qml): the main zone's, and one more for each other zone
-// of the layout on screen.
+// of a web view, two pictures, two videos; and the web views made for each navigation and the
+// ticker or clock made for each show of one. One region per zone of the screen (Stage.qml):
+// the main zone's, and one more for each other zone of the layout on screen.
 //
 // The region's layer stack (layerstack.py) decides the order of the layers and this file draws
 // it: each layer's z is its place in the stack's `order`, from the back; a layer never raised
@@ -69,10 +69,24 @@ Item {
             height: region.tile.height
         }
     }
+    // A ticker or a clock of the zone (zonelayer.py): made when the stack asks, behind, not
+    // drawn until raised; destroyed as a web view is (onViewDropped).
+    Component {
+        id: tickerItem
+        Ticker { id: ticker; z: region.order.indexOf(ticker); opacity: 0 }
+    }
+    Component {
+        id: clockItem
+        Clock { id: clock; z: region.order.indexOf(clock); opacity: 0 }
+    }
     Connections {
         target: region.stack
         function onViewWanted(properties: var, own: bool) {
             region.stack.adopt((own ? ownWebView : webView).createObject(region, properties))
+        }
+        function onZoneItemWanted(kind: string, properties: var) {
+            const made = kind === "ticker" ? tickerItem : kind === "clock" ? clockItem : null
+            region.stack.adopt(made === null ? null : made.createObject(region, properties))
         }
         function onViewDropped(view: Item) { view.destroy() }
     }

@@ -17,6 +17,8 @@ Rectangle {
 
     // A Python object (zoneitems.Ticker): `var`, as QML cannot see its type.
     required property var ticker
+    // Its fade (Fade.qml), started and ended by its region's layer stack (layerstack.py).
+    readonly property QtObject fade: fader
 
     readonly property real textSize: Math.max(8, Math.round(height * 0.55))
     readonly property real pixelsPerSecond: ticker.speed * height / 108
@@ -33,6 +35,7 @@ Rectangle {
     clip: true
 
     ListModel { id: segments }
+    Fade { id: fader; target: bar }
 
     Row {
         id: strip
