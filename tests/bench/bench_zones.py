@@ -51,7 +51,7 @@ from tests.bench.proctree import foreign_engine_processes, process_cpu, tree_cpu
 from tests.bench.results import write_figures
 from tests.bench.stage_tools import xvfb_pid
 from tests.bench.ticker_tools import measure_ticker
-from tests.bench.video_tools import MediaSite, Video, make_media, require_ffmpeg
+from tests.bench.video_tools import MediaSite, Video, ended_lines, make_media, require_ffmpeg
 from tests.bench.zones_tools import (
     TICKER_BOX,
     FeedSite,
@@ -76,7 +76,8 @@ def session(
     document = layout_cds(items, feed.url) if kind == "zones" else full_screen_cds(items)
     found: dict[str, Any] = {"kind": kind}
     with xvfb(1920, 1080) as server:
-        display = Display(server, ROOT, work, "", f"{kind}-{int(time.time())}")
+        name = f"{kind}-{len(list(work.iterdir()))}"
+        display = Display(server, ROOT, work, "", name)
         try:
             display.schedule_cds(document)
 
@@ -106,24 +107,39 @@ def session(
             }
             found["foreign_engine_processes"] = foreign_engine_processes(display.pid)
             if kind == "zones":
+                grabs = work / f"{name}-ticker"
+                grabs.mkdir()
                 figures, recorder = measure_ticker(
-                    server.display, TICKER_BOX, args.ticker_seconds, work / kind
+                    server.display, TICKER_BOX, args.ticker_seconds, grabs
                 )
                 found["ticker"] = asdict(figures)
                 found["ticker"]["recorder_cpu_percent"] = round(
                     100 * recorder / args.ticker_seconds, 1
                 )
+                found["ticker"].update(refresh_misses(found["ticker"], args.refresh))
             record = display.playback()
             found["record"] = {
                 key: record.get(key) for key in ("layout", "zone", "content-item", "zones")
             }
             found["alive"] = display.alive()
+            found["videos_ended"] = [
+                {key: line[key] for key in ("dropped", "frames", "shown_percent")}
+                for line in ended_lines(display.log_path)
+            ]
         finally:
             display.stop()
     return found
 
 
-def ticker_alone(seconds: float) -> dict[str, Any]:
+def refresh_misses(ticker: dict[str, Any], refresh: float) -> dict[str, Any]:
+    """Against the display's refresh: the refresh intervals of the recording in which the
+    text took no step to the left, and how many there were."""
+    refreshes = round(ticker["seconds"] * refresh)
+    steps = ticker["frames"] - 1 - ticker["wrong_way"]
+    return {"refresh_hz": refresh, "not_moved_of_refreshes": [max(0, refreshes - steps), refreshes]}
+
+
+def ticker_alone(seconds: float, refresh: float) -> dict[str, Any]:
     """``python -m tests.bench.ticker_tools``: the ticker in a bare window, as JSON."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.bench.ticker_tools", "--seconds", f"{seconds:g}"],
@@ -136,7 +152,7 @@ def ticker_alone(seconds: float) -> dict[str, Any]:
     if done.returncode != 0:
         return {"error": done.stderr[-1000:]}
     found: dict[str, Any] = json.loads(done.stdout)
-    return found
+    return {**found, **refresh_misses(found, refresh)}
 
 
 def mean(values: list[float]) -> float | None:
@@ -144,15 +160,20 @@ def mean(values: list[float]) -> float | None:
 
 
 def table(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The layout against full screen (CPU, PSS: means over the rounds), and the ticker's
-    frames in the layout against the ticker alone."""
+    """The layout against full screen (CPU, PSS, the video's frames: means over the rounds),
+    and the ticker's frames in the layout against the ticker alone."""
     runs = results["rounds"]
 
     def figure(kind: str, key: str) -> float | None:
         return mean([r[kind][key] for r in runs if key in r.get(kind, {})])
 
-    def ticker(key: str) -> float | None:
-        return mean([r["zones"]["ticker"][key] for r in runs if "ticker" in r.get("zones", {})])
+    def shown(kind: str) -> float | None:
+        plays = [line for r in runs for line in r.get(kind, {}).get("videos_ended", [])]
+        return mean([line["shown_percent"] for line in plays])
+
+    def ticker(key: str) -> Any:
+        found = [r["zones"]["ticker"][key] for r in runs if "ticker" in r.get("zones", {})]
+        return mean(found) if found and not isinstance(found[0], list) else found
 
     alone = results.get("ticker_alone") or {}
     rows = []
@@ -160,11 +181,21 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         full, zones = figure("full", key), figure("zones", key)
         ratio = round(zones / full, 2) if full and zones is not None else None
         rows.append({"figure": label, "full screen": full, "main+ticker": zones, "ratio": ratio})
+    full, zones = shown("full"), shown("zones")
+    rows.append(
+        {
+            "figure": "video frames shown, % (the display's count)",
+            "full screen": full,
+            "main+ticker": zones,
+            "ratio": round(zones / full, 2) if full and zones is not None else None,
+        }
+    )
     for label, key in (
         ("ticker frames/s", "fps"),
         ("ticker frame time p95, ms", "frame_ms_p95"),
-        ("ticker frames not moved", "not_moved"),
+        ("ticker frames not moved (at its own rate)", "not_moved"),
         ("  of which held", "held"),
+        ("ticker refreshes without a step [missed, of]", "not_moved_of_refreshes"),
         ("ticker px/s", "px_per_second"),
     ):
         rows.append({"figure": label, "ticker alone": alone.get(key), "main+ticker": ticker(key)})
@@ -178,6 +209,7 @@ def arguments() -> argparse.Namespace:
     add("--seconds", type=float, default=30.0, help="the CPU window of each session")
     add("--settle", type=float, default=5.0, help="seconds from playing to the CPU window")
     add("--ticker-seconds", type=float, default=20.0, help="the ticker's recording")
+    add("--refresh", type=float, default=60.0, help="the display's refresh rate, Hz")
     add("--video-seconds", type=float, default=20.0, help="length of the H.264 file")
     add("--media", type=Path, default=RESULTS / "bench_video_media")
     add("--output", type=Path, default=RESULTS / "bench_zones.json")
@@ -228,7 +260,7 @@ def main() -> int:
                 save()
         if not args.no_alone:
             print("the ticker alone (ticker_tools) ...", flush=True)
-            results["ticker_alone"] = ticker_alone(args.ticker_seconds)
+            results["ticker_alone"] = ticker_alone(args.ticker_seconds, args.refresh)
     finally:
         site.stop()
         feed.stop()
