@@ -173,7 +173,9 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
 
     def ticker(key: str) -> Any:
         found = [r["zones"]["ticker"][key] for r in runs if "ticker" in r.get("zones", {})]
-        return mean(found) if found and not isinstance(found[0], list) else found
+        if found and isinstance(found[0], list):  # [missed, of]: summed over the rounds
+            return [sum(pair[0] for pair in found), sum(pair[1] for pair in found)]
+        return mean(found)
 
     alone = results.get("ticker_alone") or {}
     rows = []
