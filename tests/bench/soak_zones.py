@@ -25,7 +25,9 @@ Sampled:
 - **the ticker's motion** once a second: its strip read twice from Xvfb's framebuffer, 50 ms
   apart (a few frames at 60 Hz; zones_tools.TickerReader: a mapped file, nothing asked of
   the X server or the display), and the shift of its text between the two. A second whose
-  text did not move left is counted, with its time. Target: none.
+  text did not move left is counted, with its time, the main zone's item and how long before
+  it started, and whether the text moved over 250 ms more (a hitch) or not (stopped).
+  Target: none.
 - the playback record's ``sequence`` (changes in either zone), and the display alive.
 
 Figures are written to ``bench-results/soak_zones.json`` (``--output``) after every PSS sample
@@ -35,11 +37,13 @@ and at the end, and the verdicts printed. Needs Xvfb and ffmpeg.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,15 +146,30 @@ class Soak:
     def sample_ticker(self) -> None:
         self.seconds_sampled += 1
         motion = self.reader.motion()
-        if not motion.moved:
-            self.not_moving.append(
-                {
-                    "at_s": round(self.elapsed(), 1),
-                    "shift": motion.shift,
-                    "changed": motion.changed,
-                    "blank": motion.blank,
-                }
-            )
+        if motion.moved:
+            return
+        at = round(self.elapsed(), 1)
+        # A hitch or a stop: read it again over a longer gap, and what the main zone played.
+        later = self.reader.motion(0.25)
+        main: dict[str, Any] = {}
+        with contextlib.suppress(Exception):
+            main = (self.display.playback().get("zones") or {}).get("main") or {}
+        started = main.get("started")
+        self.not_moving.append(
+            {
+                "at_s": at,
+                "shift": motion.shift,
+                "changed": motion.changed,
+                "blank": motion.blank,
+                "moved_over_250ms_after": later.moved,
+                "main_item": main.get("content-item"),
+                "main_started_s_before": (
+                    round(time.time() - datetime.fromisoformat(started).timestamp(), 2)
+                    if isinstance(started, str)
+                    else None
+                ),
+            }
+        )
 
     def figures(self) -> dict[str, Any]:
         settle = self.args.settle_minutes * 60
@@ -168,6 +187,9 @@ class Soak:
             "health_errors": self.health_errors[:50],
             "ticker_seconds_sampled": self.seconds_sampled,
             "ticker_seconds_not_moving": len(self.not_moving),
+            "ticker_seconds_stopped": sum(
+                1 for sample in self.not_moving if not sample["moved_over_250ms_after"]
+            ),
             "ticker_not_moving_samples": self.not_moving[:100],
             "changes": (
                 None
