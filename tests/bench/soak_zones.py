@@ -16,7 +16,9 @@ in the ticker zone, an RSS feed of news headlines. Everything is served from 127
 
 Sampled:
 
-- **PSS** of the display's process tree (smaps_rollup) every ``--pss-every`` seconds, and
+- **PSS** of the display's process tree (smaps_rollup) every ``--pss-every`` seconds, read
+  once the main zone's first picture has shown for 2 s (the same point of its loop each
+  time: a page's render process, 60-70 MB, is in the tree while it shows), and
   its least-squares slope in MB an hour over the samples after the first
   ``--settle-minutes``. Target: under 5 MB an hour.
 - **health**: ``GET /x/health`` every ``--health-every`` seconds; a sample whose renderer
@@ -64,8 +66,9 @@ SLOPE_TARGET = 5.0  # MB an hour
 PAGES = (3, 11, 27)  # signage_content page numbers
 
 
-def main_items(site: ContentServer, media: Path, seconds: float) -> list[str]:
-    """The main zone's items: pictures, pages and the H.264 video, in turns."""
+def main_items(site: ContentServer, media: Path, seconds: float) -> tuple[list[str], str]:
+    """The main zone's items (pictures, pages and the H.264 video, in turns) and the URL of
+    the first, at whose showing PSS is read."""
     images, _ = make_signage_media(media)
     video = make_videos(media, ["h264"], seconds)["h264"]
     pictures = [
@@ -74,7 +77,8 @@ def main_items(site: ContentServer, media: Path, seconds: float) -> list[str]:
     ]
     pages = [item(f"{site.url}/page/{n}.html", "text/html", None, seconds) for n in PAGES]
     clip = item(f"{site.url}/media/{video.name}", video.codec.content_type, video.sha256)
-    return [pictures[0], pages[0], pictures[1], clip, pictures[2], pages[1], pictures[3], pages[2]]
+    order = [pictures[0], pages[0], pictures[1], clip, pictures[2], pages[1], pictures[3], pages[2]]
+    return order, f"{site.url}/media/{images[0].name}"
 
 
 def arguments() -> argparse.Namespace:
@@ -112,6 +116,21 @@ class Soak:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.begun
+
+    def at_anchor(self, url: str, after: float = 2.0) -> bool:
+        """Whether the main zone has shown ``url`` for ``after`` seconds: PSS is read at the
+        same point of the main zone's loop each time (a page's render process is in the tree
+        while it shows, 60-70 MB, and may be after), so the samples compare."""
+        try:
+            main = (self.display.playback().get("zones") or {}).get("main") or {}
+        except Exception:  # health counts a display that does not answer
+            return False
+        started = main.get("started")
+        return (
+            main.get("content-item") == url
+            and isinstance(started, str)
+            and time.time() - datetime.fromisoformat(started).timestamp() >= after
+        )
 
     def sample_pss(self) -> None:
         memory = tree_memory(self.display.pid)
@@ -206,7 +225,7 @@ def run(args: argparse.Namespace, results: dict[str, Any]) -> None:
     work = Path(tempfile.mkdtemp(prefix="pdn-soak-zones-"))
     results["workdir"] = str(work)
     try:
-        items = main_items(site, args.media, args.item_seconds)
+        items, anchor = main_items(site, args.media, args.item_seconds)
         with xvfb(1920, 1080) as server:
             display = Display(server, ROOT, work, "", "soak")
             reader = TickerReader(server.framebuffer)
@@ -225,7 +244,7 @@ def run(args: argparse.Namespace, results: dict[str, Any]) -> None:
                 next_pss = next_health = 0.0
                 while soak.elapsed() < end and display.alive():
                     second = soak.elapsed()
-                    if second >= next_pss:
+                    if second >= next_pss and soak.at_anchor(anchor):
                         soak.sample_pss()
                         next_pss += args.pss_every
                         results.update(soak.figures())
@@ -235,7 +254,6 @@ def run(args: argparse.Namespace, results: dict[str, Any]) -> None:
                         next_health += args.health_every
                     soak.sample_ticker()
                     time.sleep(max(0.0, 1.0 - (soak.elapsed() - second)))
-                soak.sample_pss()
                 results.update(soak.figures())
             finally:
                 reader.close()
