@@ -18,7 +18,8 @@ Sampled:
 
 - **PSS** of the display's process tree (smaps_rollup) every ``--pss-every`` seconds, read
   once the main zone's first picture has shown for 2 s (the same point of its loop each
-  time: a page's render process, 60-70 MB, is in the tree while it shows), and
+  time: a page's render process, 60-70 MB, is in the tree while it shows), with the number
+  of other programs' web-engine processes then (they make the tree's PSS read lower), and
   its least-squares slope in MB an hour over the samples after the first
   ``--settle-minutes``. Target: under 5 MB an hour.
 - **health**: ``GET /x/health`` every ``--health-every`` seconds; a sample whose renderer
@@ -31,6 +32,8 @@ Sampled:
   it started, and whether the text moved over 250 ms more (a hitch) or not (stopped).
   Target: none.
 - the playback record's ``sequence`` (changes in either zone), and the display alive.
+
+The samples start once the layout plays and its ticker moves.
 
 Figures are written to ``bench-results/soak_zones.json`` (``--output``) after every PSS sample
 and at the end, and the verdicts printed. Needs Xvfb and ffmpeg.
@@ -50,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.memory_tools import Display, while_alive, xvfb
-from tests.bench.proctree import tree_memory
+from tests.bench.proctree import foreign_engine_processes, tree_memory
 from tests.bench.results import write_figures
 from tests.bench.signage_content import ContentServer
 from tests.bench.signage_content import make_media as make_signage_media
@@ -106,6 +109,7 @@ class Soak:
         self.args, self.display, self.reader = args, display, reader
         self.begun = time.monotonic()
         self.pss: list[tuple[float, float]] = []  # (seconds in, MB)
+        self.foreign: list[int] = []  # at each PSS sample
         self.health_samples = 0
         self.wrong: list[dict[str, Any]] = []
         self.health_errors: list[str] = []
@@ -135,6 +139,8 @@ class Soak:
     def sample_pss(self) -> None:
         memory = tree_memory(self.display.pid)
         self.pss.append((round(self.elapsed(), 1), round(memory["pss_mb"], 1)))
+        # Other programs' web-engine processes share pages with the tree: its PSS reads lower.
+        self.foreign.append(foreign_engine_processes(self.display.pid))
         print(f"  {self.elapsed() / 60:5.1f} min: PSS {memory['pss_mb']:.1f} MB", flush=True)
 
     def sample_health(self) -> None:
@@ -197,6 +203,7 @@ class Soak:
         return {
             "minutes": round(self.elapsed() / 60, 2),
             "pss_samples_mb": self.pss,
+            "foreign_engine_processes_at_pss": self.foreign,
             "pss_slope_mb_per_hour_after_settle": slope,
             "pss_samples_in_slope": len(after),
             "pss_slope_pass": None if slope is None else slope < SLOPE_TARGET,
@@ -233,10 +240,14 @@ def run(args: argparse.Namespace, results: dict[str, Any]) -> None:
                 display.schedule_cds(layout_cds(items, feed.url))
                 wait_until(
                     while_alive(
-                        display, lambda: playing_layout(display.playback(), None, feed.url)
+                        display,
+                        lambda: (
+                            playing_layout(display.playback(), None, feed.url)
+                            and reader.motion().moved
+                        ),
                     ),
                     300,
-                    "the layout playing with the feed in its ticker",
+                    "the layout playing, its ticker moving",
                     0.5,
                 )
                 soak = Soak(args, display, reader)
