@@ -18,7 +18,7 @@ from pathlib import Path
 from PySide6.QtQuick import QQuickItem
 
 from player.playitem import PlayItem, RendererListener
-from player.renderer.content import Kind, local_path
+from player.renderer.content import Kind, is_live, local_path
 from player.renderer.duegate import due_timestamp
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Layer
@@ -90,13 +90,18 @@ class NativeMedia:
     def _prepare_native(self, item: PlayItem, kind: Kind) -> None:
         self._prepared_native[item.url] = item
         if kind is Kind.VIDEO:
-            self.video_layer.prepare(item.url)
+            self.video_layer.prepare(item.url, live=is_live(item))
         else:
             self.image_layer.decode(item.url, Path(local_path(item.url)))
 
     def _show_native(self, item: PlayItem, kind: Kind) -> None:
         self._prepared_native.pop(item.url, None)
         self._serial += 1
+        live = kind is Kind.VIDEO and is_live(item)
+        if live and self._front is self.video_layer and self.video_layer.plays_live(item.url):
+            # The live stream on screen is its own next item: it plays on, nothing reopened.
+            self._now_showing(Pending(item, kind, serial=self._serial), None)
+            return
         self._pending = Pending(item, kind, serial=self._serial)
         if kind is Kind.VIDEO:
             held = False
@@ -106,7 +111,7 @@ class NativeMedia:
                 self._hold_still_over(self.video_layer.front_item())
                 held = True
             self.video_layer.show(
-                item.url, self._serial, held_on_still=held, due=due_timestamp(item)
+                item.url, self._serial, held_on_still=held, due=due_timestamp(item), live=live
             )
         else:
             self.image_layer.show(item.url, Path(local_path(item.url)), self._serial)
@@ -130,7 +135,11 @@ class NativeMedia:
             return
         self._pending = None
         natural = None
-        if pending.kind is Kind.VIDEO and pending.item.duration is None:
+        if (
+            pending.kind is Kind.VIDEO
+            and pending.item.duration is None
+            and not is_live(pending.item)
+        ):
             natural = self.video_layer.front_player().duration()  # it plays to its own end
         self._now_showing(pending, natural)
 
