@@ -8,6 +8,7 @@
 - ``peer`` and ``notify``: the ``peer`` and systemd notification fixtures (pytest plugins);
 - ``xvfb``, ``compositor``: X and Wayland servers of a test's own; ``pgserver``: PostgreSQL;
 - ``pixels``, ``videoscreen``, ``videofiles``: reading the screen back, and test videos;
+  ``livestream``: a live HLS stream made by ffmpeg, served on loopback, cut and restored;
 - ``sensor``, ``content``, ``segments``: the sensor and the content server in this process,
   and every segment by name on a server of its own;
 - ``fleet``: the scheduler's fleet of in-process displays and its API calls; ``lan``: a

@@ -20,6 +20,7 @@ from tests.support.livestream import HlsStream
 from tests.support.pages import PageServer, Reply
 from tests.support.pixels import near
 from tests.support.png import png
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.qt, pytest.mark.slow]
@@ -28,6 +29,7 @@ STREAM = (200, 40, 200)
 PICTURE = (30, 200, 60)
 TOLERANCE = 24  # a flat colour through H.264's YUV 4:2:0 and the screen's scaling
 CUT = 10.0  # seconds the stream's server refuses connections
+BLIP = 2.5  # ... for a short loss, bridged by reopening
 
 CONFIG = 'name = "Live"\n[location]\nlatitude = "N54.0104"\nlongitude = "W 2 47.22"\n'
 
@@ -115,6 +117,17 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
         downloads = display.health()["cache"]["downloads"]
         assert all(stream.url not in str(entry) for entry in downloads), downloads
 
+        # A short loss is bridged: the stream is reopened, and never given up on.
+        sequence = display.playback()["sequence"]
+        stream.cut()
+        time.sleep(BLIP)
+        stream.restore()
+        assert wait_until(
+            lambda: display.health()["renderer"]["screen"]["video"]["live"]["reopens"] > 0, 10
+        )
+        assert wait_until(lambda: showing(display, STREAM), 10)
+        assert display.playback()["sequence"] == sequence, "a short loss changed the item"
+
         stream.cut()
         cut_at = time.monotonic()
         fallback = display.wait_playback(lambda r: r["content-item"].endswith("/green.png"), 20)
@@ -135,5 +148,34 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
         log = display.text()
         assert "left out for" in log  # the engine backed off from it
         print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
+    finally:
+        display.stop(30)
+
+
+def test_a_stream_this_backend_cannot_open_is_reported_failed(
+    tmp_path: Path, pictures: PageServer
+) -> None:
+    """The wheel's FFmpeg has no SRT ("Protocol not found"): an SRT request is given up on
+    within the no-frame time, and the screen keeps the schedule's picture."""
+    display = DisplayProcess(tmp_path / "display", config=CONFIG)
+    display.start().wait_ready()
+    try:
+        picture = (
+            '<content-set name="pictures"><content-item content-type="image/png">'
+            f"<requires-file><sources><uri>{pictures.url}/green.png</uri></sources>"
+            "</requires-file></content-item></content-set>"
+        ).encode()
+        posted = display.post("/schedule", data=picture, headers={"Content-Type": "text/xml"})
+        assert posted.status_code == 202, posted.text
+        display.wait_playback(lambda r: r["content-item"] == f"{pictures.url}/green.png", 30)
+        srt = f"srt://127.0.0.1:{free_port()}?mode=caller"
+        answer = display.post("/schedule", json={"content-item": srt})
+        assert answer.json() == {"request-status": "scheduling"}, answer.text
+        asked = time.monotonic()
+        assert wait_until(lambda: f"could not show {srt}" in display.text(), 15)
+        assert time.monotonic() - asked < 10
+        assert "live stream: no frame for" in display.text()
+        assert display.playback()["content-item"] == f"{pictures.url}/green.png"
+        assert showing(display, PICTURE)
     finally:
         display.stop(30)
