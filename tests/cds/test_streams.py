@@ -50,7 +50,7 @@ def item(uri: str, content_type: str = "application/vnd.apple.mpegurl") -> str:
 def test_a_cds_takes_stream_addresses(uri: str) -> None:
     document = parse(item(uri))
     [content] = document.root.children
-    assert content.files[0].sources[0].uri == uri.replace("&amp;", "&")  # type: ignore[union-attr]
+    assert content.files[0].sources[0].uri == uri.replace("&amp;", "&")
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def test_allowed_origins_apply_to_streams_as_to_http() -> None:
 def test_a_stream_is_never_cached() -> None:
     document = parse(item("https://tv.example.org/live/index.m3u8"))
     [content] = document.root.children
-    assert not CachedContent.needs_cache(content)  # type: ignore[arg-type]
+    assert not CachedContent.needs_cache(content)
 
 
 def test_a_json_request_takes_stream_addresses() -> None:

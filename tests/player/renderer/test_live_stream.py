@@ -50,7 +50,7 @@ def pictures() -> Iterator[PageServer]:
 def screen(display: DisplayProcess) -> QImage:
     shot = display.get("/x/screenshot")
     assert shot.status_code == 200, shot.text
-    image = QImage.fromData(shot.content, "PNG")
+    image = QImage.fromData(shot.content, b"PNG")
     assert not image.isNull()
     return image
 
@@ -177,5 +177,37 @@ def test_a_stream_this_backend_cannot_open_is_reported_failed(
         assert "live stream: no frame for" in display.text()
         assert display.playback()["content-item"] == f"{pictures.url}/green.png"
         assert showing(display, PICTURE)
+    finally:
+        display.stop(30)
+
+
+def test_a_stream_alone_in_its_set_plays_on(tmp_path: Path, stream: HlsStream) -> None:
+    """Its preferred-duration over, the set's only item comes again: the record says so each
+    time, and the stream on screen plays on (one player's frames counting up, never opened
+    again)."""
+    display = DisplayProcess(tmp_path / "display", config=CONFIG)
+    display.start().wait_ready()
+    try:
+        alone = (
+            '<content-set name="alone"><content-item><constraints><scheduling-constraints>'
+            "<preferred-duration>PT2S</preferred-duration></scheduling-constraints>"
+            f"</constraints><requires-file><sources><uri>{stream.url}</uri></sources>"
+            "</requires-file></content-item></content-set>"
+        ).encode()
+        posted = display.post("/schedule", data=alone, headers={"Content-Type": "text/xml"})
+        assert posted.status_code == 202, posted.text
+        first = display.wait_playback(lambda r: r["content-item"] == stream.url, 60)
+        frames: list[int] = []
+        until = time.monotonic() + 7
+        while time.monotonic() < until:
+            video = display.health()["renderer"]["screen"]["video"]
+            assert video["url"] == stream.url and video["live"] == {"reopens": 0}, video
+            frames.append(video["frames"])
+            time.sleep(0.25)
+        record = display.playback()
+        assert record["content-item"] == stream.url
+        assert record["sequence"] >= first["sequence"] + 2, (first, record)
+        assert frames == sorted(frames) and frames[-1] > frames[0] + 50, frames
+        assert showing(display, STREAM)
     finally:
         display.stop(30)
