@@ -1,12 +1,16 @@
 """A live stream's watch: it reopens a stream that is lost, and gives up on one that shows no
 frame for too long.
 
-A live source (HLS, RTSP, SRT) has no end: an error, an end of media or a picture that stops
-moving all mean the connection (or its source) went away. The player reopens it at once, then
-backing off (``REOPEN_FIRST`` doubling to ``REOPEN_MAX``) while it stays lost; every new frame
-resets the back-off. A stream that has shown no new frame for ``give_up_after`` seconds, since
-it was opened or since its last frame, is given up on: the player fails it and the engine
-shows the next item, and tries the stream again later.
+A live source (HLS, RTSP, SRT) has no end: an error, an end of media or, once it has shown a
+frame, a picture that stops moving all mean the connection (or its source) went away. Before
+its first frame only an error counts: opening a stream (its playlist, a segment, the probe of
+its format) may take longer than a stall, and reopening it then would start it over for ever.
+The player reopens it at once; an open is let run to its end (a frame, or the player's error),
+never cut short by the next one, and after a failed open the next waits, backing off
+(``REOPEN_FIRST`` doubling to ``REOPEN_MAX``); every new frame resets the back-off. A stream
+that has shown no new frame for ``give_up_after`` seconds, since it was opened or since its
+last frame, is given up on: the player fails it, and the engine shows the next item and tries
+the stream again later.
 
 Each watch belongs to one :class:`~player.renderer.videoplayer.VideoPlayer`; its timer is its
 own and dies with it.
@@ -50,6 +54,8 @@ class LiveWatch(QObject):
         self._next_reopen = 0.0
         self._delay = REOPEN_FIRST
         self.reopens = 0  # since it was opened
+        self._played = False  # a frame came since it was opened
+        self._opening = False  # a reopen runs: its frame or its error is awaited
 
     @property
     def watching(self) -> bool:
@@ -61,15 +67,20 @@ class LiveWatch(QObject):
         self._lost_at = None
         self._delay = REOPEN_FIRST
         self.reopens = 0
+        self._played = False
+        self._opening = False
         self._timer.start()
 
     def stop(self) -> None:
         self._timer.stop()
         self._lost_at = None
+        self._opening = False
 
     def frame(self) -> None:
         """A new frame came: it plays."""
         self._last = time.monotonic()
+        self._played = True
+        self._opening = False
         if self._lost_at is not None:
             log.info("live stream back after %.1f s", self._last - self._lost_at)
         self._lost_at = None
@@ -84,6 +95,10 @@ class LiveWatch(QObject):
             log.info("live stream lost (%s): reopening", reason)
             self._lost_at = now
             self._next_reopen = now  # at once the first time
+        elif self._opening:  # the reopen failed: the next one after the back-off
+            self._next_reopen = now + self._delay
+            self._delay = min(REOPEN_MAX, self._delay * 2)
+        self._opening = False
         self._poll()
 
     def _poll(self) -> None:
@@ -93,12 +108,11 @@ class LiveWatch(QObject):
             self.stop()
             self._give_up(f"live stream: no frame for {silent:.0f} s")
             return
-        if self._lost_at is None and silent > SILENT_REOPEN:
+        if self._lost_at is None and self._played and silent > SILENT_REOPEN:
             log.info("live stream silent for %.1f s: reopening", silent)
             self._lost_at = now
             self._next_reopen = now
-        if self._lost_at is not None and now >= self._next_reopen:
+        if self._lost_at is not None and not self._opening and now >= self._next_reopen:
             self.reopens += 1
-            self._next_reopen = now + self._delay
-            self._delay = min(REOPEN_MAX, self._delay * 2)
+            self._opening = True
             self._reopen()

@@ -253,6 +253,8 @@ class VideoPlayer(QObject):
             return
         self.player.stop()
         self.player.setSource(QUrl())
+        self._last_frame_us = -1  # its frames' times may start again from 0
+        self._last_presented_us = -1
         self.player.setSource(QUrl(self.url))
         self.player.play()
 
