@@ -13,8 +13,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from tests.support.pages import PageServer, Reply, Request
 from tests.support.waiting import wait_until
@@ -34,7 +32,8 @@ def live_source(colour: tuple[int, int, int], size: tuple[int, int], fps: int) -
 
 
 class HlsStream:
-    """ffmpeg writing a live playlist into ``folder``, served at :attr:`url`."""
+    """ffmpeg writing a live playlist into ``folder``, served at :attr:`url` (until
+    :meth:`close`: ``contextlib.closing`` makes it a context)."""
 
     def __init__(
         self,
@@ -96,14 +95,3 @@ class HlsStream:
         except subprocess.TimeoutExpired:
             self.encoder.kill()
             self.encoder.wait()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ CONFIG = 'name = "Live"\n[location]\nlatitude = "N54.0104"\nlongitude = "W 2 47.
 
 @pytest.fixture
 def stream(tmp_path: Path) -> Iterator[HlsStream]:
-    with HlsStream(tmp_path / "hls", STREAM) as live:
+    with closing(HlsStream(tmp_path / "hls", STREAM)) as live:
         yield live
 
 
@@ -62,6 +63,11 @@ def colour_at(image: QImage, fx: float, fy: float) -> tuple[int, int, int]:
 
 def showing(display: DisplayProcess, colour: tuple[int, int, int]) -> bool:
     return near(colour_at(screen(display), 0.5, 0.75), colour, TOLERANCE)
+
+
+def schedule(display: DisplayProcess, document: bytes) -> None:
+    posted = display.post("/schedule", data=document, headers={"Content-Type": "text/xml"})
+    assert posted.status_code == 202, posted.text
 
 
 def frames_in(display: DisplayProcess, seconds: float) -> int:
@@ -105,10 +111,7 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
     display = DisplayProcess(tmp_path / "display", config=CONFIG)
     display.start().wait_ready()
     try:
-        posted = display.post(
-            "/schedule", data=cds(stream, pictures), headers={"Content-Type": "text/xml"}
-        )
-        assert posted.status_code == 202, posted.text
+        schedule(display, cds(stream, pictures))
         record = display.wait_playback(lambda r: r["content-item"] == stream.url, 60)
         assert record["content-type"] == "application/vnd.apple.mpegurl"
         assert record["duration"] == 600.0
@@ -174,8 +177,7 @@ def test_a_stream_this_backend_cannot_open_is_reported_failed(
             f"<requires-file><sources><uri>{pictures.url}/green.png</uri></sources>"
             "</requires-file></content-item></content-set>"
         ).encode()
-        posted = display.post("/schedule", data=picture, headers={"Content-Type": "text/xml"})
-        assert posted.status_code == 202, posted.text
+        schedule(display, picture)
         display.wait_playback(lambda r: r["content-item"] == f"{pictures.url}/green.png", 30)
         srt = f"srt://127.0.0.1:{free_port()}?mode=caller"
         answer = display.post("/schedule", json={"content-item": srt})
@@ -203,8 +205,7 @@ def test_a_stream_alone_in_its_set_plays_on(tmp_path: Path, stream: HlsStream) -
             f"</constraints><requires-file><sources><uri>{stream.url}</uri></sources>"
             "</requires-file></content-item></content-set>"
         ).encode()
-        posted = display.post("/schedule", data=alone, headers={"Content-Type": "text/xml"})
-        assert posted.status_code == 202, posted.text
+        schedule(display, alone)
         first = display.wait_playback(lambda r: r["content-item"] == stream.url, 60)
         frames: list[int] = []
         until = time.monotonic() + 7
