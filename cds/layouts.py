@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
 
 from cds.model import MAIN_ZONE, ContentItem, ContentSet, Layout
+from cds.streams import is_stream
 from cds.syncgrid import looks_like_video
 
 __all__ = [
@@ -46,10 +46,6 @@ __all__ = [
 #: digit (the grammar of ``<zone name>`` and of a JSON request's ``zone``).
 ZONE_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,39}$"
 _ZONE_NAME = re.compile(ZONE_NAME_PATTERN)
-
-#: Live streams by type (HLS playlists), and by the scheme of their address.
-STREAM_TYPES = ("application/vnd.apple.mpegurl", "application/x-mpegurl")
-STREAM_SCHEMES = ("rtsp", "rtsps", "srt")
 
 
 @dataclass(frozen=True)
@@ -160,18 +156,9 @@ def zone_document(root: ContentSet, zone_name: str) -> ContentSet | None:
 
 
 def is_live_stream(item: ContentItem) -> bool:
-    """An HLS playlist (by its type, or an address ending ``.m3u8``) or an RTSP or SRT
-    address: played natively, never cached."""
-    media = (item.content_type or "").split(";")[0].strip().lower()
-    if media in STREAM_TYPES:
-        return True
-    try:
-        parts = urlsplit(item.url)
-    except ValueError:
-        return False
-    if parts.scheme.lower() in STREAM_SCHEMES:
-        return True
-    return unquote(parts.path).lower().endswith(".m3u8")
+    """An HLS playlist, or an RTSP or SRT address (``cds.streams``): played natively, never
+    cached."""
+    return is_stream(item.url, item.content_type)
 
 
 def could_play_video(content_set: ContentSet) -> bool:

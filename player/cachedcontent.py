@@ -3,7 +3,8 @@
 An item whose file has hashes, or is not a web page (an image, a video), plays only from the
 content cache (``player.cache``), once downloaded and verified; the renderer then loads the
 local copy. A web page without hashes is loaded live (the renderer's failure report and the
-engine's back-off cover it being unreachable).
+engine's back-off cover it being unreachable), and so is a live stream, always
+(``cds.streams``): it has no file to fetch.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cds.model import ContentItem, ContentSet
+from cds.streams import is_stream
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.medialength import LengthCache
@@ -31,6 +33,8 @@ class CachedContent:
         if not item.files:
             return False
         if item.url.startswith("data:"):  # an image carried in the CDS itself
+            return False
+        if is_stream(item.url, item.content_type):  # played live from its source
             return False
         if item.files[0].hashes:
             return True
