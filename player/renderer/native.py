@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject
 
 from player.feeds import FeedError
 from player.playitem import PlayItem
-from player.renderer.content import Kind, local_path
+from player.renderer.content import Kind, is_live, local_path
 from player.renderer.duegate import due_timestamp
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layerstack import LayerStack, Pending
@@ -82,7 +82,7 @@ class NativeMedia(QObject):
     def prepare(self, item: PlayItem, kind: Kind) -> None:
         self._prepared[item.url] = item
         if kind is Kind.VIDEO:
-            self.videos.prepare(item.url)
+            self.videos.prepare(item.url, live=is_live(item))
         else:
             self.pictures.decode(item.url, Path(local_path(item.url)))
 
@@ -90,6 +90,11 @@ class NativeMedia(QObject):
         """Bring ``item`` on its way to the front: the stack's pending item from now."""
         self._prepared.pop(item.url, None)
         self._serial += 1
+        live = kind is Kind.VIDEO and is_live(item)
+        if live and self._stack.layer is self.videos and self.videos.plays_live(item.url):
+            # The live stream on screen is its own next item: it plays on, nothing reopened.
+            self._reports.now_showing(Pending(item, kind, serial=self._serial), None)
+            return
         self._stack.pending = Pending(item, kind, serial=self._serial)
         if kind is Kind.VIDEO:
             held = False
@@ -98,7 +103,9 @@ class NativeMedia(QObject):
                 # on a copy of its last frame while its decoder moves to the next one.
                 self._stack.hold_still_over(self.videos.front_item())
                 held = True
-            self.videos.show(item.url, self._serial, held_on_still=held, due=due_timestamp(item))
+            self.videos.show(
+                item.url, self._serial, held_on_still=held, due=due_timestamp(item), live=live
+            )
         else:
             self.pictures.show(item.url, Path(local_path(item.url)), self._serial)
 
@@ -120,7 +127,11 @@ class NativeMedia(QObject):
             return
         self._stack.pending = None
         natural = None
-        if pending.kind is Kind.VIDEO and pending.item.duration is None:
+        if (
+            pending.kind is Kind.VIDEO
+            and pending.item.duration is None
+            and not is_live(pending.item)
+        ):
             natural = self.videos.front_player().duration()  # it plays to its own end
         self._reports.now_showing(pending, natural)
 
