@@ -24,9 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from cds.model import MAIN_ZONE, ContentItem, ContentSet, Layout
+from cds.streams import is_stream
 from cds.syncgrid import looks_like_video
 
 __all__ = [
@@ -59,10 +60,6 @@ TICKER_TYPES = ("text/plain", "application/rss+xml", "application/atom+xml")
 CLOCK_TYPE = "application/x-pdn-clock"
 DEFAULT_CLOCK_FORMAT = "HH:mm"
 MAX_CLOCK_FORMAT = 64
-
-#: Live streams by type (HLS playlists), and by the scheme of their address.
-STREAM_TYPES = ("application/vnd.apple.mpegurl", "application/x-mpegurl")
-STREAM_SCHEMES = ("rtsp", "rtsps", "srt")
 
 
 @dataclass(frozen=True)
@@ -173,18 +170,9 @@ def zone_document(root: ContentSet, zone_name: str) -> ContentSet | None:
 
 
 def is_live_stream(item: ContentItem) -> bool:
-    """An HLS playlist (by its type, or an address ending ``.m3u8``) or an RTSP or SRT
-    address: played natively, never cached."""
-    media = (item.content_type or "").split(";")[0].strip().lower()
-    if media in STREAM_TYPES:
-        return True
-    try:
-        parts = urlsplit(item.url)
-    except ValueError:
-        return False
-    if parts.scheme.lower() in STREAM_SCHEMES:
-        return True
-    return unquote(parts.path).lower().endswith(".m3u8")
+    """An HLS playlist, or an RTSP or SRT address (``cds.streams``): played natively, never
+    cached."""
+    return is_stream(item.url, item.content_type)
 
 
 def native_kind(content_type: str | None) -> Literal["ticker", "clock"] | None:

@@ -42,16 +42,17 @@ from cds.model import (
 from cds.read_constraints import ConstraintsReader
 from cds.read_layout import check_layout_sets, check_video_zones, read_layout
 from cds.relaxng import schema_problems
+from cds.streams import STREAM_SCHEMES, stream_uri_problem
 from cds.walk import KNOWN_ELEMENTS, LEGACY, MAX_PROBLEMS, WRAPPERS
 
 __all__ = ["parse"]
 
 log = logging.getLogger("pdn.cds")
 
-# Where a remote set's CDS may come from; a content item is http or https only, or a data:
-# image or text where the item says it is an image or a ticker's text, or pdn:clock where it
-# says it is a clock: nothing a display shows comes from its own disk (file:), runs as an
-# address (javascript:) or is built into it (qrc:).
+# Where a remote set's CDS may come from; a content item is http or https only, a live
+# stream's rtsp, rtsps or srt (cds.streams), a data: image or text where the item says it is an
+# image or a ticker's text, or pdn:clock where it says it is a clock: nothing a display shows
+# comes from its own disk (file:), runs as an address (javascript:) or is built into it (qrc:).
 URI_SCHEMES = ("http", "https", "file")
 ITEM_SCHEMES = ("http", "https")
 # Whether the display takes a content item's address, and if not why (its allowed origins).
@@ -476,8 +477,9 @@ class _Builder(ConstraintsReader):
 
 def item_uri_problem(uri: str, item_type: str) -> str | None:
     """Why ``uri`` cannot be the address of a content item whose content-type is
-    ``item_type`` (None when it can): http or https, a data: image of an image item, a
-    data:text/plain text of a text ticker, or the pdn:clock address of a clock."""
+    ``item_type`` (None when it can): http or https, a live stream's rtsp, rtsps or srt, a
+    data: image of an image item, a data:text/plain text of a text ticker, or the pdn:clock
+    address of a clock."""
     scheme = uri.split(":", 1)[0].strip().lower() if ":" in uri else ""
     media = item_type.split(";", maxsplit=1)[0].strip().lower()
     if media == CLOCK_TYPE:
@@ -498,10 +500,14 @@ def item_uri_problem(uri: str, item_type: str) -> str | None:
             '<content-item content-type="image/...">, or for a ticker\'s text, on a '
             '<content-item content-type="text/plain">'
         )
+    if scheme in STREAM_SCHEMES:
+        problem = stream_uri_problem(uri)
+        return None if problem is None else f"<uri> {problem}"
     if scheme and scheme not in ITEM_SCHEMES:
         return (
             f"<uri> '{short(uri)}': a content item must be an http or https address "
-            f"(like https://example.org/a.html), not {short(scheme)}:"
+            f"(like https://example.org/a.html), or a live stream's rtsp://, rtsps:// or "
+            f"srt://, not {short(scheme)}:"
         )
     return uri_problem(uri)
 

@@ -4,7 +4,8 @@ An item whose file has hashes, or is not a web page (an image, a video), plays o
 content cache (``player.cache``), once downloaded and verified; the renderer then loads the
 local copy. A web page without hashes is loaded live (the renderer's failure report and the
 engine's back-off cover it being unreachable), and so are a ticker (its feed or text file is
-read by the ticker itself, ``player.feeds``) and a clock.
+read by the ticker itself, ``player.feeds``), a clock and a live stream, always
+(``cds.streams``): it has no file to fetch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from cds.layouts import native_kind
 from cds.model import ContentItem, ContentSet
+from cds.streams import is_stream
 from player.cache import ContentCache
 from player.cachefiles import FileSpec
 from player.medialength import LengthCache
@@ -35,6 +37,8 @@ class CachedContent:
         if item.url.startswith("data:"):  # an image or a text carried in the CDS itself
             return False
         if native_kind(item.content_type) is not None:  # a ticker reads its feed itself
+            return False
+        if is_stream(item.url, item.content_type):  # played live from its source
             return False
         if item.files[0].hashes:
             return True

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cds.streams import STREAM_SCHEMES
 from cds.timezone import system_timezone_name
 from player.cachefiles import CacheConfig, parse_cache_config
 from player.clocksanity import ClockConfig, parse_clock_config
@@ -153,7 +154,7 @@ def origin_of(url: str) -> str:
         port = parts.port
     except ValueError:
         port = None
-    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+    if port is None or (scheme, port) in (("http", 80), ("https", 443), ("rtsp", 554)):
         return f"{scheme}://{host}"
     return f"{scheme}://{host}:{port}"
 
@@ -202,7 +203,7 @@ def _origins(key: str, value: Any) -> tuple[str, ...]:
         raise ConfigError(f"'{key}' must be a list of origins such as 'https://example.org'")
     origins: list[str] = []
     for entry in value:
-        if not isinstance(entry, str) or check_uri(entry, ("http", "https")):
+        if not isinstance(entry, str) or check_uri(entry, ("http", "https", *STREAM_SCHEMES)):
             raise ConfigError(
                 f"'{key}': {entry!r} is not an origin; write e.g. 'https://example.org'"
             )

@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from cds.layouts import native_kind
+from cds.streams import is_stream
 from player.playitem import PlayItem
 from player.renderer.imagelayer import NATIVE_FORMATS
 
@@ -19,7 +20,7 @@ class Kind(Enum):
     PAGE = "page"  # loaded as it is
     NATIVE_IMAGE = "native-image"  # a local still image: decoded and drawn by Qt
     IMAGE = "image"  # a remote (or animated / vector) image: wrapped in a page
-    VIDEO = "video"  # played natively (videolayer.py), not by the web engine
+    VIDEO = "video"  # played natively (videolayer.py), not by the web engine; a live stream too
     TICKER = "ticker"  # a zone's ticker: text or a feed scrolled by Qt Quick (zonelayer.py)
     CLOCK = "clock"  # a zone's clock, drawn by Qt Quick (zonelayer.py)
 
@@ -43,10 +44,19 @@ def media_type(item: PlayItem) -> str:
 VIDEO_SUFFIXES = frozenset({"mp4", "m4v", "mov", "mkv", "webm"})
 
 
+def is_live(item: PlayItem) -> bool:
+    """The item is a live stream (``cds.streams``): a video with no end, never spooled."""
+    return is_stream(item.source_url or item.url, item.content_type) or is_stream(
+        item.url, item.content_type
+    )
+
+
 def classify(item: PlayItem) -> Kind:
     native = native_kind(item.content_type)  # as the CDS names it, never guessed from the URL
     if native is not None:
         return Kind.TICKER if native == "ticker" else Kind.CLOCK
+    if is_live(item):
+        return Kind.VIDEO
     kind = media_type(item)
     if kind.startswith("video/") or kind.startswith("audio/"):
         return Kind.VIDEO

@@ -1,5 +1,6 @@
 """A region's native media: pictures (``imagelayer.py``) and videos (``videolayer.py``), the
-items that need no web view.
+items that need no web view; and a zone's tickers and clocks (``zonelayer.py``,
+:class:`ZoneItems`).
 
 Both layers work alike: an item is prepared on the layer's back item (decoded, or paused on
 its first frame), shown by raising that item once it is ready (``presenting``: the region's
@@ -16,12 +17,15 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject
 
+from player.feeds import FeedError
 from player.playitem import PlayItem
-from player.renderer.content import Kind, local_path
+from player.renderer.content import Kind, is_live, local_path
 from player.renderer.duegate import due_timestamp
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layerstack import LayerStack, Pending
+from player.renderer.options import RendererOptions
 from player.renderer.videolayer import VideoLayer
+from player.renderer.zonelayer import ZONE_ITEMS, ZoneItemLayer, identity, make_zone_item
 
 log = logging.getLogger("pdn.renderer")
 
@@ -78,7 +82,7 @@ class NativeMedia(QObject):
     def prepare(self, item: PlayItem, kind: Kind) -> None:
         self._prepared[item.url] = item
         if kind is Kind.VIDEO:
-            self.videos.prepare(item.url)
+            self.videos.prepare(item.url, live=is_live(item))
         else:
             self.pictures.decode(item.url, Path(local_path(item.url)))
 
@@ -86,6 +90,11 @@ class NativeMedia(QObject):
         """Bring ``item`` on its way to the front: the stack's pending item from now."""
         self._prepared.pop(item.url, None)
         self._serial += 1
+        live = kind is Kind.VIDEO and is_live(item)
+        if live and self._stack.layer is self.videos and self.videos.plays_live(item.url):
+            # The live stream on screen is its own next item: it plays on, nothing reopened.
+            self._reports.now_showing(Pending(item, kind, serial=self._serial), None)
+            return
         self._stack.pending = Pending(item, kind, serial=self._serial)
         if kind is Kind.VIDEO:
             held = False
@@ -94,7 +103,9 @@ class NativeMedia(QObject):
                 # on a copy of its last frame while its decoder moves to the next one.
                 self._stack.hold_still_over(self.videos.front_item())
                 held = True
-            self.videos.show(item.url, self._serial, held_on_still=held, due=due_timestamp(item))
+            self.videos.show(
+                item.url, self._serial, held_on_still=held, due=due_timestamp(item), live=live
+            )
         else:
             self.pictures.show(item.url, Path(local_path(item.url)), self._serial)
 
@@ -116,7 +127,11 @@ class NativeMedia(QObject):
             return
         self._stack.pending = None
         natural = None
-        if pending.kind is Kind.VIDEO and pending.item.duration is None:
+        if (
+            pending.kind is Kind.VIDEO
+            and pending.item.duration is None
+            and not is_live(pending.item)
+        ):
             natural = self.videos.front_player().duration()  # it plays to its own end
         self._reports.now_showing(pending, natural)
 
@@ -148,3 +163,85 @@ class NativeMedia(QObject):
     def close(self) -> None:
         self.pictures.close()
         self.videos.close()
+
+
+class ZoneItemReports(Protocol):
+    """What a region's ticker or clock tells the region (its :class:`RegionPlayer`)."""
+
+    def now_showing(self, pending: Pending, natural: float | None) -> None: ...
+    def failed(self, item: PlayItem, reason: str, on_screen: bool = False) -> None: ...
+
+
+class ZoneItems(QObject):
+    """The tickers and clocks of one region (``zonelayer.py``), shown through its
+    :class:`LayerStack`: each show of a new one makes its object and QML item, brought in front
+    once a frame with its text has reached the window (``painted``), and reported shown; one
+    that is covered, or superseded before it was shown, is closed. A show of the ticker or
+    clock already in front (the same address, type and refresh: a zone's set of one item
+    turns round) keeps it scrolling on, and the new play is reported shown at once."""
+
+    def __init__(
+        self,
+        stack: LayerStack,
+        options: RendererOptions,
+        reports: ZoneItemReports,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._stack = stack
+        self._options = options
+        self._reports = reports
+        self._loading: ZoneItemLayer | None = None
+        self._serial = 0
+
+    def show(self, item: PlayItem, kind: Kind) -> None:
+        """Bring ``item`` (a ticker or a clock) on its way to the front."""
+        self.abandon()
+        front = self._stack.layer
+        if isinstance(front, ZoneItemLayer) and front.identity == identity(item):
+            front.item = item  # the same ticker or clock goes on: this play is on screen now
+            self._reports.now_showing(Pending(item, kind), None)
+            return
+        try:
+            thing = make_zone_item(item, kind, self._options)
+        except (ValueError, FeedError) as error:
+            self._reports.failed(item, str(error))
+            return
+        properties: dict[str, object] = {"ticker" if kind is Kind.TICKER else "clock": thing}
+        try:
+            view = self._stack.create_zone_item(kind.value, properties)
+        except Exception as error:  # QML could not make it (the log says why)
+            thing.close()
+            self._reports.failed(item, str(error))
+            return
+        self._serial += 1
+        serial = self._serial
+        layer = ZoneItemLayer(item, thing, view, self._stack.drop)
+        self._loading = layer
+        self._stack.pending = Pending(item, kind, serial=serial)
+        thing.painted.connect(lambda: self._painted(layer, serial))
+        if thing.is_painted:
+            self._painted(layer, serial)
+
+    def _painted(self, layer: ZoneItemLayer, serial: int) -> None:
+        pending = self._stack.pending
+        if layer is not self._loading or pending is None or pending.serial != serial:
+            return
+        if pending.kind not in ZONE_ITEMS:
+            return
+        self._loading = None
+        self._stack.pending = None
+        self._stack.swap_to(layer, None, layer.item.cut)
+        self._reports.now_showing(pending, None)
+
+    def abandon(self) -> None:
+        """A ticker or clock on its way that another show supersedes is closed."""
+        loading, self._loading = self._loading, None
+        if loading is not None and loading is not self._stack.layer:
+            loading.clear()
+
+    def close(self) -> None:
+        self.abandon()
+        front = self._stack.layer
+        if isinstance(front, ZoneItemLayer):
+            front.clear()

@@ -35,13 +35,13 @@ from player.renderer.duegate import SwitchTrace, due_timestamp
 from player.renderer.imagelayer import ImageLayer
 from player.renderer.layers import Cover, Still
 from player.renderer.layerstack import LayerStack, Pending
-from player.renderer.native import NATIVE, NativeMedia
+from player.renderer.native import NATIVE, NativeMedia, ZoneItems
 from player.renderer.options import RendererOptions
 from player.renderer.recycler import Recycler
 from player.renderer.stage import Stage
 from player.renderer.videolayer import VideoLayer
 from player.renderer.webslot import SlotState, WebSlot
-from player.renderer.zonelayer import ZONE_ITEMS, ZoneItems
+from player.renderer.zonelayer import ZONE_ITEMS
 
 log = logging.getLogger("pdn.renderer")
 

@@ -7,8 +7,14 @@ cross-fade and then keeps its last frame until it is released. A player is relea
 decoder and frame buffers freed) as soon as it is covered, and a prepared one that is not shown
 within ``videoplayer.STALE_AFTER_MS``.
 
+A live stream (HLS, RTSP, SRT) takes the same two players. Prepared, it plays hidden and muted
+on the back player (a paused live source would fall behind live); shown, it is raised on the
+frame it is at. Shown again while it plays in front (a set whose only item it is), it plays
+on: nothing is reopened. It is never cued to a wall-clock turn.
+
 One player, its decoder and how it keeps a synchronised video to the wall clock, is
-``player.renderer.videoplayer``.
+``player.renderer.videoplayer``; how a live stream is reopened and given up on,
+``player.renderer.livestream``.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ class VideoLayer(QObject):
                 self._spool,
                 self,
                 self._local_first_frame_ms,
+                live_give_up=stalled_after,
             )
             for name in ("a", "b")
         ]
@@ -103,36 +110,57 @@ class VideoLayer(QObject):
         self._front = 0  # the player in front when this layer is
         self._wanted: tuple[str, int] | None = None  # (url, serial) to present when ready
         self._due: float | None = None  # the turn's instant of the video wanted (synchronised)
-        self._hint: str | None = None  # to prepare once the back player is free
+        self._hint: tuple[str, bool] | None = None  # (url, live) to prepare once it can be
         self.presents = 0  # videos brought in front so far
         self._serials = 0
+        self._live = False  # the video wanted is a live stream
 
     # -- what the kiosk asks --------------------------------------------------------------
 
-    def prepare(self, url: str) -> None:
+    def prepare(self, url: str, live: bool = False) -> None:
         """Load ``url`` paused on the back player, unless it is there already or the back
-        player is still on screen (fading out): then once it is released."""
-        if self._holding(url) is not None:
+        player is still on screen (fading out): then once it is released. A live stream
+        (``live``) plays hidden instead, unless it plays in front already."""
+        if self._holding(url) is not None or (live and self.plays_live(url)):
             return
         back = self._back()
         if back.shown or self._decoder_in_use():
-            self._hint = url
+            self._hint = (url, live)
             return
         self._serials += 1
-        back.load(url, -self._serials, self._first_frame_ms(url))
+        back.load(url, -self._serials, self._first_frame_ms(url), live)
+
+    def plays_live(self, url: str) -> bool:
+        """The live stream at ``url`` plays in front: shown again, it plays on."""
+        player = self.front_player()
+        return (
+            player.live
+            and player.shown
+            and player.url == url
+            and player.state is PlayerState.PLAYING
+        )
 
     def must_free_decoder(self, url: str) -> bool:
         """With one decoder, showing ``url`` first takes the decoder from the video shown."""
         return self._holding(url) is None and self._decoder_in_use()
 
     def show(
-        self, url: str, serial: int, held_on_still: bool = False, due: float | None = None
+        self,
+        url: str,
+        serial: int,
+        held_on_still: bool = False,
+        due: float | None = None,
+        live: bool = False,
     ) -> None:
         """Bring ``url`` in front: at once if it is prepared, else once its first frame is
         decoded; ``painted(serial)`` follows, or ``failed(url, reason)``. With one decoder
         (:meth:`must_free_decoder`), the video shown lets it go first: once a still of its
         last frame is kept (``held_on_still``: the kiosk holds one over it), or now.
-        ``due``: a synchronised video's turn began then (``time.time()``): it keeps to it."""
+        ``due``: a synchronised video's turn began then (``time.time()``): it keeps to it (not a
+        live stream, which is always at live)."""
+        if live:
+            due = None
+        self._live = live
         self._hint = None
         self._due = due
         self._start_timer.stop()
@@ -148,7 +176,7 @@ class VideoLayer(QObject):
         player = self._holding(url)
         if player is None:
             player = self._back()
-            player.load(url, serial, self._first_frame_ms(url))
+            player.load(url, serial, self._first_frame_ms(url), live)
         player.serial = serial
         player.due = due
         self._wanted = (url, serial)
@@ -190,7 +218,7 @@ class VideoLayer(QObject):
             back.release()
         if self._hint is not None:
             hint, self._hint = self._hint, None
-            self.prepare(hint)
+            self.prepare(*hint)
 
     def clear(self) -> None:
         """Another layer is in front: release every player that has been shown."""
@@ -199,15 +227,15 @@ class VideoLayer(QObject):
                 player.release()
         if self._hint is not None:
             hint, self._hint = self._hint, None
-            self.prepare(hint)
+            self.prepare(*hint)
 
     def check_stalled(self) -> None:
         """A video in front that is playing but has shown no new frame for ``STALLED_AFTER``
         seconds (times [screen] timeout-factor; a stream that stopped, a decoder that hung)
         fails: never a frozen screen."""
         player = self.front_player()
-        if player.state is not PlayerState.PLAYING:
-            return
+        if player.state is not PlayerState.PLAYING or player.live:
+            return  # a live stream's own watch reopens it, and gives up on it
         silent = time.monotonic() - player.last_new_frame
         if silent > self._stalled_after:
             player.fail(f"stalled: no new frame for {silent:.0f} s")
@@ -224,6 +252,8 @@ class VideoLayer(QObject):
             "decoding": player.decoding(),
             "frames": player.presented,
         }
+        if player.live:
+            described["live"] = {"reopens": player.live_watch.reopens}
         if player.due is not None:
             described["sync"] = {
                 "lag-ms": None if player.lag is None else round(player.lag * 1000, 1),
@@ -262,7 +292,7 @@ class VideoLayer(QObject):
                 player.release()
         if self._wanted is not None:
             url, serial = self._wanted
-            self.show(url, serial, due=self._due)
+            self.show(url, serial, due=self._due, live=self._live)
 
     def _holding(self, url: str) -> VideoPlayer | None:
         """The player with ``url`` loaded and not yet shown (never the one in front)."""

@@ -14,6 +14,12 @@ A video of a synchronised set (shown with its turn's ``due`` instant) keeps to t
   A seek costs a decode from the previous key frame (a stall of tens to hundreds of ms, the
   picture jumping), a nudge costs nothing visible: measured in docs/benchmarks.md.
 
+A live stream (``live``: HLS, RTSP, SRT) is opened playing, not paused: it has no first frame
+to wait on, and a paused live source falls behind live. It plays hidden and muted until it is
+shown, with QtMultimedia's low-latency intent (little buffering) and a short network timeout,
+and its :class:`~player.renderer.livestream.LiveWatch` reopens it when it is lost and fails it
+after ``live_give_up`` seconds without a frame. It is never spooled to disk.
+
 What the decoder is: QtMultimedia's backend (``QT_MEDIA_BACKEND``: FFmpeg from the wheel, or
 the system's GStreamer), and whether the frames come in GPU memory (a hardware decoder handing
 textures over) or in CPU memory (decoded in software).
@@ -34,9 +40,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, QUrl, Signal
-from PySide6.QtMultimedia import QMediaDevices, QMediaMetaData, QMediaPlayer, QVideoFrame
+from PySide6.QtMultimedia import (
+    QMediaDevices,
+    QMediaMetaData,
+    QMediaPlayer,
+    QPlaybackOptions,
+    QVideoFrame,
+)
 from PySide6.QtQuick import QQuickItem
 
+from player.renderer.livestream import LiveWatch
 from player.renderer.videospool import VideoSpool
 
 log = logging.getLogger("pdn.renderer")
@@ -49,6 +62,8 @@ STALE_AFTER_MS = 120_000  # a prepared video not shown by then gives its decoder
 _LOADS = itertools.count(1)  # tokens of loads, unique across players
 DOWNLOAD_MS = 300_000  # a video fetched whole (videospool.py) must be down by then
 STALLED_AFTER = 5.0  # seconds a playing video may go without a new frame (a stalled stream)
+LIVE_STALE_AFTER_MS = 20_000  # a live stream prepared (playing hidden) and not shown by then
+LIVE_NETWORK_TIMEOUT_MS = 3000  # a live source's socket reads give up after this
 AV_LOG_ERROR = 16  # FFmpeg's log level for errors (libavutil/log.h)
 # A synchronised video (see the module's docstring).
 CUE_LEAD = 0.4  # seconds: cued this far ahead of now, to start on the instant it gets there
@@ -108,9 +123,12 @@ class VideoPlayer(QObject):
         spool: VideoSpool,
         parent: QObject,
         local_first_frame_ms: int = LOCAL_FIRST_FRAME_MS,
+        live_give_up: float = STALLED_AFTER,
     ) -> None:
         super().__init__(parent)
         self.name = name
+        self.live = False  # a live stream (the module's docstring)
+        self.live_watch = LiveWatch(self, self._reopen, self.fail, live_give_up)
         self._spool = spool
         self._load = 0  # this load's token: a download finishing for an older one is dropped
         self._asked: set[int] = set()  # tokens of the spool's answers still to come
@@ -158,10 +176,11 @@ class VideoPlayer(QObject):
         timer.timeout.connect(callback)
         return timer
 
-    def load(self, url: str, serial: int, first_frame_ms: int) -> None:
-        """Open ``url`` and wait paused on its first frame (``ready``), or ``failed``."""
+    def load(self, url: str, serial: int, first_frame_ms: int, live: bool = False) -> None:
+        """Open ``url`` and wait paused on its first frame (``ready``), or ``failed``; a live
+        stream plays hidden from its first frame on (``ready`` then)."""
         self.release()
-        self.url, self.serial = url, serial
+        self.url, self.serial, self.live = url, serial, live
         self.state = PlayerState.LOADING
         self.item.setOpacity(0.0)
         # Sound where a sound server offers an output (it may have come up since the last
@@ -171,6 +190,17 @@ class VideoPlayer(QObject):
         )
         self._load = next(_LOADS)
         self._first_frame_ms = first_frame_ms
+        if live:
+            options = QPlaybackOptions()
+            options.setPlaybackIntent(QPlaybackOptions.PlaybackIntent.LowLatencyStreaming)
+            options.setNetworkTimeout(LIVE_NETWORK_TIMEOUT_MS)
+            self.player.setPlaybackOptions(options)
+            self._mute(True)
+            self.player.setSource(QUrl(url))
+            self.player.play()
+            self.live_watch.start()
+            return
+        self.player.resetPlaybackOptions()
         if urlsplit(url).scheme in ("http", "https"):
             # Streamed only from a server that answers range requests (videospool.py).
             self._deadline.start(DOWNLOAD_MS)
@@ -189,6 +219,7 @@ class VideoPlayer(QObject):
         self.shown = True
         self.last_new_frame = time.monotonic()
         self.state = PlayerState.PLAYING
+        self._mute(False)
         self.player.play()
         if self.due is not None:
             self._lags.clear()
@@ -211,8 +242,27 @@ class VideoPlayer(QObject):
         rate = self.player.metaData().value(QMediaMetaData.Key.VideoFrameRate)
         return 1 / rate if isinstance(rate, int | float) and rate > 0 else 1 / 30
 
+    def _mute(self, muted: bool) -> None:
+        output = self.player.audioOutput()
+        if output is not None:
+            output.setMuted(muted)
+
+    def _reopen(self) -> None:
+        """The live stream was lost: open it again (its watch decides when)."""
+        if not self.live or self.url is None:
+            return
+        self.player.stop()
+        self.player.setSource(QUrl())
+        self._last_frame_us = -1  # its frames' times may start again from 0
+        self._last_presented_us = -1
+        self.player.setSource(QUrl(self.url))
+        self.player.play()
+
     def release(self) -> None:
         """Stop and give the decoder and its frames back; hide the item."""
+        self.live_watch.stop()
+        self.live = False
+        self._mute(False)
         self._deadline.stop()
         self._stale.stop()
         self._keep_step.stop()
@@ -295,6 +345,8 @@ class VideoPlayer(QObject):
                 self.frames += 1
             self._last_frame_us = start
             self.last_new_frame = time.monotonic()
+            if self.live:
+                self.live_watch.frame()
             if self.state is PlayerState.PLAYING and self.due is not None and start >= 0:
                 self._note_lag(start)
         if self.hardware is None:
@@ -308,7 +360,7 @@ class VideoPlayer(QObject):
         if self.state is PlayerState.LOADING:
             self._deadline.stop()
             self.state = PlayerState.READY
-            self._stale.start(STALE_AFTER_MS)
+            self._stale.start(LIVE_STALE_AFTER_MS if self.live else STALE_AFTER_MS)
             self.ready.emit(self)
 
     def _note_lag(self, start_us: int) -> None:
@@ -328,6 +380,10 @@ class VideoPlayer(QObject):
         statuses = QMediaPlayer.MediaStatus
         if self.state is PlayerState.EMPTY:
             return
+        if self.live:
+            if status in (statuses.InvalidMedia, statuses.EndOfMedia):
+                self.live_watch.lost(status.name)
+            return
         if status is statuses.InvalidMedia:
             reason = f"cannot play the video: {self.player.errorString() or 'invalid media'}"
             self.fail(reason)
@@ -339,6 +395,9 @@ class VideoPlayer(QObject):
 
     def _error(self, error: QMediaPlayer.Error, text: str) -> None:
         if error is QMediaPlayer.Error.NoError or self.state is PlayerState.EMPTY:
+            return
+        if self.live:
+            self.live_watch.lost(text or error.name)
             return
         self.fail(f"cannot play the video: {text or error.name}")
 

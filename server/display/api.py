@@ -29,6 +29,7 @@ from server.platform.http import (
 from server.platform.lockout import client_key
 from server.platform.pairing import NAME_PATTERN, ROLES, Pairing
 from server.platform.validation import (
+    CONTENT,
     HTTP,
     ZONE_NAME,
     Anything,
@@ -58,7 +59,7 @@ api = Blueprint("display", __name__)
 
 # Inputs, one place per endpoint.
 SCHEDULE_ITEM = Schema(
-    Field("content-item", Uri(schemes=HTTP), required=True),
+    Field("content-item", Uri(schemes=CONTENT), required=True),
     Field("preferred-duration", Duration()),
     Field("zone", ZoneName()),
 )

@@ -31,6 +31,8 @@ from cds.layouts import ZONE_NAME_PATTERN
 from server.platform.signing import SIGNING_SECRET_PATTERN, parse_secret
 
 HTTP = ("http", "https")
+#: What a display shows: a web address, or a live stream's (cds.streams).
+CONTENT = (*HTTP, "rtsp", "rtsps", "srt")
 
 Validator = Callable[[str, Any], Any]
 
@@ -119,6 +121,12 @@ _PORT = "(?::(?:[0-9]{0,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2]
 HTTP_URI_PATTERN = (
     f"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9._~!$&'()*+,;=%:-]*@)?{_HOST}{_PORT}"
     f"(?:[/?#]{_URI_CHAR}*)?$"
+)
+#: An absolute address of content a display shows: as HTTP_URI_PATTERN, with the schemes of a
+#: live stream besides http and https (rtsp, rtsps, srt).
+CONTENT_URI_PATTERN = (
+    "^(?:[Hh][Tt][Tt][Pp][Ss]?|[Rr][Tt][Ss][Pp][Ss]?|[Ss][Rr][Tt])://"
+    f"(?:[A-Za-z0-9._~!$&'()*+,;=%:-]*@)?{_HOST}{_PORT}(?:[/?#]{_URI_CHAR}*)?$"
 )
 #: A server's address alone (an origin): http(s)://host[:port], at most a "/" after it, and no
 #: user info, path, query or fragment (a content server's display-uri).
@@ -223,6 +231,7 @@ PATTERNS = {
     "SigningSecret": SIGNING_SECRET_PATTERN,
     "Fingerprint": FINGERPRINT_PATTERN,
     "HttpUri": HTTP_URI_PATTERN,
+    "ContentUri": CONTENT_URI_PATTERN,
     "HttpOrigin": HTTP_ORIGIN_PATTERN,
     "Uri": URI_PATTERN,
     "Duration": DURATION_PATTERN,
@@ -239,6 +248,7 @@ PATTERNS = {
 
 _NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
 _HTTP_URI = re.compile(HTTP_URI_PATTERN)
+_CONTENT_URI = re.compile(CONTENT_URI_PATTERN)
 _URI = re.compile(URI_PATTERN)
 _DURATION = re.compile(DURATION_PATTERN)
 _FINGERPRINT = re.compile(FINGERPRINT_PATTERN)
@@ -351,7 +361,7 @@ def check_uri(value: str, schemes: tuple[str, ...] | None = None) -> str | None:
     """The reason a URI is refused, or None when it is acceptable.
 
     ``schemes=None``: any absolute URI (URI_PATTERN). Otherwise an http(s) URL with a host
-    (HTTP_URI_PATTERN), further limited to ``schemes``.
+    (HTTP_URI_PATTERN), or a stream's (CONTENT_URI_PATTERN), further limited to ``schemes``.
     """
     if not isinstance(value, str) or not value:
         return "must be an absolute URI"
@@ -364,6 +374,10 @@ def check_uri(value: str, schemes: tuple[str, ...] | None = None) -> str | None:
     scheme = value.split(":", 1)[0].lower()
     if scheme not in schemes:
         return f"must use {' or '.join(schemes)}, not {scheme}"
+    if scheme not in HTTP:
+        if _CONTENT_URI.fullmatch(value) is None:
+            return f"must be {scheme}://host[:port][/path]: a host (ASCII), a port up to 65535"
+        return None
     if _HTTP_URI.fullmatch(value) is None:
         return "must be http(s)://host[:port][/path]: a host (ASCII), a port up to 65535"
     return None

@@ -236,7 +236,8 @@ def test_a_zone_whose_page_fails_shows_its_next_item_and_health_names_it(
     screen: Screen,
 ) -> None:
     """A layout whose ticker zone starts with a page that never answers: /x/health names the
-    zone while it is black; the page fails by its timeout and the zone shows its next item."""
+    zone while it is black; the page fails by its timeout and the zone shows its next item. A
+    JSON request naming the zone plays there."""
     url = screen.content.url
     screen.content.reply("/never.html", _never())
     screen.post_cds(b'<content-set name="lobby"/>')  # the layout above goes
@@ -270,6 +271,20 @@ def test_a_zone_whose_page_fails_shows_its_next_item_and_health_names_it(
     assert wait_until(lambda: len(frame.taken()) > 3, 10)
     last = frame.stop()[-1]
     assert all(near(p, COLOURS["yellow"], 40) for p in last.groups["ticker"]), last
+
+    # A JSON request naming the ticker zone plays there; a zone the screen does not have is
+    # rejected with the reason.
+    request = {"content-item": f"{url}/blue.html", "preferred-duration": "20 s", "zone": "ticker"}
+    answer = screen.display.post("/schedule", json=request)
+    assert answer.status_code == 202 and answer.json() == {"request-status": "scheduling"}
+    record = screen.display.wait_playback(
+        lambda r: r["zone"] == "ticker" and r["zones"]["ticker"]["origin"] == "request"
+    )
+    assert record["zones"]["ticker"]["content-item"] == f"{url}/blue.html"
+    answer = screen.display.post("/schedule", json={**request, "zone": "side"})
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["request-status"] == "rejected"
+    assert "no zone 'side'" in answer.json()["reason"]
 
 
 def _never() -> Reply:

@@ -9,6 +9,8 @@
 - ``xvfb``, ``compositor``: X and Wayland servers of a test's own; ``pgserver``: PostgreSQL;
 - ``pixels``, ``videoscreen``, ``videofiles``: reading the screen back, and test videos;
   ``tickerscreen``: a ticker's motion in every frame, recorded from the X screen;
+  ``screenpoints``: points of another process's X screen in every frame;
+  ``livestream``: a live HLS stream made by ffmpeg, served on loopback, cut and restored;
 - ``sensor``, ``content``, ``segments``: the sensor and the content server in this process,
   and every segment by name on a server of its own;
 - ``fleet``: the scheduler's fleet of in-process displays and its API calls; ``lan``: a
