@@ -400,7 +400,8 @@ def run(
                 clear_exits(data_dir)
 
         renderer.engine_lost.connect(screen_lost)
-        forget = QTimer()
+        # The renderer's timers (children): they die with it, and stop before the screen goes.
+        forget = QTimer(renderer)
         forget.setSingleShot(True)
         forget.timeout.connect(forget_exits)
         forget.start(RIGHT_FOR_MS)
@@ -419,9 +420,11 @@ def run(
                 shown_code[:] = [code]
                 renderer.set_idle_pairing(f"Pairing code {code}{console_line}")
 
-        progress = QTimer()
+        progress = QTimer(renderer)
         progress.timeout.connect(refresh_idle)
         progress.start(PROGRESS_MS)
+        screen_side.callback(progress.stop)
+        screen_side.callback(forget.stop)
         refresh_idle()
 
         # 6. Start, in order; each part is stopped in reverse when the loop ends.
