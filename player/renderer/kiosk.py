@@ -24,18 +24,17 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import shiboken6
-from PySide6.QtCore import QObject, QRect, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QImage
 from PySide6.QtQuick import QQuickItem
 
 from cds.model import MAIN_ZONE
 from player.playitem import PlayItem, Renderer, RendererListener
 from player.renderer.compositor import CompositorView
-from player.renderer.content import IDLE_TOKEN, Kind, classify, context_script, update_script
-from player.renderer.duegate import DueGate, SwitchTrace
+from player.renderer.content import IDLE_TOKEN, context_script, update_script
+from player.renderer.duegate import SwitchTrace
 from player.renderer.idle import (
     addresses,
     idle_base_url,
@@ -46,18 +45,8 @@ from player.renderer.idle import (
 from player.renderer.options import RendererOptions, add_chromium_flags
 from player.renderer.profile import make_profile
 from player.renderer.recycler import MemoryPressure, Recycler
-from player.renderer.region import RegionPlayer
-from player.renderer.screenzones import (
-    FULL_SCREEN,
-    Box,
-    Layout,
-    ZoneBox,
-    ZoneRegions,
-    ZoneRenderer,
-    ZoneReports,
-    checked_boxes,
-    item_rect,
-)
+from player.renderer.region import RegionPlayer, RegionReports
+from player.renderer.screenzones import Box, Layout, ScreenZones
 from player.renderer.stage import Stage, keep_screen_awake
 from player.renderer.watchdog import CRASH_WINDOW, VisualWatchdog
 
@@ -91,7 +80,6 @@ class KioskRenderer(QObject):
         super().__init__()
         self.options = options = options or RendererOptions()
         add_chromium_flags()  # in case prepare_process was not called: before any profile
-        self._listeners: dict[str, RendererListener] = {}  # by zone
         self._readings: dict[str, object] = {}
         self._idle_ips: list[str] = []
         self._idle_progress = ""
@@ -101,8 +89,6 @@ class KioskRenderer(QObject):
         self._launch_failures: deque[float] = deque(maxlen=8)
         # Items of a synchronised set wait here for their instant; how late switches came.
         self.switch_trace = SwitchTrace()
-        self._due = self._gate(MAIN_ZONE)
-        self._dues = {MAIN_ZONE: self._due}  # by zone
 
         self.stage = Stage(
             rotation=options.rotation,
@@ -116,13 +102,16 @@ class KioskRenderer(QObject):
         self.recycler = Recycler(memory)
         self._web = (self.profile, f"pdn-{secrets.token_hex(8)}:")
         # The main zone's region (the whole screen without a layout), and every zone's.
-        self.region = self._region(MAIN_ZONE, self.stage.region)
-        self.regions: dict[str, RegionPlayer] = {MAIN_ZONE: self.region}
-        self._zone_regions = ZoneRegions(self.stage)
-        self._laid_out: tuple[ZoneBox, ...] = (FULL_SCREEN,)
-        self._renderers: dict[str, ZoneRenderer] = {}
-        #: The layout set splitting the screen (None: the main zone fills it).
-        self.layout_name: str | None = None
+        self.region = self._region(MAIN_ZONE, self.stage.region, self)
+        self.zones = ScreenZones(
+            self.stage,
+            self.region,
+            self._region,
+            self.switch_trace,
+            options.video_zones,
+            self,
+            self,
+        )
         # The switch trace hears of each frame before the region (whose switch it may time).
         self.stage.frame_swapped.connect(self._frame_swapped)
         self.stage.show_kiosk(options.fullscreen)
@@ -137,13 +126,13 @@ class KioskRenderer(QObject):
             self.stage,
             self.region,
             self.compositor,
-            self._switch_imminent,
+            self.zones.switch_imminent,
             self,
-            zones=self._watched_zones,
-            main_rect=self._main_rect,
+            zones=self.zones.watched,
+            main_rect=self.zones.main_rect,
         )
         self.watchdog.wrong.connect(self.region.recover)
-        self.watchdog.zone_wrong.connect(self._recover_zone)
+        self.watchdog.zone_wrong.connect(self.zones.recover)
         self.watchdog.lost.connect(self._give_up)
         # The once-a-second timers start together, to wake the GUI thread together.
         self.region.start()
@@ -160,18 +149,13 @@ class KioskRenderer(QObject):
 
     def set_listener(self, listener: RendererListener) -> None:
         """The main zone's listener (the one of a screen without a layout)."""
-        self._listeners[MAIN_ZONE] = listener
+        self.zones.set_zone_listener(MAIN_ZONE, listener)
 
     def prepare(self, item: PlayItem) -> None:
-        self.prepare_in(item.zone, item)
+        self.zones.prepare_in(item.zone, item)
 
     def show(self, item: PlayItem) -> None:
-        self.show_in(item.zone, item)
-
-    def _show_due(self, zone: str, item: PlayItem) -> None:
-        region = self.regions.get(zone)
-        if not self._closed and region is not None:
-            region.show(item)
+        self.zones.show_in(item.zone, item)
 
     # -- zones ----------------------------------------------------------------------------
 
@@ -181,27 +165,7 @@ class KioskRenderer(QObject):
         moves to its box and plays on; the other zones' regions of the layout before go and
         the new ones come in the same frame, each empty until its zone's first item is shown.
         Raises ValueError for boxes outside the screen or a layout without ``main``."""
-        main, others = checked_boxes(zones)
-        if self._closed:
-            return
-        boxes = (main, *others)
-        self.layout_name = name if boxes != (FULL_SCREEN,) else None
-        if boxes == self._laid_out:
-            return
-        for zone in [z for z in self.regions if z != MAIN_ZONE]:
-            self._drop_zone(zone)
-        made = self._zone_regions.lay_out(main, others)
-        for box in others:
-            region = self._region(box.name, made[box.name])
-            self.regions[box.name] = region
-            self._dues[box.name] = self._gate(box.name)
-            region.start()
-        self._laid_out = boxes
-        log.info(
-            "screen: %s",
-            f"layout {name!r}: {', '.join(b.name for b in boxes)}" if others else "full screen",
-        )
-        self.stage.request_frame()
+        self.zones.set_layout(name, zones)
 
     def split(self, layout: Layout | None) -> None:
         """The zone engine's ``ZoneScreen.split``: :meth:`set_layout` from a screen layout."""
@@ -213,74 +177,22 @@ class KioskRenderer(QObject):
     def renderer(self, zone: str) -> Renderer:
         """The renderer of one zone (``main``: this one; the zone engine's
         ``ZoneScreen.renderer``)."""
-        if zone == MAIN_ZONE:
-            return self
-        return self._renderers.setdefault(zone, ZoneRenderer(self, zone))
+        return self if zone == MAIN_ZONE else self.zones.renderer(zone)
 
-    def set_zone_listener(self, zone: str, listener: RendererListener) -> None:
-        self._listeners[zone] = listener
+    @property
+    def regions(self) -> dict[str, RegionPlayer]:
+        """The region of each zone on the screen now, by zone (``main`` always one)."""
+        return self.zones.regions
 
-    def prepare_in(self, zone: str, item: PlayItem) -> None:
-        region = self.regions.get(zone)
-        if not self._closed and region is not None and self._video_refused(region, item) is None:
-            region.prepare(item)
-
-    def show_in(self, zone: str, item: PlayItem) -> None:
-        """Show ``item`` in ``zone``'s region (reported failed if the screen has no such zone
-        now, or if its video would open more video zones than ``[screen] video-zones``)."""
-        if self._closed:
-            return
-        region = self.regions.get(zone)
-        reason = (
-            f"the screen has no zone {zone!r} now"
-            if region is None
-            else self._video_refused(region, item)
-        )
-        if region is None or reason is not None:
-            log.warning("cannot show %s in zone %s: %s", item.url, zone, reason)
-            self.zone_item_failed(zone, item, reason or "")
-            return
-        gate = self._dues[zone]
-        gate.cancel()
-        if gate.hold(item):  # released on its instant to _show_due
-            region.prepare(item)  # prepared already, as a rule: then this does nothing
-            return
-        region.show(item)
-
-    def show_nothing(self, zone: str) -> None:
-        """Nothing to show in ``zone`` (the idle page, for the main zone)."""
-        region = self.regions.get(zone)
-        if zone == MAIN_ZONE:
-            self.show_idle()
-        elif region is not None and not self._closed:
-            self._dues[zone].cancel()
-            region.show_nothing()
-            self.zone_idle_shown(zone)
-
-    def zone_item_shown(self, zone: str, item: PlayItem, natural: float | None) -> None:
-        listener = self._listeners.get(zone)
-        if listener is not None:
-            listener.item_shown(item.token, datetime.now(UTC), natural)
-
-    def zone_idle_shown(self, zone: str) -> None:
-        listener = self._listeners.get(zone)
-        if listener is not None:
-            listener.idle_shown(datetime.now(UTC))
-
-    def zone_item_failed(self, zone: str, item: PlayItem, reason: str) -> None:
-        listener = self._listeners.get(zone)
-        if item.token != IDLE_TOKEN and listener is not None:
-            listener.item_failed(item.token, reason)
-
-    def zone_item_ended(self, zone: str, item: PlayItem) -> None:
-        listener = self._listeners.get(zone)
-        if listener is not None:
-            listener.item_ended(item.token)
+    @property
+    def layout_name(self) -> str | None:
+        """The layout set splitting the screen (None: the main zone fills it)."""
+        return self.zones.layout_name
 
     def show_idle(self) -> None:
         if self._closed:
             return
-        self._due.cancel()
+        self.zones.dues[MAIN_ZONE].cancel()
         if self.region.keep_idle():
             return
         self._idle_ips = addresses()
@@ -304,16 +216,16 @@ class KioskRenderer(QObject):
     # -- what the region reports (region.RegionReports) -----------------------------------
 
     def item_shown(self, item: PlayItem, natural: float | None) -> None:
-        self.zone_item_shown(MAIN_ZONE, item, natural)
+        self.zones.zone_item_shown(MAIN_ZONE, item, natural)
 
     def idle_shown(self) -> None:
-        self.zone_idle_shown(MAIN_ZONE)
+        self.zones.zone_idle_shown(MAIN_ZONE)
 
     def item_failed(self, item: PlayItem, reason: str) -> None:
-        self.zone_item_failed(MAIN_ZONE, item, reason)
+        self.zones.zone_item_failed(MAIN_ZONE, item, reason)
 
     def item_ended(self, item: PlayItem) -> None:
-        self.zone_item_ended(MAIN_ZONE, item)
+        self.zones.zone_item_ended(MAIN_ZONE, item)
 
     def render_crashed(self, description: str) -> bool:
         self.watchdog.crashed()
@@ -404,22 +316,17 @@ class KioskRenderer(QObject):
         if self._closed:
             return
         self._closed = True
-        for gate in self._dues.values():
-            gate.cancel()
         self._idle_refresh.stop()
         self.watchdog.stop()
         self.compositor.close()
         self.stage.frame_swapped.disconnect(self._frame_swapped)
-        for region in self.regions.values():
-            region.close()
-        self._zone_regions.close()
+        self.zones.close()
         self.stage.close()
         shiboken6.delete(self._profile_owner)
 
     # -- internals ------------------------------------------------------------------------
 
-    def _region(self, zone: str, item: QQuickItem) -> RegionPlayer:
-        reports = self if zone == MAIN_ZONE else ZoneReports(self, zone)
+    def _region(self, zone: str, item: QQuickItem, reports: RegionReports) -> RegionPlayer:
         region = RegionPlayer(
             self.stage,
             item,
@@ -434,53 +341,10 @@ class KioskRenderer(QObject):
         region.set_context(context_script(self._readings), "")
         return region
 
-    def _gate(self, zone: str) -> DueGate:
-        return DueGate(self, lambda item: self._show_due(zone, item), self.switch_trace.gate_opened)
-
-    def _drop_zone(self, zone: str) -> None:
-        """The region of a zone of the layout before goes (with every timer of it)."""
-        gate = self._dues.pop(zone)
-        gate.cancel()
-        gate.deleteLater()
-        region = self.regions.pop(zone)
-        region.close()
-        region.deleteLater()
-
-    def _video_refused(self, region: RegionPlayer, item: PlayItem) -> str | None:
-        """Why ``item`` may not play in ``region``: a video while ``[screen] video-zones``
-        other zones play one (each zone's region has decoders of its own)."""
-        if classify(item) is not Kind.VIDEO:
-            return None
-        playing = [z for z, r in self.regions.items() if r is not region and r.plays_video()]
-        if len(playing) < self.options.video_zones:
-            return None
-        return (
-            f"[screen] video-zones is {self.options.video_zones} and zones "
-            f"{', '.join(playing)} play videos"
-        )
-
-    def _watched_zones(self) -> list[tuple[str, RegionPlayer, QRect]]:
-        return [
-            (zone, region, item_rect(region.item))
-            for zone, region in self.regions.items()
-            if zone != MAIN_ZONE
-        ]
-
-    def _main_rect(self) -> QRect | None:
-        return item_rect(self.region.item) if self._laid_out != (FULL_SCREEN,) else None
-
-    def _recover_zone(self, zone: str, problem: str) -> None:
-        region = self.regions.get(zone)
-        if region is not None:
-            region.recover(problem)
-
     def _frame_swapped(self) -> None:
         self.switch_trace.frame_swapped(self.stage.last_swap)
         for region in self.regions.values():
             region.frame_swapped(self.stage.last_swap)
-
-    def _switch_imminent(self) -> bool:
-        return any(gate.held is not None for gate in self._dues.values())
 
     def _give_up(self, reason: str) -> None:
         if self._fatal is not None:

@@ -391,7 +391,7 @@ def test_zones_turn_with_the_screen(make_renderer: object, http_server: Loopback
     assert near(rgb(image, 10, 120), COLOURS["yellow"])
     assert near(rgb(image, 40, 120), COLOURS["blue"])
     assert near(rgb(image, 300, 10), COLOURS["blue"])
-    [(name, _, rect)] = renderer._watched_zones()
+    [(name, _, rect)] = renderer.zones.watched()
     assert (name, rect.x(), rect.y(), rect.width(), rect.height()) == (TICKER, 0, 0, 32, 240)
 
 
