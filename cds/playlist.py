@@ -30,10 +30,11 @@ Remote sets (``type="remote"``) are fetched by the player: :meth:`Playlist.remot
 them and :meth:`Playlist.set_remote` plugs in the fetched set, which then sits under the remote
 set, so the remote set's constraints apply on top of the fetched document's.
 
-Why one module: every rule above acts on one tree of sets and on the state each set carries
-(its rotation, its avoid-context-switch lock, its synchronised grid), and each answer (what
-plays now, in which order, when that changes) walks the tree once with all of them together;
-split by rule, each part would need the whole tree and the other parts' state.
+Why one module: every rule above acts on the tree of sets (``cds.playtree``, built apart)
+and on the state each set carries (its rotation, its avoid-context-switch lock, its
+synchronised grid), and each answer (what plays now, in which order, when that changes, why
+not) walks the tree once with all of them together; split by rule, each part would need the
+whole tree and the other parts' state.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ from cds.model import (
     ContentItem,
     ContentSet,
     Document,
-    PlaybackOrder,
     PlaybackTransition,
 )
+from cds.playtree import TOP, ItemNode, SetNode, SyncSet, build_tree
 from cds.syncgrid import DEFAULT_SECONDS, Slot, epoch_at, looks_like_video, slot_at
 from cds.windows import constraints_hold, has_windows, next_window_change, wall_clock, why_closed
 
@@ -74,8 +75,6 @@ log = logging.getLogger("pdn.cds")
 Available = Callable[[ContentItem], bool]
 #: A video's own length in seconds, once its file is here (None: not known, or not a video).
 NaturalLength = Callable[[ContentItem], float | None]
-# Remote documents may name further remote sets; this many levels is plenty, and stops a loop.
-MAX_REMOTE_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -135,47 +134,6 @@ class RemoteSet:
     resolved: bool
 
 
-@dataclass(eq=False)
-class _SetNode:
-    key: str
-    name: str | None
-    label: str  # for messages: "set 'lobby'"
-    content_set: ContentSet | None  # None for the top, which holds the documents
-    order: PlaybackOrder
-    avoid_context_switch: bool
-    children: list[_SetNode | _ItemNode] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class _SyncSet:
-    """A set with ``sync="wall-clock"`` and its grid's items."""
-
-    key: str
-    label: str  # for messages: "set 'wall'"
-    #: what seeds its shuffle: its name (the same on every display), else its key
-    seed: str
-    order: PlaybackOrder
-    #: the constraints from the root down to the set itself (its epoch: the nearest window)
-    chain: tuple[Constraints, ...]
-    items: list[_ItemNode] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class _ItemNode:
-    key: str
-    item: ContentItem
-    root_name: str | None
-    set_path: tuple[str | None, ...]
-    #: the set keys above the item, nearest last
-    ancestors: tuple[str, ...]
-    #: every constraints element from the root down to the item, with a label for messages
-    chain: tuple[tuple[Constraints, str], ...]
-    priority: int
-    duration: float | None
-    #: the key of the synchronised set the item is on the grid of, if any
-    sync_key: str | None = None
-
-
 @dataclass
 class _SetState:
     last: int | None = None  # the child slot played last
@@ -199,9 +157,6 @@ class _Rotation:
     locks: list[_Lock] = field(default_factory=list)
 
 
-_TOP = ""
-
-
 class Playlist:
     """The rotation over a display's CDS documents. Thread-safe."""
 
@@ -223,10 +178,10 @@ class Playlist:
         self._documents: list[ContentSet] = []
         self._remote: dict[str, ContentSet] = {}
         self._rotation = _Rotation(rng or random.Random())
-        self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
-        self._items: list[_ItemNode] = []
-        self._sets: dict[str, _SetNode] = {}
-        self._syncs: dict[str, _SyncSet] = {}
+        self._top = SetNode(TOP, None, "all documents", None, "inorder", False)
+        self._items: list[ItemNode] = []
+        self._sets: dict[str, SetNode] = {}
+        self._syncs: dict[str, SyncSet] = {}
         self._remote_sets: list[tuple[str, ContentSet, bool]] = []
 
     # -- documents
@@ -273,151 +228,18 @@ class Playlist:
             return list(self._documents)
 
     def _rebuild(self) -> None:
-        self._top = _SetNode(_TOP, None, "all documents", None, "inorder", False)
-        self._items = []
-        self._sets = {_TOP: self._top}
-        self._syncs = {}
-        self._remote_sets = []
-        used: set[str] = set()
-        for index, document in enumerate(self._documents):
-            prefix = document.name if document.name is not None else f"#{index}"
-            if prefix in used:
-                prefix = f"{prefix}#{index}"
-            used.add(prefix)
-            self._top.children.append(
-                self._build_set(
-                    document,
-                    key=prefix,
-                    path_prefix=f"{prefix}/",
-                    indices=(),
-                    root_name=document.name,
-                    names=(),
-                    ancestors=(),
-                    chain=(),
-                    order="inorder",
-                    priority=DEFAULT_PRIORITY,
-                    duration=None,
-                    remote_uris=(),
-                    sync_key=None,
-                )
-            )
+        tree = build_tree(self._documents, self._remote)
+        self._top, self._items, self._sets = tree.top, tree.items, tree.sets
+        self._syncs, self._remote_sets = tree.syncs, tree.remote_sets
         rotation = self._rotation
         rotation.sets = {k: v for k, v in rotation.sets.items() if k[0] in self._sets}
         rotation.locks = [lock for lock in rotation.locks if lock.key in self._sets]
-
-    def _build_set(
-        self,
-        content_set: ContentSet,
-        *,
-        key: str,
-        path_prefix: str,
-        indices: tuple[int, ...],
-        root_name: str | None,
-        names: tuple[str | None, ...],
-        ancestors: tuple[str, ...],
-        chain: tuple[tuple[Constraints, str], ...],
-        order: PlaybackOrder,
-        priority: int,
-        duration: float | None,
-        remote_uris: tuple[str, ...],
-        sync_key: str | None,
-    ) -> _SetNode:
-        constraints = content_set.constraints
-        label = f"set '{content_set.name}'" if content_set.name is not None else f"set {key}"
-        order = constraints.order or order
-        if constraints.priority is not None:
-            priority = constraints.priority
-        if constraints.preferred_duration is not None:
-            duration = constraints.preferred_duration
-        node = _SetNode(
-            key=key,
-            name=content_set.name,
-            label=label,
-            content_set=content_set,
-            order=order,
-            avoid_context_switch=bool(constraints.avoid_context_switch),
-        )
-        self._sets[key] = node
-        names = (*names, content_set.name)
-        ancestors = (*ancestors, key)
-        chain = (*chain, (constraints, label))
-        if constraints.sync is not None and sync_key is None:
-            sync_key = key
-            self._syncs[key] = _SyncSet(
-                key=key,
-                label=label,
-                seed=content_set.name if content_set.name is not None else key,
-                order=order,
-                chain=tuple(c for c, _ in chain),
-            )
-        children: list[ContentSet | ContentItem] = list(content_set.children)
-        if content_set.type == "remote":
-            fetched, uris = self._resolve(key, content_set, remote_uris)
-            self._remote_sets.append((key, content_set, fetched is not None))
-            children = [fetched] if fetched is not None else []
-            remote_uris = (*remote_uris, *uris)
-        for index, child in enumerate(children):
-            child_indices = (*indices, index)
-            child_key = path_prefix + ".".join(str(i) for i in child_indices)
-            if isinstance(child, ContentSet):
-                node.children.append(
-                    self._build_set(
-                        child,
-                        key=child_key,
-                        path_prefix=path_prefix,
-                        indices=child_indices,
-                        root_name=root_name,
-                        names=names,
-                        ancestors=ancestors,
-                        chain=chain,
-                        order=order,
-                        priority=priority,
-                        duration=duration,
-                        remote_uris=remote_uris,
-                        sync_key=sync_key,
-                    )
-                )
-            elif child.files and child.files[0].sources:
-                own = child.constraints
-                item = _ItemNode(
-                    key=child_key,
-                    item=child,
-                    root_name=root_name,
-                    set_path=names,
-                    ancestors=ancestors,
-                    chain=(*chain, (own, "the item itself")),
-                    priority=own.priority if own.priority is not None else priority,
-                    duration=(
-                        own.preferred_duration if own.preferred_duration is not None else duration
-                    ),
-                    sync_key=sync_key,
-                )
-                node.children.append(item)
-                self._items.append(item)
-                if sync_key is not None:
-                    self._syncs[sync_key].items.append(item)
-        return node
-
-    def _resolve(
-        self, key: str, content_set: ContentSet, seen_uris: tuple[str, ...]
-    ) -> tuple[ContentSet | None, tuple[str, ...]]:
-        required = content_set.requires_file
-        uris = tuple(s.uri for s in required.sources) if required is not None else ()
-        if len(seen_uris) > MAX_REMOTE_DEPTH * 4 or any(uri in seen_uris for uri in uris):
-            log.warning("remote set %s refers back to itself; not resolved", key)
-            return None, uris
-        fetched = self._remote.get(key)
-        if fetched is None:
-            fetched = next((self._remote[uri] for uri in uris if uri in self._remote), None)
-        if fetched is not None and key.count(".") > MAX_REMOTE_DEPTH * 8:
-            return None, uris
-        return fetched, uris
 
     # -- eligibility
 
     def _assess(
         self, now: datetime.datetime, available: Available
-    ) -> tuple[list[_ItemNode], int | None]:
+    ) -> tuple[list[ItemNode], int | None]:
         """Items that may play now (constraints and availability), and the top level."""
         local = wall_clock(now, self.tz)
         cache: dict[int, bool] = {}
@@ -431,7 +253,7 @@ class Playlist:
                 ) and constraints_hold(constraints, local)
             return known
 
-        eligible: list[_ItemNode] = []
+        eligible: list[ItemNode] = []
         for node in self._items:
             if not all(holds(constraints) for constraints, _ in node.chain):
                 continue
@@ -449,15 +271,15 @@ class Playlist:
 
     def _candidates(
         self, now: datetime.datetime, available: Available
-    ) -> tuple[list[_ItemNode], Slot | None]:
+    ) -> tuple[list[ItemNode], Slot | None]:
         """The items that may play now at the top level, and when a synchronised set holds
         the screen, its item whose turn it is alone, with that turn."""
         eligible, top = self._assess(now, available)
         return self._synchronised(now, [node for node in eligible if node.priority == top])
 
     def _synchronised(
-        self, now: datetime.datetime, candidates: list[_ItemNode]
-    ) -> tuple[list[_ItemNode], Slot | None]:
+        self, now: datetime.datetime, candidates: list[ItemNode]
+    ) -> tuple[list[ItemNode], Slot | None]:
         """The first synchronised set (document order) among ``candidates`` whose item of
         now is one of them holds the screen; with none, the others play (never an item of a
         synchronised set out of its turn)."""
@@ -472,7 +294,7 @@ class Playlist:
                 return [turn[1]], turn[0]
         return [node for node in candidates if node.sync_key is None], None
 
-    def _durations(self, sync: _SyncSet) -> list[float] | str:
+    def _durations(self, sync: SyncSet) -> list[float] | str:
         """The seconds of each item's turn, or why the grid is not known yet."""
         seconds: list[float] = []
         for node in sync.items:
@@ -495,7 +317,7 @@ class Playlist:
                 seconds.append(DEFAULT_SECONDS)
         return seconds
 
-    def _turn(self, sync: _SyncSet, now: datetime.datetime) -> tuple[Slot, _ItemNode] | None:
+    def _turn(self, sync: SyncSet, now: datetime.datetime) -> tuple[Slot, ItemNode] | None:
         """Whose turn it is on the grid of ``sync`` at ``now`` (None: no grid yet)."""
         durations = self._durations(sync)
         if isinstance(durations, str):
@@ -530,12 +352,12 @@ class Playlist:
                 return [_selection(candidates[0], slot)]
             return [_selection(node) for node in self._upcoming(now, available)]
 
-    def _upcoming(self, now: datetime.datetime, available: Available) -> list[_ItemNode]:
+    def _upcoming(self, now: datetime.datetime, available: Available) -> list[ItemNode]:
         candidates, _ = self._candidates(now, available)
         if not candidates:
             return []
         rotation = copy.deepcopy(self._rotation)
-        ordered: dict[str, _ItemNode] = {}
+        ordered: dict[str, ItemNode] = {}
         # Every set yields each of its items within a few rounds; the bound only guards
         # against a bug turning this into an endless loop.
         for _ in range(4 * len(candidates) + 16):
@@ -549,7 +371,7 @@ class Playlist:
             ordered.setdefault(node.key, node)
         return list(ordered.values())
 
-    def _advance(self, rotation: _Rotation, candidates: list[_ItemNode]) -> _ItemNode | None:
+    def _advance(self, rotation: _Rotation, candidates: list[ItemNode]) -> ItemNode | None:
         if not candidates:
             return None
         live: set[str] = {node.key for node in candidates}
@@ -595,7 +417,7 @@ class Playlist:
                 return None
             level = candidates[0].priority
             chosen = set_node.children[self._choose(rotation, set_node, level, slots)]
-            if isinstance(chosen, _ItemNode):
+            if isinstance(chosen, ItemNode):
                 break
             set_node = chosen
         for lock in rotation.locks:
@@ -604,7 +426,7 @@ class Playlist:
         return chosen
 
     @staticmethod
-    def _choose(rotation: _Rotation, set_node: _SetNode, level: int, slots: list[int]) -> int:
+    def _choose(rotation: _Rotation, set_node: SetNode, level: int, slots: list[int]) -> int:
         state = rotation.sets.setdefault((set_node.key, level), _SetState())
         if set_node.order == "random":
             pending = [i for i in state.round if i in slots]
@@ -740,7 +562,7 @@ class Playlist:
 
     def _sync_reasons(
         self,
-        node: _ItemNode,
+        node: ItemNode,
         now: datetime.datetime,
         order: dict[str, int],
         holding: Slot | None,
@@ -774,7 +596,7 @@ def _safely(available: Available, item: ContentItem) -> bool:
         return False
 
 
-def _selection(node: _ItemNode, slot: Slot | None = None) -> Selection:
+def _selection(node: ItemNode, slot: Slot | None = None) -> Selection:
     return Selection(
         item=node.item,
         key=node.key,
