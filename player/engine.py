@@ -3,8 +3,9 @@
 Inputs:
 - CDS schedules, evaluated by a :class:`Schedule` (``cds.playlist.Playlist``): eligibility,
   priorities, playback order, the next time eligibility can change.
-- Ad-hoc requests (Display ``POST /schedule``, JSON form): a first-come, first-served queue of
-  up to :data:`QUEUE_LIMIT`, each shown for its duration. A request ranks as priority ``high``:
+- Ad-hoc requests (Display ``POST /schedule``, JSON form): a first-come, first-served queue
+  (``player.requestqueue``, up to 100), each shown for its duration. A request ranks as
+  priority ``high``:
   when the queue is empty a new request interrupts the scheduled item at once; a scheduled item
   of priority ``highest`` is never interrupted, and the queue waits behind it (the request on
   screen, if any, keeps its remaining time for later).
@@ -37,9 +38,10 @@ duration after it painted, and not at a video's own end); the next turn's item i
 display that starts, restarts or comes back from an interruption asks the grid again and joins
 the turn of now, at its offset (``PlayItem.due`` in the past).
 
-Why one module: the engine is one state machine under one lock: the queue, the scheduled
-play, the back-offs and the synchronised turns decide together, at each tick, what is on
-screen. What it plays is ``player.playitem``; what it stores, ``player.store``.
+Why one module: the engine is one state machine under one lock: the queue's head, the
+scheduled play, the back-offs and the synchronised turns decide together, at each tick, what
+is on screen. The request queue and its durable progress are ``player.requestqueue``; what it
+plays is ``player.playitem``; what it stores, ``player.store``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,10 +59,10 @@ from player.playitem import Origin, PlayItem, Renderer
 
 if TYPE_CHECKING:
     from cds.model import ContentItem, ContentSet
+from player.requestqueue import Request, RequestQueue
 
 log = logging.getLogger("pdn.engine")
 
-QUEUE_LIMIT = 100
 REQUEST_DURATION = 30.0  # seconds, when a request names no preferred-duration
 DEFAULT_DURATION = DEFAULT_SECONDS  # for a scheduled item with neither duration nor video length
 REQUEST_PRIORITY = 3  # "high"
@@ -125,14 +126,6 @@ class Playback:
             "started": self.started.isoformat(),
             "duration": self.duration,
         }
-
-
-@dataclass
-class _Request:
-    id: int
-    url: str
-    duration: float
-    remaining: float
 
 
 @dataclass
@@ -204,7 +197,6 @@ class Engine:
         self._zone = zone
         self._load_timeout = load_timeout
         self._schedule = schedule
-        self._store = store
         self._renderer = renderer
         self._available = available or (lambda item: True)
         self._locate = locate or (lambda item: item.url)
@@ -212,7 +204,7 @@ class Engine:
         self._wake = wake or (lambda: None)
         self._lock = threading.RLock()
         self._tokens = tokens if tokens is not None else itertools.count(1)
-        self._queue: deque[_Request] = deque()
+        self._queue = RequestQueue(store, clock())
         self._current: _Play | None = None
         self._pending: _Play | None = None
         self._upcoming: _Upcoming | None = None
@@ -220,26 +212,6 @@ class Engine:
         self._idle_painted = False
         self._backoff: dict[str, _Backoff] = {}
         self._started = False
-        self._load_queue()
-
-    def _load_queue(self) -> None:
-        """Rebuild the queue from the store; the request that was on screen keeps the time
-        it had left by the wall clock."""
-        now = self._clock()
-        for stored in self._store.queued_requests():
-            remaining = float(stored.remaining)
-            if stored.shown_at is not None:
-                remaining -= max(0.0, now.timestamp() - float(stored.shown_at))
-                if remaining <= 0.05:
-                    self._store.remove_request(stored.id)
-                    log.info(
-                        "request %d (%s) ran out while the display was down", stored.id, stored.url
-                    )
-                    continue
-                self._store.update_request(stored.id, remaining, None)
-            self._queue.append(_Request(stored.id, stored.url, float(stored.duration), remaining))
-        if self._queue:
-            log.info("%d queued request(s) restored", len(self._queue))
 
     # Inputs (any thread)
 
@@ -252,18 +224,9 @@ class Engine:
             )
         seconds = REQUEST_DURATION if duration is None else float(duration)
         with self._lock:
-            if len(self._queue) >= QUEUE_LIMIT:
-                return f"the request queue is full ({QUEUE_LIMIT} items)"
-            received = self._clock().timestamp()
-            request_id = self._store.push_request(url, seconds, received)
-            self._queue.append(_Request(request_id, url, seconds, seconds))
-            log.info(
-                "request %d queued: %s for %g s (%d in queue)",
-                request_id,
-                url,
-                seconds,
-                len(self._queue),
-            )
+            refused = self._queue.push(url, seconds, self._clock())
+        if refused is not None:
+            return refused
         self._wake()
         return None
 
@@ -329,7 +292,7 @@ class Engine:
             self._idle_shown = False
             self._backoff.pop(play.item.url, None)
             if play.request_id is not None:
-                self._persist(self._store.update_request, play.request_id, length, at.timestamp())
+                self._queue.shown(play.request_id, length, at)
             log.info("on screen: %s (%s, %g s)", play.item.source_url, play.item.origin, length)
             self._emit(
                 Playback(
@@ -359,7 +322,7 @@ class Engine:
                 return
             log.warning("could not show %s: %s", play.item.source_url, reason)
             if play.request_id is not None:
-                self._drop_request(play.request_id)
+                self._queue.finish(play.request_id)
             else:
                 self._back_off(play.item.url, now)
         self._wake()
@@ -444,7 +407,7 @@ class Engine:
                 "%s did not paint within %g s; skipped", stuck.item.source_url, self._load_timeout
             )
             if stuck.request_id is not None:
-                self._drop_request(stuck.request_id)
+                self._queue.finish(stuck.request_id)
             else:
                 self._back_off(stuck.item.url, now)
 
@@ -456,7 +419,7 @@ class Engine:
         current = self._current
         if current is not None and current.request_id is not None:
             if current.end_at is not None and now >= current.end_at:
-                self._finish_request(current.request_id)
+                self._queue.finish(current.request_id)
                 self._current_over(current)
             elif queue_blocked:
                 self._interrupt_request(current, now)
@@ -510,7 +473,7 @@ class Engine:
     ) -> _Play | None:
         """The play that should be on screen (the current or pending one if it still should)."""
         if self._queue and not queue_blocked:
-            head = self._queue[0]
+            head = next(iter(self._queue))
             for play in (self._current, self._pending):
                 if play is not None and play.request_id == head.id:
                     return play
@@ -596,7 +559,7 @@ class Engine:
 
         return available
 
-    def _request_play(self, request: _Request, now: datetime) -> _Play:
+    def _request_play(self, request: Request, now: datetime) -> _Play:
         item = PlayItem(
             token=next(self._tokens),
             url=request.url,
@@ -645,21 +608,9 @@ class Engine:
         """A `highest` item takes the screen: the request keeps the time it has left."""
         assert play.request_id is not None
         left = (play.end_at - now).total_seconds() if play.end_at else play.length or 0.0
-        for request in self._queue:
-            if request.id == play.request_id:
-                request.remaining = max(0.0, left)
-                self._persist(self._store.update_request, request.id, request.remaining, None)
-                log.info("request %d paused with %.1f s left", request.id, request.remaining)
+        self._queue.pause(play.request_id, left)
         play.request_id = None  # no longer counts as the request's play
         play.end_at = now
-
-    def _finish_request(self, request_id: int) -> None:
-        self._persist(self._store.remove_request, request_id)
-        self._queue = deque(r for r in self._queue if r.id != request_id)
-        log.info("request %d done (%d left in queue)", request_id, len(self._queue))
-
-    def _drop_request(self, request_id: int) -> None:
-        self._finish_request(request_id)
 
     def _current_over(self, play: _Play) -> None:
         play.request_id = None
@@ -670,14 +621,6 @@ class Engine:
         delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (backoff.failures - 1))
         backoff.until = now + timedelta(seconds=delay)
         log.info("%s left out for %g s after %d failure(s)", url, delay, backoff.failures)
-
-    def _persist(self, write: Callable[..., None], *args: Any) -> None:
-        """Keep the queue's progress on disk; a failed write (a full disk) must not stop the
-        screen: the queue goes on in memory, and at worst a request replays after a restart."""
-        try:
-            write(*args)
-        except Exception as error:
-            log.warning("could not store the queue's progress (%s); going on in memory", error)
 
     def _emit(self, playback: Playback) -> None:
         if self._on_playback is not None:

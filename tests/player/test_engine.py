@@ -13,11 +13,11 @@ from player.engine import (
     DEFAULT_DURATION,
     LOAD_TIMEOUT,
     PREPARE_LEAD,
-    QUEUE_LIMIT,
     Engine,
     Playback,
 )
 from player.playitem import PlayItem, RendererListener
+from player.requestqueue import QUEUE_LIMIT
 from player.store import DisplayStore
 from tests.support.inprocess_display import cds
 

@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from cds.parser import parse
-from player.engine import QUEUE_LIMIT
 from player.playback import ZONE_FIELDS
+from player.requestqueue import QUEUE_LIMIT
 from player.store import DisplayStore
 from tests.support.inprocess_display import Display, cds
 
