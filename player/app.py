@@ -73,8 +73,8 @@ from player.screen import QtScreen
 from player.sdnotify import SdNotifier
 from player.stopdeadline import StopDeadline
 from player.store import DisplayStore, StoreError
-from player.writer import DeferredQueueStore, OrderedWriter
-from player.zones import ZoneEngine, ZoneScreen
+from player.writer import DeferredQueueStore, OrderedWriter, StoredZoneQueues
+from player.zones import ZoneEngine, ZoneQueues, ZoneScreen
 from server.display import DisplaySecurity, create_app
 from server.display.access import allowed_hosts
 from server.platform.exitcodes import EXIT_OK, EXIT_SCREEN_LOST, EXIT_START_FAILED
@@ -135,6 +135,7 @@ def assemble(
     renderer: ZoneScreen,
     wake: Callable[[], None],
     queue: EngineStore | None = None,
+    zone_queues: ZoneQueues | None = None,
     content: CachedContent | None = None,
     clock_trusted: Callable[[], bool] | None = None,
     screen: ScreenAccess | None = None,
@@ -146,7 +147,8 @@ def assemble(
     the zone engine as it makes each zone's engine), and the display that holds them. A
     display whose documents have no layout plays full screen, its main zone's engine alone.
 
-    ``queue``: where the engine keeps its request queue (``store`` itself if None); ``content``:
+    ``queue``, ``zone_queues``: where the main zone's engine and the other zones' keep their
+    request queues (``store`` itself if None); ``content``:
     the content cache, which says what is available and where; ``clock_trusted``: whether time
     windows may open yet; ``screen``, ``memory``, ``clock_sync``: what health reports of them.
     ``run`` passes them all; a display without a screen (the API's tests) needs none."""
@@ -170,6 +172,7 @@ def assemble(
         on_playback=playback.changed,
         wake=wake,
         load_timeout=LOAD_TIMEOUT * config.screen.timeout_factor,
+        zone_queues=zone_queues if zone_queues is not None else StoredZoneQueues(store),
     )
     display = Display(
         config=config,
@@ -321,6 +324,7 @@ def run(
             renderer=renderer,
             wake=waker.wake,
             queue=DeferredQueueStore(store, queue_writer),
+            zone_queues=StoredZoneQueues(store, queue_writer),
             content=content,
             clock_trusted=clock.is_set,
             screen=QtScreen(bridge, renderer),

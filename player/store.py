@@ -1,12 +1,13 @@
 """The display's durable state: one SQLite file under ``--data-dir``.
 
 What survives ``kill -9`` or a power cut: the CDS documents (raw XML as received, one per root
-content-set name), the interrupt queue (each request with its remaining time and, for the one
-on screen, when it went up), the sensors and their latest readings, and the playback record
-with its ``sequence``, and the play log: every record, kept 90 days and at most
-:data:`PLAY_LOG_ROWS` rows (``GET /x/plays``). Subscriptions and queued webhook
-events live in the same file, in the tables of :mod:`server.platform.outbox`, so a playback change,
-its entry in the play log and its events commit together.
+content-set name), the interrupt queues (each request with its remaining time and, for the one
+on screen, when it went up: the main zone's, and each other zone's by its layout and name), the
+sensors and their latest readings, the playback record with its ``sequence``, and the play log:
+every record, kept 90 days and at most :data:`PLAY_LOG_ROWS` rows (``GET /x/plays``).
+Subscriptions and queued webhook events live in the same file, in the tables of
+:mod:`server.platform.outbox`, so a playback change, its entry in the play log and its events
+commit together.
 
 SQLite settings, and why:
 - WAL: readers (the API) never wait for the writer (the engine), and a crash never corrupts.
@@ -33,7 +34,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,22 @@ MIGRATIONS: Migrations = (
             sequence INTEGER NOT NULL,
             record TEXT NOT NULL            -- JSON of the playback record
         )""",
+    ),
+    # The request queues of the zones other than main, by the layout (its root set's name) and
+    # zone they were made to; a table apart, so the release before, which reads
+    # ``interrupts`` as the whole screen's queue, never plays them full screen.
+    (
+        """CREATE TABLE zone_interrupts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            layout TEXT NOT NULL,
+            zone TEXT NOT NULL,
+            url TEXT NOT NULL,
+            duration REAL NOT NULL,
+            remaining REAL NOT NULL,
+            received REAL NOT NULL,
+            shown_at REAL
+        )""",
+        "CREATE INDEX zone_interrupts_by_zone ON zone_interrupts (layout, zone, id)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -291,6 +308,25 @@ class DisplayStore:
         with self.write() as connection:
             connection.execute("DELETE FROM interrupts WHERE id = ?", (request_id,))
 
+    # The request queues of the other zones
+
+    def zone_requests(self, layout: str, zone: str) -> ZoneRequests:
+        """The request queue of ``zone`` of the layout ``layout`` (an ``EngineStore``)."""
+        return ZoneRequests(self, layout, zone)
+
+    def keep_zone_requests(self, zones: Collection[tuple[str, str]]) -> int:
+        """Forget the requests to every (layout, zone) but ``zones`` (the layouts scheduled
+        now); returns how many went."""
+        with self.write() as connection:
+            gone = 0
+            rows = connection.execute("SELECT DISTINCT layout, zone FROM zone_interrupts")
+            for layout, zone in list(rows):
+                if (layout, zone) not in zones:
+                    gone += connection.execute(
+                        "DELETE FROM zone_interrupts WHERE layout = ? AND zone = ?", (layout, zone)
+                    ).rowcount
+            return gone
+
     # Sensors
 
     def record_sensing(self, message: SensorMessage, *, now: float) -> SensorReading:
@@ -494,3 +530,40 @@ class DisplayStore:
             "max-plays": self.play_log_rows,
             "days": self.play_log_days,
         }
+
+
+class ZoneRequests:
+    """The durable request queue of one zone of one layout (``DisplayStore.zone_requests``),
+    as the zone's engine keeps it: the same four calls as the main zone's queue."""
+
+    def __init__(self, store: DisplayStore, layout: str, zone: str) -> None:
+        self._store = store
+        self._key = (layout, zone)
+
+    def queued_requests(self) -> list[QueuedRequest]:
+        rows = self._store._read(
+            "SELECT id, url, duration, remaining, received, shown_at FROM zone_interrupts"
+            " WHERE layout = ? AND zone = ? ORDER BY id",
+            self._key,
+        )
+        return [QueuedRequest(*row) for row in rows]
+
+    def push_request(self, url: str, duration: float, received: float) -> int:
+        with self._store.write() as connection:
+            cursor = connection.execute(
+                "INSERT INTO zone_interrupts (layout, zone, url, duration, remaining, received)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (*self._key, url, duration, duration, received),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def update_request(self, request_id: int, remaining: float, shown_at: float | None) -> None:
+        with self._store.write() as connection:
+            connection.execute(
+                "UPDATE zone_interrupts SET remaining = ?, shown_at = ? WHERE id = ?",
+                (remaining, shown_at, request_id),
+            )
+
+    def remove_request(self, request_id: int) -> None:
+        with self._store.write() as connection:
+            connection.execute("DELETE FROM zone_interrupts WHERE id = ?", (request_id,))

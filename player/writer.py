@@ -14,11 +14,14 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from player.engine import EngineStore
 
-__all__ = ["DeferredQueueStore", "OrderedWriter"]
+if TYPE_CHECKING:
+    from player.store import DisplayStore
+
+__all__ = ["DeferredQueueStore", "OrderedWriter", "StoredZoneQueues"]
 
 log = logging.getLogger("pdn.writer")
 
@@ -102,3 +105,22 @@ class DeferredQueueStore:
             request_id,
             failed=f"remove finished request {request_id}; it may replay after a restart",
         )
+
+
+class StoredZoneQueues:
+    """The request queues of the zones other than main (``player.zones.ZoneQueues``), kept in
+    the display's store by layout and zone; with a ``writer``, their progress is written by it
+    as the main zone's is (:class:`DeferredQueueStore`)."""
+
+    def __init__(self, store: DisplayStore, writer: OrderedWriter | None = None) -> None:
+        self._store = store
+        self._writer = writer
+
+    def queue(self, layout: str, zone: str) -> EngineStore:
+        queue = self._store.zone_requests(layout, zone)
+        return queue if self._writer is None else DeferredQueueStore(queue, self._writer)
+
+    def keep(self, zones: set[tuple[str, str]]) -> None:
+        gone = self._store.keep_zone_requests(zones)
+        if gone:
+            log.info("%d request(s) to zones no longer scheduled forgotten", gone)

@@ -24,10 +24,12 @@ queue, clock and renderer, and decides which layout, if any, splits the screen n
 The main zone's engine is the one engine of a screen without a layout: it keeps its durable
 request queue (``EngineStore``) and its state whether the screen is split or not. The engines
 of the other zones are made when their layout first splits the screen and kept while their
-document is scheduled; their request queues live in memory (a request to such a zone is not
-kept across a restart). When a layout leaves the screen, its zones are *suspended*: what they
-showed is forgotten (a request on screen keeps the time it had left), and when the layout
-comes back each zone shows its next item.
+document is scheduled. Each keeps its request queue in the :class:`ZoneQueues` it is given,
+by the layout's name and its own (the display's are durable: a request to a zone waits there
+across a restart; those to a layout or zone no longer scheduled are forgotten). When a layout
+leaves the screen, its zones are *suspended*: what they showed is forgotten (a request on
+screen keeps the time it had left), and when the layout comes back each zone shows its next
+item.
 
 The interface to the screen (what the integrator wires into the renderer): a
 :class:`ZoneScreen` with
@@ -81,7 +83,15 @@ from player.playitem import Renderer
 if TYPE_CHECKING:
     from cds.model import ContentItem
 
-__all__ = ["MAIN_ZONE", "MemoryQueue", "ScreenLayout", "ZoneEngine", "ZoneScreen"]
+__all__ = [
+    "MAIN_ZONE",
+    "MemoryQueue",
+    "MemoryQueues",
+    "ScreenLayout",
+    "ZoneEngine",
+    "ZoneQueues",
+    "ZoneScreen",
+]
 
 log = logging.getLogger("pdn.engine.zones")
 
@@ -145,6 +155,26 @@ class MemoryQueue:
             self._requests.pop(request_id, None)
 
 
+class ZoneQueues(Protocol):
+    """Where the zones other than main keep their request queues (``player.store``)."""
+
+    def queue(self, layout: str, zone: str) -> EngineStore:
+        """The request queue of ``zone`` of the layout named ``layout``."""
+
+    def keep(self, zones: set[tuple[str, str]]) -> None:
+        """Forget the queues of every (layout, zone) but ``zones``."""
+
+
+class MemoryQueues:
+    """Request queues in memory, lost on a restart (tests, and a display without a store)."""
+
+    def queue(self, layout: str, zone: str) -> EngineStore:
+        return MemoryQueue()
+
+    def keep(self, zones: set[tuple[str, str]]) -> None:
+        pass  # a queue goes with the engine that holds it
+
+
 @dataclass(eq=False)
 class _Layout:
     """One layout document: its zones' boxes and documents, the schedule that tells whether
@@ -178,8 +208,10 @@ class ZoneEngine:
         on_playback: Callable[[Playback], None] | None = None,
         wake: Callable[[], None] | None = None,
         load_timeout: float = LOAD_TIMEOUT,
+        zone_queues: ZoneQueues | None = None,
     ) -> None:
         self._clock = clock
+        self._zone_queues = zone_queues or MemoryQueues()
         self._screen = screen
         self._new_schedule = new_schedule
         self._available = available or (lambda item: True)
@@ -242,6 +274,13 @@ class ZoneEngine:
                 self._active = None
                 self._split, self._split_due = None, True
             self._main.set_documents(self._main_documents())
+            scheduled = {
+                (layout.root.name or "", zone)
+                for layout in layouts
+                for zone in layout.documents
+                if zone != MAIN_ZONE
+            }
+        self._zone_queues.keep(scheduled)  # a write: not under the lock the screen's tick takes
         self._wake()
 
     def _renew(self, old: _Layout | None, root: ContentSet) -> _Layout:
@@ -391,7 +430,8 @@ class ZoneEngine:
             if engine is None:
                 schedule = self._new_schedule()
                 schedule.set_documents([layout.documents[box.name]])
-                layout.engines[box.name] = self._engine(box.name, schedule, MemoryQueue(), renderer)
+                queue = self._zone_queues.queue(layout.root.name or "", box.name)
+                layout.engines[box.name] = self._engine(box.name, schedule, queue, renderer)
             else:
                 renderer.set_listener(engine)
 

@@ -167,6 +167,7 @@ def test_an_older_display_database_gains_the_log_and_keeps_its_version(tmp_path:
         try:
             assert store.playback() == (41, {"sequence": 41})
             assert store.plays(0, 10) == []
+            assert store.zone_requests("lobby", "side").queued_requests() == []
         finally:
             store.close()
     store = DisplayStore(path)

@@ -14,6 +14,7 @@ from cds.playlist import Playlist
 from player.engine import DEFAULT_DURATION, Engine, Playback
 from player.playitem import PlayItem
 from player.store import DisplayStore
+from player.writer import StoredZoneQueues
 from player.zones import ScreenLayout, ZoneEngine
 from tests.player.test_engine import Clock, ManualRenderer
 from tests.support.inprocess_display import cds
@@ -40,14 +41,26 @@ class Zones:
         self.records: list[Playback] = []
         self.screen = Screen()
         self.painted: set[int] = set()
-        self.engine = ZoneEngine(
+        self.engine = self._engine()
+
+    def _engine(self) -> ZoneEngine:
+        return ZoneEngine(
             clock=self.clock,
             schedule=Playlist(UTC),
             store=self.store,
             screen=self.screen,
             new_schedule=lambda: Playlist(UTC),
             on_playback=self.records.append,
+            zone_queues=StoredZoneQueues(self.store),
         )
+
+    def restart(self, down: float) -> None:
+        """The display is down ``down`` seconds and starts again on the same store: a new
+        engine and a new screen, the documents not yet given."""
+        self.clock.advance(down)
+        self.screen = Screen()
+        self.painted.clear()
+        self.engine = self._engine()
 
     def schedule(self, *documents: bytes) -> None:
         self.engine.set_documents([parse(document).root for document in documents])
@@ -362,6 +375,46 @@ def test_a_request_in_a_zone_keeps_its_time_while_the_layout_waits(zones: Zones)
     assert zones.on_screen("ticker").duration == pytest.approx(10)
     zones.step(10)
     assert zones.shows("ticker")[-1] == "http://t/1"
+
+
+def test_a_request_in_a_zone_survives_a_restart_and_goes_with_its_layout(zones: Zones) -> None:
+    """A zone's requests are on disk with their layout and zone: after a power cut the one on
+    screen keeps the time it had left by the wall clock and the next waits its turn; once the
+    layout is no longer scheduled they are forgotten."""
+    lobby = layout_doc(main=(item("http://m/1"),), ticker=(item("http://t/1"),))
+    zones.schedule(lobby)
+    zones.step()
+    zones.paint("main")
+    zones.paint("ticker")
+    assert zones.engine.request("http://r/first", 20, zone="ticker") is None
+    assert zones.engine.request("http://r/second", 10, zone="ticker") is None
+    zones.step()
+    zones.paint("ticker")  # r/first on screen for 20 s
+    zones.step(5)
+    stored = zones.store.zone_requests("lobby", "ticker").queued_requests()
+    assert [request.url for request in stored] == ["http://r/first", "http://r/second"]
+    assert zones.store.queued_requests() == []  # the main zone's queue has none of them
+
+    zones.restart(down=3)  # 15 s of r/first were left; 3 s of them pass while it is down
+    zones.schedule(lobby)
+    zones.step()
+    assert zones.shows("ticker") == ["http://r/first"]
+    zones.paint("ticker")
+    assert zones.on_screen("ticker").origin == "request"
+    assert zones.on_screen("ticker").duration == pytest.approx(12)
+    zones.step(12)
+    assert zones.shows("ticker")[-1] == "http://r/second"
+    zones.paint("ticker")
+    zones.step(10)
+    assert zones.shows("ticker")[-1] == "http://t/1"
+
+    assert zones.engine.request("http://r/third", 30, zone="ticker") is None
+    zones.schedule()  # the layout withdrawn: its zones' requests go with it
+    assert zones.store.zone_requests("lobby", "ticker").queued_requests() == []
+    zones.restart(down=1)
+    zones.schedule(lobby)
+    zones.step()
+    assert zones.shows("ticker") == ["http://t/1"]
 
 
 def test_a_new_version_of_the_layout_keeps_its_zones_going(zones: Zones) -> None:

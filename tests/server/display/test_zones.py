@@ -1,17 +1,22 @@
-"""Zones at the Display Segment's API: a request's ``zone`` (checked, and rejected with the
-reason when the screen has no such zone), and a layout refused when its zones could play more
-videos at once than ``[screen] video-zones``, through waitress on loopback."""
+"""Zones at the Display Segment's API: a request's ``zone`` (checked, rejected with the reason
+when the screen has no such zone, and kept across a restart), and a layout refused when its
+zones could play more videos at once than ``[screen] video-zones``, through waitress on
+loopback."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 
+from player.config import DisplayConfig
 from player.screenconfig import ScreenConfig
+from server.platform.wsgi import WsgiServer
 from tests.server.display.test_api import JSON, XML, assert_error
-from tests.support.inprocess_display import Display
+from tests.support.inprocess_display import Display, build_display, close_display
 
 VIDEO = (
     '<content-item content-type="video/mp4"><requires-file><sources>'
@@ -107,3 +112,45 @@ def test_a_wrong_layout_is_400_with_its_line(display: Display) -> None:
     body = assert_error(display.post("/schedule", data=wrong, headers=XML), 400, "invalid-cds")
     assert body["line"] == 4
     assert "height must be a fraction of the screen from 0 to 1" in body["message"]
+
+
+def test_a_request_to_a_zone_survives_a_restart(
+    display_server: tuple[Flask, WsgiServer], tmp_path: Path
+) -> None:
+    """A request to the side zone, on screen when the display stops, is there again when it
+    starts on the same data directory, with the time it had left; the main zone is not
+    given it."""
+    app, server = display_server
+    alert = "http://example.org/alert.html"
+
+    def start() -> Display:
+        return build_display(app, server, tmp_path / "data", DisplayConfig(timezone="UTC"))
+
+    display = start()
+    try:
+        assert display.post("/schedule", data=layout(PAGE.format("side")), headers=XML).ok
+        request = {"content-item": alert, "preferred-duration": "600 s", "zone": "side"}
+        answer = display.post("/schedule", json=request, headers=JSON)
+        assert answer.json() == {"request-status": "scheduling"}, answer.text
+        shown = display.wait_playback(
+            lambda r: r["zones"].get("side", {}).get("content-item") == alert
+        )
+    finally:
+        close_display(display)
+
+    display = start()
+    try:
+        # The record kept from before the restart first, then the new one's.
+        record = display.wait_playback(
+            lambda r: (
+                r["sequence"] > shown["sequence"]
+                and r.get("layout") == "lobby"
+                and "side" in r.get("zones", {})
+            )
+        )
+        side = record["zones"]["side"]
+        assert (side["content-item"], side["origin"]) == (alert, "request"), record
+        assert 500 < side["duration"] < 600, side
+        assert record["zones"]["main"]["content-item"] == "https://example.org/promo.mp4"
+    finally:
+        close_display(display)
