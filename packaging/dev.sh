@@ -18,7 +18,8 @@ python=${PYTHON:-python3}
 # attached, and the tools the tests use (systemd-analyze, shellcheck, imagemagick, xset, curl
 # for the documentation's commands; sway, cage, grim and wlr-randr: real Wayland compositors,
 # read back, in tests/player/test_wayland.py and test_cage.py; xwayland, without which cage
-# does not start).
+# does not start; GStreamer's RTSP server with python3-gi: an RTSP camera on loopback for the
+# live-stream tests, tests/support/rtsp_serve.py).
 # packaging/fresh-root.sh proves this list complete: both jobs, in a bare Debian root.
 system_packages=(
     libnss3 libxkbcommon0 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-image0
@@ -28,6 +29,8 @@ system_packages=(
     fonts-dejavu-core xvfb x11-utils x11-xserver-utils xauth imagemagick shellcheck systemd
     procps python3-venv ca-certificates postgresql chromium chromium-driver ffmpeg curl
     sway cage xwayland grim wlr-randr
+    python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+    gstreamer1.0-plugins-ugly
 )
 
 log() { printf 'pdn-dev: %s\n' "$*" >&2; }

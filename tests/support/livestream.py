@@ -1,4 +1,5 @@
-"""A live HLS stream on loopback, made by Debian's ffmpeg, whose server a test can cut.
+"""Live streams on loopback whose server a test can cut: HLS made by Debian's ffmpeg, and an
+RTSP camera (GStreamer's RTSP server, ``rtsp_serve.py``).
 
 ffmpeg encodes a test source in real time (one flat colour with a white box moving along its
 top, so the screen read back tells the stream from other items and shows it moving) into a
@@ -6,6 +7,10 @@ sliding-window playlist (``-f hls -hls_flags delete_segments``: a few one-second
 the old ones deleted), as a live camera or channel is served. A :class:`PageServer` serves the
 folder; :meth:`HlsStream.cut` closes it (connection refused) and :meth:`HlsStream.restore`
 opens it again on the same port, while ffmpeg goes on writing.
+
+:class:`RtspStream` runs ``rtsp_serve.py`` with Debian's ``python3`` (one flat colour, H.264
+over RTP); :meth:`RtspStream.cut` ends the server (the client's session is gone, the port
+refuses), :meth:`RtspStream.restore` starts it again on the same port.
 """
 
 from __future__ import annotations
@@ -14,8 +19,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.pages import PageServer, Reply, Request
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
+
+RTSP_SERVER = Path(__file__).with_name("rtsp_serve.py")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-gi
 
 TYPES = {".m3u8": "application/vnd.apple.mpegurl", ".ts": "video/mp2t"}
 
@@ -95,3 +106,66 @@ class HlsStream:
         except subprocess.TimeoutExpired:
             self.encoder.kill()
             self.encoder.wait()
+
+
+class RtspStream:
+    """An RTSP camera sending ``colour`` at :attr:`url` (until :meth:`close`:
+    ``contextlib.closing`` makes it a context). Fails the test where GStreamer's RTSP server
+    is not installed (``bash packaging/dev.sh setup`` installs it)."""
+
+    def __init__(self, colour: tuple[int, int, int]) -> None:
+        check = subprocess.run(
+            [SYSTEM_PYTHON, "-c", _CAN_SERVE], capture_output=True, text=True, check=False
+        )
+        if check.returncode != 0:
+            pytest.fail(
+                "GStreamer's RTSP server is not installed (bash packaging/dev.sh setup installs"
+                f" it): {check.stderr.strip()[-200:]}"
+            )
+        self.colour = "{:02x}{:02x}{:02x}".format(*colour)
+        self.port = free_port()
+        self.server: subprocess.Popen[str] | None = None
+        self.restore()
+
+    @property
+    def url(self) -> str:
+        return f"rtsp://127.0.0.1:{self.port}/live"
+
+    def restore(self) -> None:
+        """Serve again, on the same port; returns once it listens."""
+        if self.server is not None:
+            return
+        self.server = subprocess.Popen(
+            [SYSTEM_PYTHON, str(RTSP_SERVER), str(self.port), self.colour],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.server.stdout is not None
+        line = self.server.stdout.readline().strip()
+        assert line == "ready", f"the RTSP server did not start: {line!r}"
+
+    def cut(self) -> None:
+        """End the server: the session is gone and the port refuses connections."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
+
+    def close(self) -> None:
+        self.cut()
+
+
+_CAN_SERVE = (
+    "import gi; gi.require_version('Gst', '1.0'); gi.require_version('GstRtspServer', '1.0');"
+    "from gi.repository import Gst, GstRtspServer; Gst.init(None);"
+    "missing = [e for e in ('videotestsrc', 'x264enc', 'rtph264pay')"
+    " if Gst.ElementFactory.find(e) is None];"
+    "assert not missing, 'missing GStreamer elements: ' + ', '.join(missing)"
+)

@@ -1,9 +1,10 @@
-"""A live HLS stream as an item of a set, on the real ``pdn display`` process, read back from
-its screen: it shows and moves; its server cut for 10 s, the set's next item (a picture) shows
-in its place; the server back, the stream shows again.
+"""Live streams as items of a set, on the real ``pdn display`` process, read back from its
+screen: an HLS stream and an RTSP camera show and move; their server cut for 10 s, the set's
+next item (a picture) shows in their place; the server back, the stream shows again.
 
-The stream is made here by ffmpeg (a sliding-window live playlist, tests/support/livestream)
-and served on loopback; the picture by another loopback server.
+The HLS stream is made here by ffmpeg (a sliding-window live playlist), the camera by
+GStreamer's RTSP server (tests/support/livestream), both on loopback; the picture is served by
+another loopback server.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from tests.support.display import DisplayProcess
-from tests.support.livestream import HlsStream
+from tests.support.livestream import HlsStream, RtspStream
 from tests.support.pages import PageServer, Reply
 from tests.support.pixels import near
 from tests.support.png import png
@@ -32,12 +33,20 @@ TOLERANCE = 24  # a flat colour through H.264's YUV 4:2:0 and the screen's scali
 CUT = 10.0  # seconds the stream's server refuses connections
 BLIP = 2.5  # ... for a short loss, bridged by reopening
 
+HLS = "application/vnd.apple.mpegurl"
+
 CONFIG = 'name = "Live"\n[location]\nlatitude = "N54.0104"\nlongitude = "W 2 47.22"\n'
 
 
 @pytest.fixture
 def stream(tmp_path: Path) -> Iterator[HlsStream]:
     with closing(HlsStream(tmp_path / "hls", STREAM)) as live:
+        yield live
+
+
+@pytest.fixture
+def camera() -> Iterator[RtspStream]:
+    with closing(RtspStream(STREAM)) as live:
         yield live
 
 
@@ -88,13 +97,15 @@ def box_x(image: QImage) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def cds(stream: HlsStream, pictures: PageServer) -> bytes:
+def cds(stream: str, pictures: PageServer, content_type: str | None = HLS) -> bytes:
+    """The stream at ``stream`` for 10 minutes, then a picture for 2 s, in turns."""
+    typed = f' content-type="{content_type}"' if content_type else ""
     return (
         '<content-set name="live">'
-        '<content-item content-type="application/vnd.apple.mpegurl"><constraints>'
+        f"<content-item{typed}><constraints>"
         "<scheduling-constraints><preferred-duration>PT10M</preferred-duration>"
         "</scheduling-constraints></constraints>"
-        f"<requires-file><sources><uri>{stream.url}</uri></sources></requires-file>"
+        f"<requires-file><sources><uri>{stream}</uri></sources></requires-file>"
         "</content-item>"
         '<content-item content-type="image/png"><constraints>'
         "<scheduling-constraints><preferred-duration>PT2S</preferred-duration>"
@@ -111,7 +122,7 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
     display = DisplayProcess(tmp_path / "display", config=CONFIG)
     display.start().wait_ready()
     try:
-        schedule(display, cds(stream, pictures))
+        schedule(display, cds(stream.url, pictures))
         record = display.wait_playback(lambda r: r["content-item"] == stream.url, 60)
         assert record["content-type"] == "application/vnd.apple.mpegurl"
         assert record["duration"] == 600.0
@@ -159,6 +170,44 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
         assert wait_until(lambda: showing(display, STREAM), 10), "the stream did not come back"
         log = display.text()
         assert "left out for" in log  # the engine backed off from it
+        print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
+    finally:
+        display.stop(30)
+
+
+def test_an_rtsp_camera_plays_gives_way_when_cut_and_comes_back(
+    tmp_path: Path, camera: RtspStream, pictures: PageServer
+) -> None:
+    """An RTSP camera (GStreamer's RTSP server on loopback: H.264 over RTP, 25 frames a second)
+    plays natively and is never downloaded; its server ended for 10 s, the set's picture shows
+    in its place, and the camera again once the server is back."""
+    display = DisplayProcess(tmp_path / "display", config=CONFIG)
+    display.start().wait_ready()
+    try:
+        schedule(display, cds(camera.url, pictures, content_type=None))
+        record = display.wait_playback(lambda r: r["content-item"] == camera.url, 60)
+        assert record["duration"] == 600.0
+        assert wait_until(lambda: showing(display, STREAM), 15), "the camera is not on screen"
+        assert wait_until(lambda: frames_in(display, 1.0) > 10, 10), "its frames do not count up"
+        downloads = display.health()["cache"]["downloads"]
+        assert all(camera.url not in str(entry) for entry in downloads), downloads
+
+        camera.cut()
+        cut_at = time.monotonic()
+        fallback = display.wait_playback(lambda r: r["content-item"].endswith("/green.png"), 20)
+        gave_way = time.monotonic() - cut_at
+        assert wait_until(lambda: showing(display, PICTURE), 5), "the picture is not on screen"
+        while time.monotonic() - cut_at < CUT:
+            assert display.playback()["content-item"] != camera.url
+            time.sleep(0.5)
+        camera.restore()
+        display.wait_playback(
+            lambda r: r["content-item"] == camera.url and r["sequence"] > fallback["sequence"],
+            45,
+        )
+        came_back = time.monotonic() - cut_at - CUT
+        assert wait_until(lambda: showing(display, STREAM), 10), "the camera did not come back"
+        assert wait_until(lambda: frames_in(display, 1.0) > 10, 10), "no frames after the cut"
         print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
     finally:
         display.stop(30)
