@@ -55,6 +55,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
+# QtMultimedia looks for PipeWire's library and says on stderr when it is not there (here,
+# or a kiosk with ALSA or PulseAudio alone): not a finding; the run stays quiet.
+os.environ.setdefault("QT_LOGGING_RULES", "qt.multimedia.symbolsresolver=false")
 # Chromium must not try the network beyond loopback, nor use a GPU that is not there.
 os.environ.setdefault(
     "QTWEBENGINE_CHROMIUM_FLAGS",
