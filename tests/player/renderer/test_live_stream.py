@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 from PySide6.QtGui import QImage
@@ -116,6 +117,37 @@ def cds(stream: str, pictures: PageServer, content_type: str | None = HLS) -> by
     ).encode()
 
 
+class Cuttable(Protocol):
+    """A live stream whose server a test can end and start again (tests.support.livestream)."""
+
+    @property
+    def url(self) -> str: ...
+    def cut(self) -> None: ...
+    def restore(self) -> None: ...
+
+
+def cut_and_back(display: DisplayProcess, stream: Cuttable) -> dict[str, Any]:
+    """Cut ``stream``'s server for :data:`CUT` seconds: the set's picture shows in its place and
+    the stream never does (it is tried again with a back-off); then the server is back and so
+    is the stream, on screen. Returns the playback record of its return."""
+    stream.cut()
+    cut_at = time.monotonic()
+    fallback = display.wait_playback(lambda r: r["content-item"].endswith("/green.png"), 20)
+    gave_way = time.monotonic() - cut_at
+    assert wait_until(lambda: showing(display, PICTURE), 5), "the picture is not on screen"
+    while time.monotonic() - cut_at < CUT:
+        assert display.playback()["content-item"] != stream.url
+        time.sleep(0.5)
+    stream.restore()
+    back = display.wait_playback(
+        lambda r: r["content-item"] == stream.url and r["sequence"] > fallback["sequence"], 45
+    )
+    came_back = time.monotonic() - cut_at - CUT
+    assert wait_until(lambda: showing(display, STREAM), 10), "the stream did not come back"
+    print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
+    return back
+
+
 def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
     tmp_path: Path, stream: HlsStream, pictures: PageServer
 ) -> None:
@@ -151,26 +183,10 @@ def test_a_cut_stream_gives_way_to_the_next_item_and_comes_back(
         assert showing(display, STREAM)
         assert display.playback()["sequence"] == sequence, "a short loss changed the item"
 
-        stream.cut()
-        cut_at = time.monotonic()
-        fallback = display.wait_playback(lambda r: r["content-item"].endswith("/green.png"), 20)
-        gave_way = time.monotonic() - cut_at
-        assert wait_until(lambda: showing(display, PICTURE), 5), "the picture is not on screen"
-        # While the server refuses, the stream is tried again (back-off) and never shows.
-        while time.monotonic() - cut_at < CUT:
-            assert display.playback()["content-item"] != stream.url
-            time.sleep(0.5)
-        stream.restore()
-        back = display.wait_playback(
-            lambda r: r["content-item"] == stream.url and r["sequence"] > fallback["sequence"],
-            45,
-        )
+        back = cut_and_back(display, stream)
         assert back["origin"] == "schedule"
-        came_back = time.monotonic() - cut_at - CUT
-        assert wait_until(lambda: showing(display, STREAM), 10), "the stream did not come back"
         log = display.text()
         assert "left out for" in log  # the engine backed off from it
-        print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
     finally:
         display.stop(30)
 
@@ -192,23 +208,8 @@ def test_an_rtsp_camera_plays_gives_way_when_cut_and_comes_back(
         downloads = display.health()["cache"]["downloads"]
         assert all(camera.url not in str(entry) for entry in downloads), downloads
 
-        camera.cut()
-        cut_at = time.monotonic()
-        fallback = display.wait_playback(lambda r: r["content-item"].endswith("/green.png"), 20)
-        gave_way = time.monotonic() - cut_at
-        assert wait_until(lambda: showing(display, PICTURE), 5), "the picture is not on screen"
-        while time.monotonic() - cut_at < CUT:
-            assert display.playback()["content-item"] != camera.url
-            time.sleep(0.5)
-        camera.restore()
-        display.wait_playback(
-            lambda r: r["content-item"] == camera.url and r["sequence"] > fallback["sequence"],
-            45,
-        )
-        came_back = time.monotonic() - cut_at - CUT
-        assert wait_until(lambda: showing(display, STREAM), 10), "the camera did not come back"
+        cut_and_back(display, camera)
         assert wait_until(lambda: frames_in(display, 1.0) > 10, 10), "no frames after the cut"
-        print(f"gave way {gave_way:.1f} s after the cut; back {came_back:.1f} s after the server")
     finally:
         display.stop(30)
 
